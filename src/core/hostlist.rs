@@ -1,0 +1,147 @@
+//! Slurm hostlist expressions as used for node names and device files:
+//! `tux[0-7,10]`, `/dev/nvidia[0-3]`, `/dev/nvidia0,/dev/nvidia2`.
+//! Ranges keep their zero padding (`gpu[00-02]` -> `gpu00`, `gpu01`, `gpu02`);
+//! several bracket groups in one name expand as a cartesian product.
+
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum HostlistError {
+    #[error("unbalanced brackets in \"{0}\"")]
+    Unbalanced(String),
+    #[error("invalid range \"{range}\" in \"{expr}\"")]
+    BadRange { expr: String, range: String },
+    #[error("range \"{range}\" in \"{expr}\" expands to more than {max} names")]
+    TooLarge { expr: String, range: String, max: usize },
+}
+
+/// Upper bound on the names one expression may expand to (Slurm's own limit
+/// for a hostlist range is 64k).
+pub const MAX_EXPANSION: usize = 1 << 20;
+
+/// Split at commas that are outside brackets.
+fn split_top_level(expr: &str) -> Result<Vec<&str>, HostlistError> {
+    let mut parts = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, c) in expr.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => {
+                depth -= 1;
+                if depth < 0 {
+                    return Err(HostlistError::Unbalanced(expr.to_string()));
+                }
+            }
+            ',' if depth == 0 => {
+                parts.push(&expr[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err(HostlistError::Unbalanced(expr.to_string()));
+    }
+    parts.push(&expr[start..]);
+    Ok(parts.into_iter().map(str::trim).filter(|p| !p.is_empty()).collect())
+}
+
+/// Expand one bracket body (`0-3,6,08-10`) into its members as strings.
+fn expand_ranges(expr: &str, body: &str) -> Result<Vec<String>, HostlistError> {
+    let bad = |r: &str| HostlistError::BadRange { expr: expr.to_string(), range: r.to_string() };
+    let mut out = Vec::new();
+    for range in body.split(',') {
+        let range = range.trim();
+        if range.is_empty() {
+            return Err(bad(range));
+        }
+        let (lo, hi) = match range.split_once('-') {
+            Some((lo, hi)) => (lo.trim(), hi.trim()),
+            None => (range, range),
+        };
+        if lo.is_empty() || hi.is_empty() || !lo.bytes().all(|b| b.is_ascii_digit()) || !hi.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad(range));
+        }
+        let width = if lo.len() > 1 && lo.starts_with('0') { lo.len() } else { 0 };
+        let a: u64 = lo.parse().map_err(|_| bad(range))?;
+        let b: u64 = hi.parse().map_err(|_| bad(range))?;
+        if b < a {
+            return Err(bad(range));
+        }
+        if (b - a) as usize >= MAX_EXPANSION || out.len() + ((b - a) as usize) >= MAX_EXPANSION {
+            return Err(HostlistError::TooLarge { expr: expr.to_string(), range: range.to_string(), max: MAX_EXPANSION });
+        }
+        for n in a..=b {
+            out.push(format!("{n:0width$}"));
+        }
+    }
+    Ok(out)
+}
+
+/// Expand a name with any number of bracket groups.
+fn expand_one(expr: &str, name: &str) -> Result<Vec<String>, HostlistError> {
+    let Some(open) = name.find('[') else {
+        if name.contains(']') {
+            return Err(HostlistError::Unbalanced(expr.to_string()));
+        }
+        return Ok(vec![name.to_string()]);
+    };
+    let close = name[open..].find(']').map(|c| c + open).ok_or_else(|| HostlistError::Unbalanced(expr.to_string()))?;
+    let prefix = &name[..open];
+    let body = &name[open + 1..close];
+    if body.contains('[') {
+        return Err(HostlistError::Unbalanced(expr.to_string()));
+    }
+    let rest = expand_one(expr, &name[close + 1..])?;
+    let mut out = Vec::new();
+    for member in expand_ranges(expr, body)? {
+        for tail in &rest {
+            if out.len() >= MAX_EXPANSION {
+                return Err(HostlistError::TooLarge { expr: expr.to_string(), range: body.to_string(), max: MAX_EXPANSION });
+            }
+            out.push(format!("{prefix}{member}{tail}"));
+        }
+    }
+    Ok(out)
+}
+
+/// Expand a whole hostlist expression into its names, in order.
+pub fn expand(expr: &str) -> Result<Vec<String>, HostlistError> {
+    let mut out = Vec::new();
+    for part in split_top_level(expr)? {
+        out.extend(expand_one(expr, part)?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_and_lists() {
+        assert_eq!(expand("/dev/nvidia0").unwrap(), vec!["/dev/nvidia0"]);
+        assert_eq!(expand("/dev/nvidia0,/dev/nvidia2").unwrap(), vec!["/dev/nvidia0", "/dev/nvidia2"]);
+    }
+
+    #[test]
+    fn ranges_and_padding() {
+        assert_eq!(expand("/dev/nvidia[0-2,6]").unwrap(), vec!["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia6"]);
+        assert_eq!(expand("gpu[08-10]").unwrap(), vec!["gpu08", "gpu09", "gpu10"]);
+        assert_eq!(expand("tux[0-1],db").unwrap(), vec!["tux0", "tux1", "db"]);
+    }
+
+    #[test]
+    fn cartesian() {
+        assert_eq!(expand("r[1-2]n[0-1]").unwrap(), vec!["r1n0", "r1n1", "r2n0", "r2n1"]);
+    }
+
+    #[test]
+    fn errors() {
+        assert!(matches!(expand("a[0-3"), Err(HostlistError::Unbalanced(_))));
+        assert!(matches!(expand("a[3-1]"), Err(HostlistError::BadRange { .. })));
+        assert!(matches!(expand("a[x]"), Err(HostlistError::BadRange { .. })));
+        assert!(matches!(expand("a[0-99999999]"), Err(HostlistError::TooLarge { .. })));
+    }
+}

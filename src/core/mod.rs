@@ -1,0 +1,11 @@
+//! The pure Rust core: no Slurm symbol, no raw pointer.  Everything here is
+//! unit-tested with plain `cargo test`.
+
+pub mod devices;
+pub mod env;
+pub mod fake_gpus;
+pub mod gres_conf;
+pub mod hostlist;
+pub mod merge;
+pub mod model;
+pub mod wire;

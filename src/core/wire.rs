@@ -1,0 +1,169 @@
+//! What slurmd hands to slurmstepd for a GRES plugin (`send_stepd` /
+//! `recv_stepd`): the device list and the node's env flags, in the stock
+//! plugins' field order so either side may be ours.  Decoding checks every
+//! value: a short or corrupt buffer is an error, never a crash or a
+//! half-built device list.
+
+use super::model::{ConfFlags, DevType, GresDevice};
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum WireError {
+    #[error("buffer ends before {0}")]
+    Short(&'static str),
+    #[error("invalid {what}: {value}")]
+    Invalid { what: &'static str, value: u64 },
+    #[error("device count {0} is more than the buffer can hold")]
+    TooMany(u32),
+}
+
+/// Writes Slurm's packed forms.
+pub trait WireWriter {
+    fn u32(&mut self, v: u32);
+    /// `packstr`: a string, or `None` for NULL.
+    fn string(&mut self, s: Option<&str>);
+}
+
+/// Reads Slurm's packed forms, failing on a short buffer.
+pub trait WireReader {
+    fn u32(&mut self, what: &'static str) -> Result<u32, WireError>;
+    fn string(&mut self, what: &'static str) -> Result<Option<String>, WireError>;
+    /// Bytes not yet read (bounds the device count before allocating).
+    fn remaining(&self) -> usize;
+}
+
+/// Smallest packed size of one device: five u32 and two empty strings.
+const MIN_DEVICE_BYTES: usize = 5 * 4 + 2 * 4;
+
+pub fn write_devices(w: &mut dyn WireWriter, devices: &[GresDevice]) {
+    w.u32(devices.len() as u32);
+    for d in devices {
+        w.u32(d.index);
+        w.u32(d.dev_num as u32);
+        w.u32(d.dev_type as u32);
+        w.u32(d.major);
+        w.u32(d.minor);
+        w.string(Some(&d.path));
+        w.string(d.unique_id.as_deref());
+    }
+}
+
+pub fn read_devices(r: &mut dyn WireReader) -> Result<Vec<GresDevice>, WireError> {
+    let count = r.u32("device count")?;
+    if (count as usize).saturating_mul(MIN_DEVICE_BYTES) > r.remaining() {
+        return Err(WireError::TooMany(count));
+    }
+    let mut out = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let index = r.u32("device index")?;
+        let dev_num = r.u32("device number")? as i32;
+        let t = r.u32("device type")?;
+        let dev_type = DevType::from_u32(t).ok_or(WireError::Invalid { what: "device type", value: t as u64 })?;
+        let major = r.u32("device major")?;
+        let minor = r.u32("device minor")?;
+        let path = r.string("device path")?.unwrap_or_default();
+        let unique_id = r.string("device unique id")?;
+        out.push(GresDevice { index, dev_num, dev_type, major, minor, path, unique_id });
+    }
+    Ok(out)
+}
+
+/// The gres/gpu message: devices, then the node's env flags.
+pub fn write_gpu(w: &mut dyn WireWriter, devices: &[GresDevice], node_flags: ConfFlags) {
+    write_devices(w, devices);
+    w.u32(node_flags.0);
+}
+
+pub fn read_gpu(r: &mut dyn WireReader) -> Result<(Vec<GresDevice>, ConfFlags), WireError> {
+    let devices = read_devices(r)?;
+    let flags = r.u32("node flags")?;
+    Ok((devices, ConfFlags(flags)))
+}
+
+/// An in-memory encoding with Slurm's byte layout (big-endian u32; strings
+/// as a u32 length including the NUL, then the bytes), for tests and fuzzing.
+#[derive(Default, Debug, Clone)]
+pub struct MemWire {
+    pub bytes: Vec<u8>,
+    pub pos: usize,
+}
+
+impl WireWriter for MemWire {
+    fn u32(&mut self, v: u32) {
+        self.bytes.extend_from_slice(&v.to_be_bytes());
+    }
+    fn string(&mut self, s: Option<&str>) {
+        match s {
+            None => WireWriter::u32(self, 0),
+            Some(s) => {
+                WireWriter::u32(self, s.len() as u32 + 1);
+                self.bytes.extend_from_slice(s.as_bytes());
+                self.bytes.push(0);
+            }
+        }
+    }
+}
+
+impl WireReader for MemWire {
+    fn u32(&mut self, what: &'static str) -> Result<u32, WireError> {
+        let b = self.bytes.get(self.pos..self.pos + 4).ok_or(WireError::Short(what))?;
+        self.pos += 4;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn string(&mut self, what: &'static str) -> Result<Option<String>, WireError> {
+        let len = WireReader::u32(self, what)? as usize;
+        if len == 0 {
+            return Ok(None);
+        }
+        let b = self.bytes.get(self.pos..self.pos.saturating_add(len)).ok_or(WireError::Short(what))?;
+        self.pos += len;
+        let body = b.strip_suffix(&[0]).unwrap_or(b);
+        Ok(Some(String::from_utf8_lossy(body).into_owned()))
+    }
+    fn remaining(&self) -> usize {
+        self.bytes.len().saturating_sub(self.pos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<GresDevice> {
+        vec![
+            GresDevice { index: 0, dev_num: 0, dev_type: DevType::Char, major: 195, minor: 0, path: "/dev/nvidia0".into(), unique_id: None },
+            GresDevice { index: 1, dev_num: 1, dev_type: DevType::Char, major: 195, minor: 1, path: "/dev/nvidia1".into(), unique_id: Some("MIG-1".into()) },
+        ]
+    }
+
+    #[test]
+    fn round_trip() {
+        let mut w = MemWire::default();
+        write_gpu(&mut w, &sample(), ConfFlags(ConfFlags::ENV_NVML));
+        let (d, f) = read_gpu(&mut w).unwrap();
+        assert_eq!(d, sample());
+        assert_eq!(f, ConfFlags(ConfFlags::ENV_NVML));
+        assert_eq!(w.remaining(), 0);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        let mut w = MemWire::default();
+        write_gpu(&mut w, &sample(), ConfFlags(0));
+        for cut in 0..w.bytes.len() {
+            let mut r = MemWire { bytes: w.bytes[..cut].to_vec(), pos: 0 };
+            assert!(read_gpu(&mut r).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn huge_count_and_bad_type_rejected() {
+        let mut w = MemWire::default();
+        WireWriter::u32(&mut w, u32::MAX);
+        assert_eq!(read_devices(&mut w.clone()), Err(WireError::TooMany(u32::MAX)));
+        let mut w = MemWire::default();
+        write_devices(&mut w, &sample());
+        w.bytes[4 + 8 + 3] = 9; // type of the first device
+        assert!(matches!(read_devices(&mut w), Err(WireError::Invalid { .. })));
+    }
+}

@@ -1,0 +1,173 @@
+//! The bodies of the exported `gres_p_*` functions, generic over the
+//! plugin.  Each one runs under the panic guard, converts Slurm's arguments
+//! to core types, calls the plugin, and writes the results back.
+
+use super::guard::guard;
+use super::host::SlurmHost;
+use super::slurm::{self, BufReader, BufWriter, DeviceListCache, EnvArray};
+use super::sys;
+use crate::core::model::InternalFlags;
+use crate::plugins::{EnvTarget, GresPlugin, NodeConfig, SetEnv};
+use std::ffi::{c_char, c_int, c_void};
+use std::ptr;
+
+pub const SLURM_SUCCESS: c_int = 0;
+pub const SLURM_ERROR: c_int = -1;
+
+pub fn init<P: GresPlugin>() -> c_int {
+    super::log::install(P::PLUGIN_TYPE);
+    guard(P::PLUGIN_TYPE, "init", SLURM_ERROR, || match P::init() {
+        Ok(()) => SLURM_SUCCESS,
+        Err(e) => {
+            tracing::error!("init: {e}");
+            SLURM_ERROR
+        }
+    })
+}
+
+pub fn fini<P: GresPlugin>() -> c_int {
+    guard(P::PLUGIN_TYPE, "fini", SLURM_SUCCESS, || {
+        P::fini();
+        SLURM_SUCCESS
+    })
+}
+
+/// # Safety
+/// Arguments as slurmd passes them to `gres_p_node_config_load`.
+pub unsafe fn node_config_load<P: GresPlugin>(list: sys::List, cfg: *mut sys::node_config_load_t) -> c_int {
+    guard(P::PLUGIN_TYPE, "node_config_load", SLURM_ERROR, || {
+        if list.is_null() || cfg.is_null() {
+            tracing::error!("node_config_load: called without a configuration");
+            return SLURM_ERROR;
+        }
+        // SAFETY: `cfg` is slurmd's valid node_config_load_t for this call.
+        let c = unsafe { &*cfg };
+        let host = SlurmHost { mac_to_abs: c.xcpuinfo_mac_to_abs, node_config: cfg };
+        let config = NodeConfig { cpu_cnt: c.cpu_cnt, in_slurmd: c.in_slurmd };
+        // SAFETY: `list` is slurmd's valid list of gres_slurmd_conf_t.
+        let mut records = unsafe { slurm::records_from_list(list) };
+        let before = records.clone();
+        let rc = match P::node_config_load(&host, config, &mut records) {
+            Ok(()) => SLURM_SUCCESS,
+            Err(e) => {
+                tracing::error!("{e}");
+                SLURM_ERROR
+            }
+        };
+        if records != before {
+            // SAFETY: same list; records rebuilt the way slurmd frees them.
+            unsafe { slurm::replace_list_records(list, &records) };
+        }
+        rc
+    })
+}
+
+/// # Safety
+/// `env` is slurmd's `char ***` environment; `alloc`/`usable` NULL or valid.
+pub unsafe fn set_env<P: GresPlugin>(
+    env: *mut *mut *mut c_char,
+    alloc: *mut sys::bitstr_t,
+    gres_cnt: u64,
+    usable: Option<*mut sys::bitstr_t>,
+    flags: sys::gres_internal_flags_t,
+    func: &str,
+) {
+    guard(P::PLUGIN_TYPE, func, (), || {
+        // SAFETY: per the function's contract.
+        let Some(mut env) = (unsafe { EnvArray::new(env) }) else { return };
+        // SAFETY: NULL or valid bitmaps for the call.
+        let alloc = unsafe { slurm::bitmap_from_c(alloc) };
+        // SAFETY: as above.
+        let usable_map = usable.and_then(|u| unsafe { slurm::bitmap_from_c(u) });
+        let target = match (func, usable) {
+            (_, Some(_)) => EnvTarget::Task { usable: usable_map.as_ref() },
+            ("job_set_env", None) => EnvTarget::Job,
+            _ => EnvTarget::Step,
+        };
+        let snapshot = |name: &str| env.get(name);
+        let req = SetEnv { alloc: alloc.as_ref(), gres_cnt, flags: InternalFlags(flags as u32), current: &snapshot };
+        let change = P::set_env(&SlurmHost::plain(), target, &req);
+        if let Some(line) = change.verbose_line {
+            eprintln!("{line}");
+        }
+        env.apply(&change.ops);
+    })
+}
+
+/// # Safety
+/// `buffer` is slurmd's pack buffer.
+pub unsafe fn send_stepd<P: GresPlugin>(buffer: *mut sys::buf_t) {
+    guard(P::PLUGIN_TYPE, "send_stepd", (), || {
+        // SAFETY: per the function's contract.
+        if let Some(mut w) = unsafe { BufWriter::new(buffer) } {
+            P::send_stepd(&mut w);
+        }
+    })
+}
+
+/// # Safety
+/// `buffer` is slurmstepd's pack buffer.
+pub unsafe fn recv_stepd<P: GresPlugin>(buffer: *mut sys::buf_t) {
+    guard(P::PLUGIN_TYPE, "recv_stepd", (), || {
+        // SAFETY: per the function's contract.
+        let Some(mut r) = (unsafe { BufReader::new(buffer) }) else { return };
+        if let Err(e) = P::recv_stepd(&mut r) {
+            tracing::error!("recv_stepd: failed: {e}");
+        }
+    })
+}
+
+pub fn get_devices<P: GresPlugin>(cache: &DeviceListCache) -> sys::List {
+    guard(P::PLUGIN_TYPE, "get_devices", ptr::null_mut(), || cache.get(P::devices, P::devices_generation()))
+}
+
+/// # Safety
+/// `js` is NULL or slurmd's valid job state.
+pub unsafe fn epilog_build_env<P: GresPlugin>(js: *mut sys::gres_job_state_t) -> *mut sys::gres_epilog_info_t {
+    guard(P::PLUGIN_TYPE, "epilog_build_env", ptr::null_mut(), || {
+        // SAFETY: per the function's contract.
+        let Some(job) = (unsafe { slurm::job_alloc_from_c(js) }) else { return ptr::null_mut() };
+        match P::epilog_build_env(&job) {
+            Some(info) => slurm::epilog_info_to_c(&info),
+            None => ptr::null_mut(),
+        }
+    })
+}
+
+/// # Safety
+/// `env` is slurmd's environment; `ei` NULL or a record we built.
+pub unsafe fn epilog_set_env<P: GresPlugin>(env: *mut *mut *mut c_char, ei: *mut sys::gres_epilog_info_t, node_inx: c_int) {
+    guard(P::PLUGIN_TYPE, "epilog_set_env", (), || {
+        // SAFETY: per the function's contract.
+        let Some(mut env) = (unsafe { EnvArray::new(env) }) else { return };
+        // SAFETY: per the function's contract.
+        let Some(info) = (unsafe { slurm::epilog_info_from_c(ei) }) else { return };
+        if node_inx < 0 {
+            tracing::error!("epilog_set_env: bad node index ({node_inx})");
+            return;
+        }
+        env.apply(&P::epilog_set_env(&info, node_inx as usize));
+    })
+}
+
+/// # Safety
+/// `usable` NULL or a valid bitmap; `settings` NULL or a C string.
+pub unsafe fn step_hardware_init<P: GresPlugin>(usable: *mut sys::bitstr_t, settings: *mut c_char) {
+    guard(P::PLUGIN_TYPE, "step_hardware_init", (), || {
+        // SAFETY: per the function's contract.
+        let usable = unsafe { slurm::bitmap_from_c(usable) };
+        // SAFETY: per the function's contract.
+        let settings = unsafe { slurm::string_from_c(settings) };
+        P::step_hardware_init(&SlurmHost::plain(), usable.as_ref(), settings.as_deref());
+    })
+}
+
+pub fn step_hardware_fini<P: GresPlugin>() {
+    guard(P::PLUGIN_TYPE, "step_hardware_fini", (), || P::step_hardware_fini(&SlurmHost::plain()))
+}
+
+/// `gres_p_get_job_info` / `gres_p_get_step_info`: no plugin-specific data
+/// (EINVAL), as the stock GPU plugins.
+pub fn get_info<P: GresPlugin>(_data: *mut c_void) -> c_int {
+    libc::EINVAL
+}

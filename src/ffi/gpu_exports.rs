@@ -1,0 +1,187 @@
+//! The bodies of the exported `gpu_p_*` functions (the gpu plugin
+//! interface of slurmd), generic over the plugin.
+
+use super::exports::{SLURM_ERROR, SLURM_SUCCESS};
+use super::guard::guard;
+use super::host::SlurmHost;
+use super::slurm;
+use super::sys;
+use crate::plugins::{GpuPlugin, NodeConfig};
+use std::ffi::{c_char, c_int, c_uint};
+use std::ptr;
+
+pub fn init<P: GpuPlugin>() -> c_int {
+    super::log::install(P::PLUGIN_TYPE);
+    guard(P::PLUGIN_TYPE, "init", SLURM_ERROR, || match P::init() {
+        Ok(()) => SLURM_SUCCESS,
+        Err(e) => {
+            tracing::error!("init: {e}");
+            SLURM_ERROR
+        }
+    })
+}
+
+pub fn fini<P: GpuPlugin>() -> c_int {
+    guard(P::PLUGIN_TYPE, "fini", SLURM_SUCCESS, || {
+        P::fini();
+        SLURM_SUCCESS
+    })
+}
+
+pub fn reconfig<P: GpuPlugin>() -> c_int {
+    guard(P::PLUGIN_TYPE, "reconfig", SLURM_SUCCESS, || {
+        P::reconfig();
+        SLURM_SUCCESS
+    })
+}
+
+/// # Safety
+/// `cfg` is slurmd's `node_config_load_t` for the call.
+pub unsafe fn get_system_gpu_list<P: GpuPlugin>(cfg: *mut sys::node_config_load_t) -> sys::List {
+    guard(P::PLUGIN_TYPE, "get_system_gpu_list", ptr::null_mut(), || {
+        if cfg.is_null() {
+            return ptr::null_mut();
+        }
+        // SAFETY: valid for the call per the contract.
+        let c = unsafe { &*cfg };
+        let host = SlurmHost { mac_to_abs: c.xcpuinfo_mac_to_abs, node_config: cfg };
+        match P::system_gpu_list(&host, NodeConfig { cpu_cnt: c.cpu_cnt, in_slurmd: c.in_slurmd }) {
+            None => ptr::null_mut(),
+            Some(records) => {
+                // SAFETY: a new list destroyed by slurmd with the records'
+                // own destructor.
+                let list = unsafe { sys::slurm_list_create(Some(sys::destroy_gres_slurmd_conf)) };
+                // SAFETY: `list` is a valid list of gres_slurmd_conf_t.
+                unsafe { slurm::replace_list_records(list, &records) };
+                list
+            }
+        }
+    })
+}
+
+/// # Safety
+/// `usable` NULL or a valid bitmap; `settings` NULL or a C string.
+pub unsafe fn step_hardware_init<P: GpuPlugin>(usable: *mut sys::bitstr_t, settings: *mut c_char) {
+    guard(P::PLUGIN_TYPE, "step_hardware_init", (), || {
+        // SAFETY: per the contract.
+        let usable = unsafe { slurm::bitmap_from_c(usable) };
+        // SAFETY: per the contract.
+        let settings = unsafe { slurm::string_from_c(settings) };
+        P::step_hardware_init(usable.as_ref(), settings.as_deref());
+    })
+}
+
+pub fn step_hardware_fini<P: GpuPlugin>() {
+    guard(P::PLUGIN_TYPE, "step_hardware_fini", (), P::step_hardware_fini)
+}
+
+/// # Safety
+/// `range` NULL or a C string.
+pub unsafe fn test_cpu_conv<P: GpuPlugin>(range: *mut c_char) -> *mut c_char {
+    guard(P::PLUGIN_TYPE, "test_cpu_conv", ptr::null_mut(), || {
+        // SAFETY: per the contract.
+        let Some(r) = (unsafe { slurm::string_from_c(range) }) else { return ptr::null_mut() };
+        slurm::xstrdup(P::test_cpu_conv(&r).as_deref())
+    })
+}
+
+/// # Safety
+/// `gpu` NULL or a valid `gpu_status_t` to fill.
+pub unsafe fn energy_read<P: GpuPlugin>(dv_ind: u32, gpu: *mut sys::gpu_status_t) -> c_int {
+    guard(P::PLUGIN_TYPE, "energy_read", SLURM_ERROR, || {
+        if gpu.is_null() {
+            return SLURM_ERROR;
+        }
+        match P::energy_read(dv_ind) {
+            None => SLURM_ERROR,
+            Some(e) => {
+                // SAFETY: valid per the contract; plain field writes.
+                let g = unsafe { &mut *gpu };
+                g.last_update_watt = e.current_watts;
+                g.energy.current_watts = e.current_watts;
+                g.energy.consumed_energy = e.consumed_energy_j;
+                SLURM_SUCCESS
+            }
+        }
+    })
+}
+
+/// # Safety
+/// `count` NULL or valid for a write.
+pub unsafe fn get_device_count<P: GpuPlugin>(count: *mut c_uint) {
+    guard(P::PLUGIN_TYPE, "get_device_count", (), || {
+        if count.is_null() {
+            return;
+        }
+        // SAFETY: valid for a write per the contract.
+        unsafe { *count = P::device_count().unwrap_or(0) };
+    })
+}
+
+/// Declare the gpu plugin file: `declare_gpu_plugin!(path::to::Plugin);`.
+#[macro_export]
+macro_rules! declare_gpu_plugin {
+    ($plugin:ty) => {
+        const _: () = {
+            use ::std::ffi::{c_char, c_int, c_uint};
+            use $crate::ffi::gpu_exports as ex;
+            use $crate::ffi::sys;
+            use $crate::plugins::GpuPlugin as _;
+
+            const NAME: &str = <$plugin>::PLUGIN_NAME;
+            const TYPE: &str = <$plugin>::PLUGIN_TYPE;
+
+            #[no_mangle]
+            #[used]
+            pub static plugin_name: [u8; NAME.len() + 1] = $crate::ffi::declare::c_bytes(NAME);
+            #[no_mangle]
+            #[used]
+            pub static plugin_type: [u8; TYPE.len() + 1] = $crate::ffi::declare::c_bytes(TYPE);
+            #[no_mangle]
+            #[used]
+            pub static plugin_version: u32 = $crate::SLURM_VERSION_NUMBER;
+
+            #[no_mangle]
+            pub extern "C" fn init() -> c_int {
+                ex::init::<$plugin>()
+            }
+            #[no_mangle]
+            pub extern "C" fn fini() -> c_int {
+                ex::fini::<$plugin>()
+            }
+            #[no_mangle]
+            pub extern "C" fn gpu_p_reconfig() -> c_int {
+                ex::reconfig::<$plugin>()
+            }
+            #[no_mangle]
+            pub unsafe extern "C" fn gpu_p_get_system_gpu_list(cfg: *mut sys::node_config_load_t) -> sys::List {
+                // SAFETY: slurmd's arguments, passed through unchanged.
+                unsafe { ex::get_system_gpu_list::<$plugin>(cfg) }
+            }
+            #[no_mangle]
+            pub unsafe extern "C" fn gpu_p_step_hardware_init(usable: *mut sys::bitstr_t, settings: *mut c_char) {
+                // SAFETY: slurmd's arguments, passed through unchanged.
+                unsafe { ex::step_hardware_init::<$plugin>(usable, settings) }
+            }
+            #[no_mangle]
+            pub extern "C" fn gpu_p_step_hardware_fini() {
+                ex::step_hardware_fini::<$plugin>()
+            }
+            #[no_mangle]
+            pub unsafe extern "C" fn gpu_p_test_cpu_conv(range: *mut c_char) -> *mut c_char {
+                // SAFETY: slurmd's arguments, passed through unchanged.
+                unsafe { ex::test_cpu_conv::<$plugin>(range) }
+            }
+            #[no_mangle]
+            pub unsafe extern "C" fn gpu_p_energy_read(dv_ind: u32, gpu: *mut sys::gpu_status_t) -> c_int {
+                // SAFETY: slurmd's arguments, passed through unchanged.
+                unsafe { ex::energy_read::<$plugin>(dv_ind, gpu) }
+            }
+            #[no_mangle]
+            pub unsafe extern "C" fn gpu_p_get_device_count(count: *mut c_uint) {
+                // SAFETY: slurmd's arguments, passed through unchanged.
+                unsafe { ex::get_device_count::<$plugin>(count) }
+            }
+        };
+    };
+}

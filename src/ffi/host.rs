@@ -1,0 +1,102 @@
+//! [`Host`] for the real slurmd: calls back into libslurmfull.so.
+
+use super::slurm::{self, bitmap_to_c, string_from_c};
+use super::sys;
+use crate::core::model::{Bitmap, GresRecord};
+use crate::plugins::Host;
+use std::ffi::{c_char, c_int, CString};
+use std::ptr;
+
+type MacToAbs = unsafe extern "C" fn(*mut c_char, *mut *mut c_char) -> c_int;
+
+pub struct SlurmHost {
+    /// `node_config_load_t.xcpuinfo_mac_to_abs`, when slurmd passed one.
+    pub mac_to_abs: Option<MacToAbs>,
+    /// The `node_config_load_t` of the current call, for slurmd's gpu plugin.
+    pub node_config: *mut sys::node_config_load_t,
+}
+
+impl SlurmHost {
+    pub fn plain() -> SlurmHost {
+        SlurmHost { mac_to_abs: None, node_config: ptr::null_mut() }
+    }
+}
+
+fn free_bitmap(mut b: *mut sys::bitstr_t) {
+    if !b.is_null() {
+        // SAFETY: `b` came from bitmap_to_c; bit_free takes its address.
+        unsafe { sys::slurm_bit_free(&mut b) };
+    }
+}
+
+impl Host for SlurmHost {
+    fn autodetect_flags(&self) -> u32 {
+        // SAFETY: no arguments; reads slurmd's parsed gres.conf state.
+        unsafe { sys::gres_get_autodetect_flags() }
+    }
+
+    fn gpu_plugin_system_gpus(&self) -> Option<Vec<GresRecord>> {
+        if self.node_config.is_null() {
+            return None;
+        }
+        // SAFETY: `node_config` is the valid pointer slurmd passed to this
+        // node_config_load call; the returned list is ours to destroy.
+        unsafe { slurm::take_record_list(sys::gpu_g_get_system_gpu_list(self.node_config)) }
+    }
+
+    fn extra_conf_path(&self, name: &str) -> Option<String> {
+        slurm::extra_conf_path(name)
+    }
+
+    fn mac_to_abs(&self, mac: &str) -> Option<String> {
+        let f = self.mac_to_abs?;
+        let c = CString::new(mac).ok()?;
+        let mut out: *mut c_char = ptr::null_mut();
+        // SAFETY: slurmd's converter reads the NUL-terminated range and
+        // stores an xmalloc'd result in `out`.
+        let rc = unsafe { f(c.as_ptr() as *mut c_char, &mut out) };
+        // SAFETY: NULL or a valid C string.
+        let s = unsafe { string_from_c(out) };
+        let mut v = out.cast();
+        // SAFETY: `out` came from xmalloc or is NULL.
+        unsafe { sys::slurm_xfree(&mut v) };
+        (rc == 0).then_some(s).flatten()
+    }
+
+    fn use_local_device_index(&self) -> bool {
+        // SAFETY: no arguments; reads slurmd's configuration.
+        unsafe { sys::gres_use_local_device_index() }
+    }
+
+    fn debug_gres(&self) -> bool {
+        // SAFETY: shim reading slurm_conf.debug_flags.
+        unsafe { sys::gres_rs_debug_flag_gres() }
+    }
+
+    fn gpu_step_hardware_init(&self, usable: Option<&Bitmap>, settings: Option<&str>) {
+        let b = usable.map(bitmap_to_c).unwrap_or(ptr::null_mut());
+        let s = settings.and_then(|s| CString::new(s).ok());
+        let sp = s.as_ref().map(|s| s.as_ptr() as *mut c_char).unwrap_or(ptr::null_mut());
+        // SAFETY: both arguments are valid or NULL for the call; the gpu
+        // plugin copies what it keeps.
+        unsafe { sys::gpu_g_step_hardware_init(b, sp) };
+        free_bitmap(b);
+    }
+
+    fn gpu_step_hardware_fini(&self) {
+        // SAFETY: no arguments.
+        unsafe { sys::gpu_g_step_hardware_fini() };
+    }
+
+    fn test_cpu_conv(&self, mask: &str) -> Option<String> {
+        let c = CString::new(mask).ok()?;
+        // SAFETY: valid string; the result is xmalloc'd or NULL.
+        let p = unsafe { sys::gpu_g_test_cpu_conv(c.as_ptr() as *mut c_char) };
+        // SAFETY: NULL or a valid C string.
+        let s = unsafe { string_from_c(p) };
+        let mut v = p.cast();
+        // SAFETY: from xmalloc or NULL.
+        unsafe { sys::slurm_xfree(&mut v) };
+        s
+    }
+}

@@ -1,0 +1,137 @@
+//! The log bridge: `tracing` events go to slurmd's own log through
+//! `slurm_log_var(level, "%s", message)` (the message is never used as a
+//! format string), prefixed with the plugin type like Slurm's plugins
+//! (`gres/gpu: ...`), and only formatted when slurmd's log level wants them.
+//!
+//! Levels: ERROR -> error, WARN and INFO -> info, DEBUG -> debug,
+//! TRACE -> debug2.  Events with target `slurm::verbose` log at verbose,
+//! `slurm::debug3` at debug3.
+
+use super::sys;
+use std::cell::Cell;
+use std::ffi::CString;
+use std::fmt::Write as _;
+use std::sync::OnceLock;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::subscriber::Interest;
+use tracing::{Event, Level, Metadata, Subscriber};
+
+thread_local! {
+    static GUARD_DEPTH: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Marks the current thread as running inside an exported function.
+pub struct GuardScope;
+
+impl GuardScope {
+    pub fn enter() -> GuardScope {
+        GUARD_DEPTH.with(|d| d.set(d.get() + 1));
+        GuardScope
+    }
+}
+
+impl Drop for GuardScope {
+    fn drop(&mut self) {
+        GUARD_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
+pub fn in_guard() -> bool {
+    GUARD_DEPTH.with(|d| d.get() > 0)
+}
+
+fn slurm_level(meta: &Metadata<'_>) -> sys::log_level_t {
+    match meta.target() {
+        "slurm::verbose" => return sys::LOG_LEVEL_VERBOSE,
+        "slurm::debug3" => return sys::LOG_LEVEL_DEBUG3,
+        _ => {}
+    }
+    match *meta.level() {
+        Level::ERROR => sys::LOG_LEVEL_ERROR,
+        Level::WARN | Level::INFO => sys::LOG_LEVEL_INFO,
+        Level::DEBUG => sys::LOG_LEVEL_DEBUG,
+        Level::TRACE => sys::LOG_LEVEL_DEBUG2,
+    }
+}
+
+fn level_enabled(level: sys::log_level_t) -> bool {
+    // SAFETY: slurm_get_log_level() takes no arguments and only reads the
+    // daemon's log configuration.
+    let current = unsafe { sys::slurm_get_log_level() };
+    current >= level as i32
+}
+
+/// Send one finished line to slurmd's log.
+fn emit(level: sys::log_level_t, line: &str) {
+    // Interior NULs would truncate the line; replace them.
+    let c = CString::new(line.replace('\0', "\\0")).unwrap_or_default();
+    // SAFETY: the format is a constant "%s" and the single argument is a
+    // valid NUL-terminated string that outlives the call.
+    unsafe { sys::slurm_log_var(level, c"%s".as_ptr(), c.as_ptr()) };
+}
+
+/// Log an error line directly (used by the panic guard, which must not
+/// depend on a subscriber being installed).
+pub fn log_error_line(line: &str) {
+    emit(sys::LOG_LEVEL_ERROR, line);
+}
+
+struct MessageVisitor {
+    message: String,
+    fields: String,
+}
+
+impl Visit for MessageVisitor {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.message.push_str(value);
+        } else {
+            let _ = write!(self.fields, " {}={}", field.name(), value);
+        }
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            let _ = write!(self.message, "{value:?}");
+        } else {
+            let _ = write!(self.fields, " {}={:?}", field.name(), value);
+        }
+    }
+}
+
+/// The subscriber installed by each plugin's `init()`.
+struct SlurmLog {
+    prefix: &'static str,
+}
+
+impl Subscriber for SlurmLog {
+    fn register_callsite(&self, _meta: &'static Metadata<'static>) -> Interest {
+        // The daemon's level can change (scontrol setdebug): ask each time.
+        Interest::sometimes()
+    }
+    fn enabled(&self, meta: &Metadata<'_>) -> bool {
+        meta.is_event() && level_enabled(slurm_level(meta))
+    }
+    fn new_span(&self, _span: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _span: &Id, _values: &Record<'_>) {}
+    fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut v = MessageVisitor { message: String::new(), fields: String::new() };
+        event.record(&mut v);
+        emit(slurm_level(event.metadata()), &format!("{}: {}{}", self.prefix, v.message, v.fields));
+    }
+    fn enter(&self, _span: &Id) {}
+    fn exit(&self, _span: &Id) {}
+}
+
+static INSTALLED: OnceLock<()> = OnceLock::new();
+
+/// Route this plugin file's `tracing` events to slurmd's log.  Each plugin
+/// file has its own copy of `tracing`, so each installs its own prefix.
+pub fn install(plugin_type: &'static str) {
+    INSTALLED.get_or_init(|| {
+        let _ = tracing::subscriber::set_global_default(SlurmLog { prefix: plugin_type });
+    });
+}

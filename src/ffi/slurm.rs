@@ -1,0 +1,468 @@
+//! Safe wrappers over the Slurm objects the plugins receive: strings,
+//! `bitstr_t`, `List`s of gres.conf records and devices, environment arrays
+//! and pack buffers.  Conversions copy into core types, so no Rust value
+//! ever borrows Slurm memory past a call.
+
+use super::sys;
+use crate::core::env::EnvOp;
+use crate::core::model::{Bitmap, ConfFlags, GresDevice, GresRecord, JobAlloc};
+use crate::core::wire::{WireError, WireReader, WireWriter};
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::ptr;
+use std::sync::Mutex;
+
+/// Copy a C string (NULL -> `None`).
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string valid for the call.
+pub unsafe fn string_from_c(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL and NUL-terminated per the caller's contract.
+    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+fn cstring(s: &str) -> CString {
+    CString::new(s.replace('\0', "")).unwrap_or_default()
+}
+
+/// An `xmalloc`ed copy of `s` (NULL for `None`), for Slurm to `xfree`.
+pub fn xstrdup(s: Option<&str>) -> *mut c_char {
+    match s {
+        None => ptr::null_mut(),
+        Some(s) => {
+            let c = cstring(s);
+            // SAFETY: `c` is a valid NUL-terminated string; slurm_xstrdup
+            // copies it into memory owned by the caller (freed by Slurm).
+            unsafe { sys::slurm_xstrdup(c.as_ptr()) }
+        }
+    }
+}
+
+/// `xmalloc` zeroed memory for `n` values of `T`.
+fn xcalloc<T>(n: usize) -> *mut T {
+    // SAFETY: slurm_xcalloc either returns zeroed memory of the requested
+    // size or aborts the process (it never returns NULL without `try`).
+    unsafe {
+        sys::slurm_xcalloc(n.max(1), std::mem::size_of::<T>(), true, false, c"rust".as_ptr(), 0, c"xcalloc".as_ptr()).cast()
+    }
+}
+
+/// Free memory from Slurm's allocator.
+fn xfree<T>(p: *mut T) {
+    let mut v = p.cast::<c_void>();
+    // SAFETY: `p` came from xmalloc (or is NULL); slurm_xfree takes the
+    // address of the pointer and NULLs it.
+    unsafe { sys::slurm_xfree(&mut v) };
+}
+
+/// Copy a `bitstr_t` (NULL -> `None`).
+///
+/// # Safety
+/// `b` is NULL or a valid bitmap for the duration of the call.
+pub unsafe fn bitmap_from_c(b: *mut sys::bitstr_t) -> Option<Bitmap> {
+    if b.is_null() {
+        return None;
+    }
+    // SAFETY: `b` is a valid bitmap per the caller's contract.
+    let size = unsafe { sys::slurm_bit_size(b) }.max(0) as usize;
+    let mut out = Bitmap::new(size);
+    for i in 0..size {
+        // SAFETY: `i` is within the bitmap's size.
+        if unsafe { sys::slurm_bit_test(b, i as i64) } != 0 {
+            out.set(i);
+        }
+    }
+    Some(out)
+}
+
+/// A new `bitstr_t` with the bits of `b`, owned by the caller.
+pub fn bitmap_to_c(b: &Bitmap) -> *mut sys::bitstr_t {
+    // SAFETY: bit_alloc returns a valid bitmap of the given size (or aborts).
+    let c = unsafe { sys::slurm_bit_alloc(b.size() as i64) };
+    for i in b.ones() {
+        // SAFETY: `i < b.size()`, the size `c` was allocated with.
+        unsafe { sys::slurm_bit_set(c, i as i64) };
+    }
+    c
+}
+
+/// Copy one gres.conf record.
+///
+/// # Safety
+/// `r` points to a valid `gres_slurmd_conf_t`.
+unsafe fn record_from_c(r: *const sys::gres_slurmd_conf_t) -> GresRecord {
+    // SAFETY: valid per the caller's contract; strings are NULL or valid.
+    unsafe {
+        let r = &*r;
+        GresRecord {
+            flags: ConfFlags(r.config_flags),
+            count: r.count,
+            cpu_cnt: r.cpu_cnt,
+            cpus: string_from_c(r.cpus),
+            cpus_bitmap: bitmap_from_c(r.cpus_bitmap),
+            file: string_from_c(r.file),
+            links: string_from_c(r.links),
+            name: string_from_c(r.name).unwrap_or_default(),
+            type_name: string_from_c(r.type_name),
+            unique_id: string_from_c(r.unique_id),
+            plugin_id: r.plugin_id,
+        }
+    }
+}
+
+/// A new `xmalloc`ed `gres_slurmd_conf_t`, freed by slurmd's
+/// `destroy_gres_slurmd_conf`.
+fn record_to_c(r: &GresRecord) -> *mut sys::gres_slurmd_conf_t {
+    let c = xcalloc::<sys::gres_slurmd_conf_t>(1);
+    // SAFETY: `c` is freshly allocated, zeroed and exclusively ours.
+    let c_ref = unsafe { &mut *c };
+    c_ref.config_flags = r.flags.0;
+    c_ref.count = r.count;
+    c_ref.cpu_cnt = r.cpu_cnt;
+    c_ref.cpus = xstrdup(r.cpus.as_deref());
+    c_ref.cpus_bitmap = r.cpus_bitmap.as_ref().map(bitmap_to_c).unwrap_or(ptr::null_mut());
+    c_ref.file = xstrdup(r.file.as_deref());
+    c_ref.links = xstrdup(r.links.as_deref());
+    c_ref.name = xstrdup(Some(&r.name));
+    c_ref.type_name = xstrdup(r.type_name.as_deref());
+    c_ref.unique_id = xstrdup(r.unique_id.as_deref());
+    c_ref.plugin_id = r.plugin_id;
+    c
+}
+
+/// Copy every record of a list of `gres_slurmd_conf_t`, leaving it as is.
+///
+/// # Safety
+/// `list` is NULL or a valid List whose elements are `gres_slurmd_conf_t`.
+pub unsafe fn records_from_list(list: sys::List) -> Vec<GresRecord> {
+    let mut out = Vec::new();
+    if list.is_null() {
+        return out;
+    }
+    // SAFETY: valid list per the caller's contract; the iterator is
+    // destroyed before returning and elements are only read.
+    unsafe {
+        let it = sys::slurm_list_iterator_create(list);
+        loop {
+            let e = sys::slurm_list_next(it);
+            if e.is_null() {
+                break;
+            }
+            out.push(record_from_c(e as *const sys::gres_slurmd_conf_t));
+        }
+        sys::slurm_list_iterator_destroy(it);
+    }
+    out
+}
+
+/// Replace the content of a record list (whose destructor is slurmd's
+/// `destroy_gres_slurmd_conf`) with `records`.
+///
+/// # Safety
+/// `list` is a valid List of `gres_slurmd_conf_t` created by slurmd.
+pub unsafe fn replace_list_records(list: sys::List, records: &[GresRecord]) {
+    // SAFETY: list_flush destroys the current elements with the list's own
+    // destructor; the new elements are allocated the way that destructor
+    // frees them.
+    unsafe {
+        sys::slurm_list_flush(list);
+        for r in records {
+            sys::slurm_list_append(list, record_to_c(r).cast());
+        }
+    }
+}
+
+/// Take ownership of a record list returned by slurmd's gpu plugin: copy and
+/// destroy it.
+///
+/// # Safety
+/// `list` is NULL or a valid List of `gres_slurmd_conf_t` owned by us.
+pub unsafe fn take_record_list(list: sys::List) -> Option<Vec<GresRecord>> {
+    if list.is_null() {
+        return None;
+    }
+    // SAFETY: per the contract; the list is destroyed once copied.
+    unsafe {
+        let records = records_from_list(list);
+        sys::slurm_list_destroy(list);
+        Some(records)
+    }
+}
+
+/// A `List` of `gres_device_t` that slurmd may read and write (it sets the
+/// `alloc` field) while the plugin is loaded, rebuilt when the device list
+/// changes.
+pub struct DeviceListCache {
+    inner: Mutex<(sys::List, u64)>,
+}
+
+// SAFETY: the List is only touched while holding the mutex (slurmd's own use
+// of the returned list happens under its gres_context_lock, as with the
+// stock plugins).
+unsafe impl Sync for DeviceListCache {}
+// SAFETY: see above.
+unsafe impl Send for DeviceListCache {}
+
+impl DeviceListCache {
+    pub const fn new() -> Self {
+        DeviceListCache { inner: Mutex::new((ptr::null_mut(), u64::MAX)) }
+    }
+
+    /// The C list for `devices` of generation `generation` (NULL when there
+    /// are no devices, as the stock plugins return).
+    pub fn get(&self, devices: impl FnOnce() -> Vec<GresDevice>, generation: u64) -> sys::List {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.1 != generation {
+            let devices = devices();
+            let old = std::mem::replace(&mut g.0, ptr::null_mut());
+            if !old.is_null() {
+                // SAFETY: `old` was created by us below and is no longer
+                // handed out once replaced.
+                unsafe { sys::slurm_list_destroy(old) };
+            }
+            if !devices.is_empty() {
+                // SAFETY: a fresh list whose destructor frees elements
+                // allocated as below.
+                let list = unsafe { sys::slurm_list_create(Some(sys::slurm_destroy_gres_device)) };
+                for d in &devices {
+                    let c = xcalloc::<sys::gres_device_t>(1);
+                    // SAFETY: freshly allocated, zeroed, exclusively ours.
+                    let r = unsafe { &mut *c };
+                    r.index = d.index as i32;
+                    r.alloc = 0;
+                    r.dev_desc.major = d.major;
+                    r.dev_desc.minor = d.minor;
+                    r.dev_desc.type_ = d.dev_type as sys::gres_device_type_t;
+                    r.dev_num = d.dev_num;
+                    r.path = xstrdup(Some(&d.path));
+                    r.unique_id = xstrdup(d.unique_id.as_deref());
+                    // SAFETY: `list` is valid; ownership of `c` passes to it.
+                    unsafe { sys::slurm_list_append(list, c.cast()) };
+                }
+                g.0 = list;
+            }
+            g.1 = generation;
+        }
+        g.0
+    }
+}
+
+impl Default for DeviceListCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A `char ***` environment array of slurmd.
+pub struct EnvArray {
+    ptr: *mut *mut *mut c_char,
+}
+
+impl EnvArray {
+    /// # Safety
+    /// `ptr` is NULL or points to a (possibly NULL) `xmalloc`ed,
+    /// NULL-terminated array of `NAME=value` strings, valid for the
+    /// lifetime of the returned value.
+    pub unsafe fn new(ptr: *mut *mut *mut c_char) -> Option<EnvArray> {
+        if ptr.is_null() {
+            None
+        } else {
+            Some(EnvArray { ptr })
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<String> {
+        let n = cstring(name);
+        // SAFETY: `self.ptr` is valid (constructor contract); getenvp
+        // accepts a NULL array and returns a pointer into it or NULL.
+        unsafe {
+            let arr = *self.ptr;
+            if arr.is_null() {
+                return None;
+            }
+            string_from_c(sys::slurm_getenvp(arr, n.as_ptr()))
+        }
+    }
+
+    pub fn apply(&mut self, ops: &[EnvOp]) {
+        for op in ops {
+            match op {
+                EnvOp::Set(k, v) => {
+                    let (k, v) = (cstring(k), cstring(v));
+                    // SAFETY: valid array pointer; env_array_overwrite
+                    // reallocates the array through the pointer as needed.
+                    unsafe { sys::slurm_env_array_overwrite(self.ptr, k.as_ptr(), v.as_ptr()) };
+                }
+                EnvOp::Unset(k) => {
+                    let k = cstring(k);
+                    // SAFETY: valid array pointer; unsetenvp accepts NULL.
+                    unsafe {
+                        let arr = *self.ptr;
+                        if !arr.is_null() {
+                            sys::slurm_unsetenvp(arr, k.as_ptr());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A pack buffer being written.
+pub struct BufWriter {
+    buf: *mut sys::buf_t,
+}
+
+impl BufWriter {
+    /// # Safety
+    /// `buf` is a valid pack buffer for the lifetime of the writer.
+    pub unsafe fn new(buf: *mut sys::buf_t) -> Option<BufWriter> {
+        (!buf.is_null()).then_some(BufWriter { buf })
+    }
+}
+
+impl WireWriter for BufWriter {
+    fn u32(&mut self, v: u32) {
+        // SAFETY: valid buffer (constructor contract); pack32 grows it.
+        unsafe { sys::slurm_pack32(v, self.buf) };
+    }
+    fn string(&mut self, s: Option<&str>) {
+        match s {
+            // SAFETY: packmem with size 0 packs a NULL string.
+            None => unsafe { sys::slurm_packmem(ptr::null_mut(), 0, self.buf) },
+            Some(s) => {
+                let c = cstring(s);
+                let bytes = c.as_bytes_with_nul();
+                // SAFETY: `bytes` is valid for its length; packmem copies.
+                unsafe { sys::slurm_packmem(bytes.as_ptr() as *mut c_void, bytes.len() as u32, self.buf) };
+            }
+        }
+    }
+}
+
+/// A pack buffer being read: every read is bounds-checked by Slurm's
+/// unpack functions, and reported as an error, not a crash.
+pub struct BufReader {
+    buf: *mut sys::buf_t,
+}
+
+impl BufReader {
+    /// # Safety
+    /// `buf` is a valid pack buffer for the lifetime of the reader.
+    pub unsafe fn new(buf: *mut sys::buf_t) -> Option<BufReader> {
+        (!buf.is_null()).then_some(BufReader { buf })
+    }
+}
+
+impl WireReader for BufReader {
+    fn u32(&mut self, what: &'static str) -> Result<u32, WireError> {
+        let mut v = 0u32;
+        // SAFETY: valid buffer; unpack32 checks the remaining length.
+        let rc = unsafe { sys::slurm_unpack32(&mut v, self.buf) };
+        if rc != 0 {
+            return Err(WireError::Short(what));
+        }
+        Ok(v)
+    }
+    fn string(&mut self, what: &'static str) -> Result<Option<String>, WireError> {
+        let mut p: *mut c_char = ptr::null_mut();
+        let mut len = 0u32;
+        // SAFETY: valid buffer; the unpack function checks the length
+        // against the buffer and returns an xmalloc'd copy or NULL.
+        let rc = unsafe { sys::slurm_unpackstr_xmalloc_chooser(&mut p, &mut len, self.buf) };
+        if rc != 0 {
+            xfree(p);
+            return Err(WireError::Short(what));
+        }
+        // SAFETY: `p` is NULL or a NUL-terminated string we now own.
+        let s = unsafe { string_from_c(p) };
+        xfree(p);
+        Ok(s)
+    }
+    fn remaining(&self) -> usize {
+        // SAFETY: valid buffer; plain field reads.
+        let (size, processed) = unsafe { ((*self.buf).size, (*self.buf).processed) };
+        size.saturating_sub(processed) as usize
+    }
+}
+
+/// Copy a job's allocation of one GRES.
+///
+/// # Safety
+/// `js` is NULL or a valid `gres_job_state_t` whose arrays have
+/// `node_cnt` entries.
+pub unsafe fn job_alloc_from_c(js: *const sys::gres_job_state_t) -> Option<JobAlloc> {
+    if js.is_null() {
+        return None;
+    }
+    // SAFETY: per the contract.
+    unsafe {
+        let js = &*js;
+        let n = js.node_cnt as usize;
+        let bit_alloc = (0..n)
+            .map(|i| if js.gres_bit_alloc.is_null() { None } else { bitmap_from_c(*js.gres_bit_alloc.add(i)) })
+            .collect();
+        let cnt = (!js.gres_cnt_node_alloc.is_null()).then(|| (0..n).map(|i| *js.gres_cnt_node_alloc.add(i)).collect());
+        Some(JobAlloc { node_cnt: js.node_cnt, bit_alloc, cnt_node_alloc: cnt })
+    }
+}
+
+/// Copy a Prolog/Epilog record.
+///
+/// # Safety
+/// `ei` is NULL or a valid `gres_epilog_info_t` whose arrays have
+/// `node_cnt` entries.
+pub unsafe fn epilog_info_from_c(ei: *const sys::gres_epilog_info_t) -> Option<JobAlloc> {
+    if ei.is_null() {
+        return None;
+    }
+    // SAFETY: per the contract.
+    unsafe {
+        let ei = &*ei;
+        let n = ei.node_cnt as usize;
+        let bit_alloc = (0..n)
+            .map(|i| if ei.gres_bit_alloc.is_null() { None } else { bitmap_from_c(*ei.gres_bit_alloc.add(i)) })
+            .collect();
+        let cnt = (!ei.gres_cnt_node_alloc.is_null()).then(|| (0..n).map(|i| *ei.gres_cnt_node_alloc.add(i)).collect());
+        Some(JobAlloc { node_cnt: ei.node_cnt, bit_alloc, cnt_node_alloc: cnt })
+    }
+}
+
+/// A new `gres_epilog_info_t`, freed by slurmd.
+pub fn epilog_info_to_c(info: &JobAlloc) -> *mut sys::gres_epilog_info_t {
+    let c = xcalloc::<sys::gres_epilog_info_t>(1);
+    // SAFETY: freshly allocated, zeroed, exclusively ours.
+    let r = unsafe { &mut *c };
+    let n = info.node_cnt as usize;
+    r.node_cnt = info.node_cnt;
+    let bits = xcalloc::<*mut sys::bitstr_t>(n);
+    for i in 0..n {
+        if let Some(Some(b)) = info.bit_alloc.get(i) {
+            // SAFETY: `bits` has `n` (zeroed) entries.
+            unsafe { *bits.add(i) = bitmap_to_c(b) };
+        }
+    }
+    r.gres_bit_alloc = bits;
+    if let Some(cnt) = &info.cnt_node_alloc {
+        let arr = xcalloc::<u64>(n);
+        for i in 0..n {
+            // SAFETY: `arr` has `n` entries.
+            unsafe { *arr.add(i) = cnt.get(i).copied().unwrap_or(0) };
+        }
+        r.gres_cnt_node_alloc = arr;
+    }
+    c
+}
+
+/// slurmd's `fake_gpus.conf`-style path of a file in its config directory.
+pub fn extra_conf_path(name: &str) -> Option<String> {
+    let n = cstring(name);
+    // SAFETY: the shim returns an xmalloc'd string (or NULL) we own.
+    let p = unsafe { sys::gres_rs_extra_conf_path(n.as_ptr()) };
+    // SAFETY: NULL or a valid C string.
+    let s = unsafe { string_from_c(p) };
+    xfree(p);
+    s
+}

@@ -1,0 +1,38 @@
+//! slurm-gpu-gres: Slurm's GPU generic-resource plugins (`gres/gpu`,
+//! `gres/mps`, `gres/shard`) and GPU detection plugin (`gpu/nvml`) in Rust.
+//!
+//! Layers, from the bottom:
+//! - [`core`]: pure Rust, knows nothing of Slurm's memory (model, parsers,
+//!   merging, environment rules, wire format).
+//! - [`nvml`]: GPU detection through `nvml-wrapper`, producing core types.
+//! - [`plugins`]: what each plugin file does, in safe Rust.
+//! - [`ffi`]: the only `unsafe` code; Slurm's ABI and the exported symbols.
+
+#![deny(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod core;
+#[allow(unsafe_code)]
+pub mod ffi;
+pub mod nvml;
+pub mod plugins;
+
+/// The Slurm release this build is for (`SLURM_VERSION_NUMBER` of its
+/// `slurm_version.h`, found by build.rs); slurmd loads a plugin only when
+/// major, minor and micro match its own.
+pub const SLURM_VERSION_NUMBER: u32 = parse_decimal(env!("SLURM_VERSION_NUMBER"));
+/// The same release as text, e.g. "22.05.8".
+pub const SLURM_VERSION: &str = env!("SLURM_VERSION_STRING");
+
+const fn parse_decimal(s: &str) -> u32 {
+    // build.rs emits the number in decimal.
+    let b = s.as_bytes();
+    let mut v: u32 = 0;
+    let mut i = 0;
+    while i < b.len() {
+        assert!(b[i].is_ascii_digit());
+        v = v * 10 + (b[i] - b'0') as u32;
+        i += 1;
+    }
+    v
+}

@@ -1,0 +1,1 @@
+//! GPU detection through NVML (being written).

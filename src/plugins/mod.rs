@@ -1,0 +1,115 @@
+//! The plugins: what each of our four plugin files does, in safe Rust over
+//! the core types.  `ffi` turns Slurm's calls into calls of these traits;
+//! each `plugins/<name>/` crate is one line that declares its file.
+
+use crate::core::env::{EnvChange, EnvOp};
+use crate::core::model::{Bitmap, EpilogInfo, GresDevice, GresRecord, InternalFlags, JobAlloc};
+use crate::core::wire::{WireError, WireReader, WireWriter};
+
+pub mod gpu_nvml;
+pub mod gpu_detect;
+pub mod gres_gpu;
+pub mod gres_mps;
+pub mod gres_shard;
+pub mod shared;
+
+/// What slurmd offers a plugin besides the arguments of a call.  The real
+/// implementation is in `ffi`; tests use their own.
+pub trait Host {
+    /// `GRES_AUTODETECT_*` bits of gres.conf's `AutoDetect`.
+    fn autodetect_flags(&self) -> u32;
+    /// GPUs found by slurmd's own gpu plugin (gpu/rsmi, gpu/oneapi, ...).
+    fn gpu_plugin_system_gpus(&self) -> Option<Vec<GresRecord>>;
+    /// Path of a file in slurmd's configuration directory.
+    fn extra_conf_path(&self, name: &str) -> Option<String>;
+    /// Convert a machine CPU range to slurmd's abstract core ids.
+    fn mac_to_abs(&self, mac: &str) -> Option<String>;
+    /// Devices are renumbered from 0 inside the job's cgroup.
+    fn use_local_device_index(&self) -> bool;
+    /// `DebugFlags=Gres` is set.
+    fn debug_gres(&self) -> bool;
+    /// Hand `--gpu-freq` to slurmd's gpu plugin for a step's GPUs.
+    fn gpu_step_hardware_init(&self, usable: Option<&Bitmap>, settings: Option<&str>);
+    fn gpu_step_hardware_fini(&self);
+    /// Slurm's `gpu_g_test_cpu_conv` for `fake_gpus.conf` CPU masks.
+    fn test_cpu_conv(&self, mask: &str) -> Option<String>;
+}
+
+/// `node_config_load` arguments beside the record list.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NodeConfig {
+    pub cpu_cnt: u32,
+    pub in_slurmd: bool,
+}
+
+/// A `*_set_env` call.
+pub struct SetEnv<'a> {
+    pub alloc: Option<&'a Bitmap>,
+    pub gres_cnt: u64,
+    pub flags: InternalFlags,
+    /// The environment as it is before the call.
+    pub current: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// Which `*_set_env` slurmd called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EnvTarget<'a> {
+    Job,
+    Step,
+    Task { usable: Option<&'a Bitmap> },
+}
+
+/// One GRES plugin file (`gres_gpu.so`, `gres_mps.so`, `gres_shard.so`).
+/// Every function has the meaning of the `gres_p_*` function of that name.
+pub trait GresPlugin: 'static {
+    /// `plugin_name`, e.g. "Gres GPU plugin".
+    const PLUGIN_NAME: &'static str;
+    /// `plugin_type`, e.g. "gres/gpu".
+    const PLUGIN_TYPE: &'static str;
+    /// The GRES name, e.g. "gpu".
+    const GRES_NAME: &'static str;
+
+    fn init() -> Result<(), String> {
+        Ok(())
+    }
+    fn fini() {}
+    /// Validate and complete the node's records (which include other
+    /// GRES's records), and set up the device list.  `Err` stops slurmd as
+    /// the stock plugins do, with the message logged.
+    fn node_config_load(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>) -> Result<(), String>;
+    /// The node's device list, for `gres_p_get_devices`.
+    fn devices() -> Vec<GresDevice>;
+    /// A counter that changes whenever [`Self::devices`] does.
+    fn devices_generation() -> u64;
+    fn set_env(host: &dyn Host, target: EnvTarget<'_>, req: &SetEnv<'_>) -> EnvChange;
+    fn send_stepd(w: &mut dyn WireWriter);
+    fn recv_stepd(r: &mut dyn WireReader) -> Result<(), WireError>;
+    /// Prolog/Epilog record, or `None` when there is nothing to set.
+    fn epilog_build_env(job: &JobAlloc) -> Option<EpilogInfo>;
+    fn epilog_set_env(info: &EpilogInfo, node_inx: usize) -> Vec<EnvOp>;
+    fn step_hardware_init(_host: &dyn Host, _usable: Option<&Bitmap>, _settings: Option<&str>) {}
+    fn step_hardware_fini(_host: &dyn Host) {}
+}
+
+/// The gpu plugin file (`gpu_nvml.so`): `gpu_p_*` functions.
+pub trait GpuPlugin: 'static {
+    const PLUGIN_NAME: &'static str;
+    const PLUGIN_TYPE: &'static str;
+
+    fn init() -> Result<(), String> {
+        Ok(())
+    }
+    fn fini() {}
+    fn reconfig() {}
+    /// The GPUs of this node, or `None` when detection is impossible.
+    fn system_gpu_list(host: &dyn Host, cfg: NodeConfig) -> Option<Vec<GresRecord>>;
+    fn step_hardware_init(usable: Option<&Bitmap>, settings: Option<&str>);
+    fn step_hardware_fini();
+    /// `fake_gpus.conf` CPU mask (`~F0`) to a CPU range.
+    fn test_cpu_conv(mask: &str) -> Option<String>;
+    fn device_count() -> Option<u32>;
+    /// Energy readings per GPU, for `gpu_p_energy_read`.
+    fn energy_read(_dv_ind: u32) -> Option<crate::core::model::GpuEnergy> {
+        None
+    }
+}
