@@ -7,7 +7,7 @@
  * tests/layout.rs, so a mismatch fails the test suite, not a production
  * slurmd.
  *
- * Opaque types (List, bitstr_t, buf_t, hostlist_t) are only ever handled
+ * Opaque types (List, bitstr_t, hostlist_t) are only ever handled
  * through the functions of slurmd's libslurmfull.so declared below.  Only
  * the `slurm_`-prefixed exports are used: several unprefixed names (`info`,
  * `debug`) do not exist in libslurmfull.so and would make dlopen() fail.

@@ -1,0 +1,1445 @@
+//! ABI layout test: `slurm-headers/22.05/slurm_gres_abi.h` against the real
+//! Slurm 22.05 source and against slurmd's `libslurmfull.so`.
+//!
+//! Our header re-declares the part of Slurm's *internal* ABI that the GRES
+//! plugins touch.  Nothing links those declarations to Slurm's, so this test
+//! compares them mechanically:
+//!
+//! * **One source of truth.**  The list of structs, fields, typedefs,
+//!   constants and functions to check is parsed out of our header itself
+//!   (`parse_header`; a small tokenizer for the plain C subset the header
+//!   uses, which panics on anything it does not understand rather than
+//!   skipping it).  Adding a field, constant or function to the header is
+//!   therefore the only edit needed for it to be checked.  If a newly used
+//!   function is declared in a Slurm header not yet included by the probe,
+//!   the test says which header to add to [`REAL_HEADERS`].
+//!
+//! * **Layouts and constants** (`header_matches_real_slurm_22_05_headers`).
+//!   Two C programs are generated from the parsed header and compiled with
+//!   `cc` in a temporary directory: one against the real internal headers
+//!   (include path: a generated dir holding `config.h` — a copy of
+//!   `tests/layout/config.h` — and `slurm/slurm_version.h` made from the
+//!   source's META; the source root; the source's `slurm/`), one against our
+//!   header.  Both print the same `key = value` lines: `sizeof`/`_Alignof` of
+//!   every struct, enum and typedef; `offsetof`/`sizeof`/`_Alignof` of every
+//!   field and whether the field's type is compatible
+//!   (`__builtin_types_compatible_p`) with the type written in our header;
+//!   the value of every `#define` and enumerator.  The outputs are compared
+//!   line by line and every difference is listed.
+//!
+//! * **Prototypes.**  `-aux-info` on the real-headers compile lists every
+//!   function the real headers declare.  For each function of our header the
+//!   real declaration is looked up under the same name, or, for `slurm_X`,
+//!   under `X` (libslurmfull exports `slurm_X` as an alias of `X`; the alias
+//!   is verified by comparing the two symbols' addresses in `nm` output).  A
+//!   third C file includes the real headers and, for each such function, does
+//!   `typedef RET proto_F(PARAMS);` with *our* prototype text (our typedef
+//!   names — List, buf_t, bitstr_t, ... — resolve to the real ones there;
+//!   they are checked separately above) followed by
+//!   `_Static_assert(__builtin_types_compatible_p(__typeof__(real_name),
+//!   proto_F), "proto:F")`.  The same assertions against our own header are
+//!   compiled into the our-header program as a check of the parser.
+//!
+//! * **Exports** (`header_functions_are_exported_by_libslurmfull`).  Every
+//!   function our header declares must be a defined dynamic function symbol
+//!   of slurmd's `libslurmfull.so` (`nm -D --defined-only`), or `dlopen()` of
+//!   our plugins would fail.
+//!
+//! * **Guards.**  The Slurm source must be the version installed
+//!   (`SLURM_VERSION_NUMBER` of `/usr/include/slurm/slurm_version.h` against
+//!   the source's META; the Debian revision of `slurmd` against
+//!   `debian/changelog` is a warning).  The probe must not pick up any
+//!   `/usr/include/slurm` header.  Every `config.h.in` macro that an included
+//!   Slurm header tests in a conditional must be reviewed in
+//!   `tests/layout/config.h`.
+//!
+//! Finding the source: `$GRES_RS_SLURM_SRC` (a directory containing
+//! `slurm-wlm-22.05.*`, or such a directory itself), else
+//! `/var/cache/slurm-gpu-gres/src`, else `/work/slurm-src`.  If no tree of
+//! the installed version is found and we are root, `apt-get source
+//! slurm-wlm` fetches it into the cache directory (adding a `deb-src` entry
+//! and running `apt-get update` if apt has none).  Not root and no source:
+//! the test prints `SKIP` and passes, unless `CI=true`, where it fails.
+//!
+//! Run: `cargo test --test layout -- --nocapture`.  Set
+//! `GRES_RS_LAYOUT_KEEP=1` to keep the generated C files (the path is
+//! printed); they are also kept when a check fails.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const HEADER: &str = "slurm-headers/22.05/slurm_gres_abi.h";
+const CONFIG_H: &str = "tests/layout/config.h";
+const LIBSLURMFULL: &str = "/usr/lib/x86_64-linux-gnu/slurm-wlm/libslurmfull.so";
+const INSTALLED_VERSION_H: &str = "/usr/include/slurm/slurm_version.h";
+const SRC_ENV: &str = "GRES_RS_SLURM_SRC";
+const CACHE_DIR: &str = "/var/cache/slurm-gpu-gres/src";
+const FALLBACK_SRC_DIR: &str = "/work/slurm-src";
+/// Source package directories look like `slurm-wlm-22.05.8`.
+const SRC_DIR_PREFIX: &str = "slurm-wlm-22.05.";
+
+/// Real Slurm headers (relative to the source root) that declare what our
+/// header re-declares.  gres.h pulls in most of the others already.
+const REAL_HEADERS: &[&str] = &[
+    "src/common/gres.h",
+    "src/common/gpu.h",
+    "src/common/list.h",
+    "src/common/bitstring.h",
+    "src/common/pack.h",
+    "src/common/env.h",
+    "src/common/log.h",
+    "src/common/hostlist.h",
+    "src/common/xmalloc.h",
+    "src/common/xstring.h",
+];
+
+// ---------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------
+
+#[test]
+fn header_functions_are_exported_by_libslurmfull() {
+    let header = parse_header(&repo_root().join(HEADER));
+    assert!(
+        !header.functions.is_empty(),
+        "parsed no function from {HEADER}"
+    );
+    if !Path::new(LIBSLURMFULL).exists() {
+        skip_or_fail(&format!(
+            "{LIBSLURMFULL} not found (is slurmd installed?); cannot check that \
+             the functions of {HEADER} are exported"
+        ));
+        return;
+    }
+    let symbols = dynamic_function_symbols(Path::new(LIBSLURMFULL));
+    let missing: Vec<&str> = header
+        .functions
+        .iter()
+        .map(|f| f.name.as_str())
+        .filter(|name| !symbols.contains_key(*name))
+        .collect();
+    println!(
+        "layout: {} functions of {HEADER} checked against the dynamic symbols of {LIBSLURMFULL}",
+        header.functions.len()
+    );
+    assert!(
+        missing.is_empty(),
+        "functions declared in {HEADER} but not defined (nm -D --defined-only) in \
+         {LIBSLURMFULL}:\n  {}",
+        missing.join("\n  ")
+    );
+}
+
+#[test]
+fn header_matches_real_slurm_22_05_headers() {
+    let root = repo_root();
+    let header_path = root.join(HEADER);
+    let header = parse_header(&header_path);
+    header.assert_plausible();
+
+    let Some(installed) = installed_version() else {
+        skip_or_fail(&format!(
+            "{INSTALLED_VERSION_H} not found (libslurm-dev not installed); cannot \
+             tell which Slurm source to compare {HEADER} with"
+        ));
+        return;
+    };
+    let src = match find_slurm_source(installed) {
+        SourceLookup::Found(src) => src,
+        SourceLookup::Skip(why) => {
+            skip_or_fail(&why);
+            return;
+        }
+    };
+    println!("layout: Slurm source {}", src.display());
+
+    let work = TempDir::new("gres-layout");
+    let gen = work.path.join("gen");
+    fs::create_dir_all(gen.join("slurm")).unwrap();
+    fs::copy(root.join(CONFIG_H), gen.join("config.h")).unwrap();
+    fs::write(gen.join("slurm/slurm_version.h"), slurm_version_h(&src)).unwrap();
+    let real_includes = [gen.clone(), src.clone(), src.join("slurm")];
+    let our_includes = [header_path.parent().unwrap().to_path_buf()];
+
+    let mut problems: Vec<String> = Vec::new();
+
+    // 1. layouts and constants, real headers vs ours.
+    let real_c = work.path.join("real.c");
+    let ours_c = work.path.join("ours.c");
+    fs::write(&real_c, gen_layout_program(&header, Side::Real)).unwrap();
+    fs::write(&ours_c, gen_layout_program(&header, Side::Ours)).unwrap();
+    let deps = work.path.join("real.d");
+    let aux = work.path.join("real.aux");
+    let real_exe = work.path.join("real");
+    let ours_exe = work.path.join("ours");
+    let mut args = vec!["-w".to_string(), "-MD".into(), "-MF".into(), s(&deps)];
+    args.extend(["-aux-info".into(), s(&aux)]);
+    cc(
+        &work,
+        &real_includes,
+        &args,
+        &real_c,
+        Some(&real_exe),
+        "probe against the real Slurm headers",
+    );
+    cc(
+        &work,
+        &our_includes,
+        &["-Wall".into(), "-Wextra".into(), "-Werror".into()],
+        &ours_c,
+        Some(&ours_exe),
+        "probe against our header (a failure here is a parser or header bug)",
+    );
+    let real_out = run_probe(&work, &real_exe);
+    let ours_out = run_probe(&work, &ours_exe);
+    let compared = compare_outputs(&real_out, &ours_out, &mut problems);
+
+    // 2. only Slurm's own headers, and only reviewed config.h macros.
+    let slurm_headers = slurm_headers_used(&deps, &src, &mut problems);
+    check_config_macros(&src, &slurm_headers, &root.join(CONFIG_H), &mut problems);
+
+    // 3. prototypes.
+    let declared = aux_info_functions(&aux, &src);
+    let symbols = Path::new(LIBSLURMFULL)
+        .exists()
+        .then(|| dynamic_function_symbols(Path::new(LIBSLURMFULL)));
+    let mut checks: Vec<(&Function, String)> = Vec::new();
+    let mut unchecked: Vec<String> = Vec::new();
+    for f in &header.functions {
+        match resolve_real_name(f, &declared) {
+            Some(real) => {
+                if real != f.name {
+                    check_alias(&f.name, &real, symbols.as_ref(), &mut problems);
+                }
+                checks.push((f, real));
+            }
+            None => match grep_declaration(&src, &f.name) {
+                Some(file) => problems.push(format!(
+                    "{}: declared in {file}, which the probe does not include: add it to \
+                     REAL_HEADERS in tests/layout.rs",
+                    f.name
+                )),
+                None => unchecked.push(f.name.clone()),
+            },
+        }
+    }
+    let protos_c = work.path.join("protos_real.c");
+    fs::write(&protos_c, gen_proto_check(&checks)).unwrap();
+    let out = cc_output(
+        &real_includes,
+        &["-w".into(), "-fsyntax-only".into()],
+        &protos_c,
+        None,
+    );
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let mut named = 0;
+        for line in stderr.lines() {
+            if let Some(rest) = line.split("static assertion failed: \"proto:").nth(1) {
+                let name = rest.trim_end_matches('"');
+                let f = header.functions.iter().find(|f| f.name == name).unwrap();
+                let real = &checks.iter().find(|(g, _)| g.name == name).unwrap().1;
+                let decl = declared.get(real).map(String::as_str).unwrap_or("?");
+                problems.push(format!(
+                    "prototype of {name} differs from the real one:\n      ours: {}\n      real: {decl}",
+                    f.prototype()
+                ));
+                named += 1;
+            }
+        }
+        if named == 0 {
+            problems.push(format!(
+                "prototype check {} does not compile:\n{stderr}",
+                protos_c.display()
+            ));
+        }
+    }
+
+    println!(
+        "layout: {} structs, {} typedefs, {} enums, {} defines; {compared} values compared",
+        header.structs.len(),
+        header.aliases.len(),
+        header.enums.len(),
+        header.defines.len()
+    );
+    println!(
+        "layout: {} prototypes compared with the real declarations{}",
+        checks.len(),
+        if unchecked.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; not declared in any Slurm header, existence only: {}",
+                unchecked.join(", ")
+            )
+        }
+    );
+    if !problems.is_empty() {
+        work.keep();
+        panic!(
+            "{HEADER} does not match Slurm {} ({} problem(s); generated files kept in {}):\n  - {}",
+            src.display(),
+            problems.len(),
+            work.path.display(),
+            problems.join("\n  - ")
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Header parser
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Default)]
+struct Header {
+    structs: Vec<Struct>,
+    enums: Vec<Enum>,
+    aliases: Vec<Alias>,
+    defines: Vec<String>,
+    functions: Vec<Function>,
+}
+
+/// A struct or union definition.  `name` is how C code names the type: the
+/// typedef name, or `struct tag` when there is no typedef.
+#[derive(Debug)]
+struct Struct {
+    name: String,
+    /// `struct tag` when a typedef also gives the tag.
+    tagged: Option<String>,
+    fields: Vec<Field>,
+}
+
+#[derive(Debug)]
+struct Field {
+    name: String,
+    /// The declaration with the name removed: a C type name.
+    ty: String,
+}
+
+#[derive(Debug)]
+struct Enum {
+    name: String,
+    enumerators: Vec<String>,
+}
+
+/// `typedef TYPE NAME;` without a body.
+#[derive(Debug)]
+struct Alias {
+    name: String,
+    ty: String,
+    /// Alias of an incomplete `struct X` (a handle used only by pointer): no
+    /// size, and the real type may have another tag or none.
+    opaque: bool,
+}
+
+#[derive(Debug)]
+struct Function {
+    name: String,
+    ret: String,
+    params: String,
+}
+
+impl Function {
+    fn prototype(&self) -> String {
+        format!("{} {}({})", self.ret, self.name, self.params)
+    }
+}
+
+impl Header {
+    /// Guards against a parser regression silently checking nothing.
+    fn assert_plausible(&self) {
+        for must in [
+            "gres_slurmd_conf_t",
+            "gres_device_t",
+            "gres_job_state_t",
+            "gres_step_state_t",
+        ] {
+            assert!(
+                self.structs.iter().any(|s| s.name == must),
+                "parser found no struct {must} in {HEADER}: {self:#?}"
+            );
+        }
+        assert!(
+            self.structs.iter().all(|s| !s.fields.is_empty()),
+            "struct without fields: {self:#?}"
+        );
+        assert!(
+            self.defines.iter().any(|d| d.starts_with("GRES_CONF_")),
+            "no GRES_CONF_*: {self:#?}"
+        );
+        assert!(
+            !self.enums.is_empty() && !self.functions.is_empty(),
+            "{self:#?}"
+        );
+    }
+}
+
+fn parse_header(path: &Path) -> Header {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let text = strip_comments(&text).replace("\\\n", " ");
+    let mut header = Header::default();
+    let mut code = String::new();
+    for line in text.lines() {
+        let t = line.trim_start();
+        if let Some(directive) = t.strip_prefix('#') {
+            parse_directive(directive.trim_start(), &mut header);
+        } else {
+            code.push_str(line);
+            code.push('\n');
+        }
+    }
+    let tokens = tokenize(&code);
+    for stmt in split_top(&tokens, ";") {
+        if stmt.is_empty() {
+            continue;
+        }
+        parse_statement(stmt, &mut header);
+    }
+    // Resolve opaque aliases: `typedef struct X Y;` with no definition of X here.
+    let defined: BTreeSet<String> = header
+        .structs
+        .iter()
+        .filter_map(|s| s.tagged.clone())
+        .collect();
+    for a in &mut header.aliases {
+        let t: Vec<&str> = a.ty.split(' ').collect();
+        a.opaque =
+            t.len() == 2 && (t[0] == "struct" || t[0] == "union") && !defined.contains(&a.ty);
+    }
+    header
+}
+
+fn parse_directive(d: &str, header: &mut Header) {
+    let Some(rest) = d.strip_prefix("define") else {
+        return;
+    };
+    let rest = rest.trim_start();
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    let after = &rest[name.len()..];
+    if after.starts_with('(') || after.trim().is_empty() {
+        return; // function-like macro or include guard: no value to compare
+    }
+    header.defines.push(name);
+}
+
+fn strip_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"/*") {
+            let end = text[i + 2..].find("*/").expect("unterminated comment") + i + 4;
+            out.extend(text[i..end].chars().filter(|&c| c == '\n'));
+            out.push(' ');
+            i = end;
+        } else if b[i..].starts_with(b"//") {
+            i += text[i..].find('\n').unwrap_or(text.len() - i);
+        } else {
+            let c = text[i..].chars().next().unwrap();
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
+}
+
+fn tokenize(code: &str) -> Vec<String> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c.is_ascii_alphanumeric() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            tokens.push(chars[start..i].iter().collect());
+        } else if chars[i..].starts_with(&['.', '.', '.']) {
+            tokens.push("...".into());
+            i += 3;
+        } else if c == '<' && chars.get(i + 1) == Some(&'<') {
+            tokens.push("<<".into());
+            i += 2;
+        } else if "{}()[]*,;=|&+-~!:<>?".contains(c) {
+            tokens.push(c.to_string());
+            i += 1;
+        } else {
+            panic!("{HEADER}: tokenizer does not handle {c:?} (extend tests/layout.rs)");
+        }
+    }
+    tokens
+}
+
+/// Splits at `sep` tokens that are outside any (), [] or {}.
+fn split_top<'a>(tokens: &'a [String], sep: &str) -> Vec<&'a [String]> {
+    let mut parts = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, t) in tokens.iter().enumerate() {
+        match t.as_str() {
+            "(" | "[" | "{" => depth += 1,
+            ")" | "]" | "}" => depth -= 1,
+            _ if t == sep && depth == 0 => {
+                parts.push(&tokens[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&tokens[start..]);
+    parts
+}
+
+fn is_ident(t: &str) -> bool {
+    t.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+}
+
+fn matching(tokens: &[String], open: usize) -> usize {
+    let (o, c) = match tokens[open].as_str() {
+        "(" => ("(", ")"),
+        "{" => ("{", "}"),
+        "[" => ("[", "]"),
+        t => panic!("no bracket at {t}"),
+    };
+    let mut depth = 0;
+    for (i, t) in tokens.iter().enumerate().skip(open) {
+        if t == o {
+            depth += 1;
+        } else if t == c {
+            depth -= 1;
+            if depth == 0 {
+                return i;
+            }
+        }
+    }
+    panic!("{HEADER}: unbalanced {o}");
+}
+
+fn join(tokens: &[String]) -> String {
+    tokens.join(" ")
+}
+
+fn parse_statement(stmt: &[String], header: &mut Header) {
+    let unsupported = || -> ! {
+        panic!(
+            "{HEADER}: unsupported declaration (extend tests/layout.rs): {}",
+            join(stmt)
+        )
+    };
+    let is_typedef = stmt[0] == "typedef";
+    let body = if is_typedef { &stmt[1..] } else { stmt };
+    if let Some(open) = body.iter().position(|t| t == "{") {
+        // struct/union/enum definition: KW [tag] { ... } [NAME]
+        let kw = body[0].as_str();
+        if !matches!(kw, "struct" | "union" | "enum") || open > 2 {
+            unsupported();
+        }
+        let tag = (open == 2).then(|| format!("{kw} {}", body[1]));
+        let close = matching(body, open);
+        let inner = &body[open + 1..close];
+        let name = match (&body[close + 1..], is_typedef) {
+            ([n], true) if is_ident(n) => n.clone(),
+            ([], false) => tag.clone().unwrap_or_else(|| unsupported()),
+            _ => unsupported(),
+        };
+        if kw == "enum" {
+            let enumerators = split_top(inner, ",")
+                .into_iter()
+                .filter(|e| !e.is_empty())
+                .map(|e| {
+                    assert!(is_ident(&e[0]), "{HEADER}: bad enumerator {}", join(e));
+                    e[0].clone()
+                })
+                .collect();
+            header.enums.push(Enum { name, enumerators });
+        } else {
+            let fields = split_top(inner, ";")
+                .into_iter()
+                .filter(|f| !f.is_empty())
+                .map(|f| {
+                    let (name, ty) = parse_declarator(f);
+                    Field { name, ty }
+                })
+                .collect();
+            let tagged = if is_typedef { tag } else { None };
+            header.structs.push(Struct {
+                name,
+                tagged,
+                fields,
+            });
+        }
+    } else if is_typedef {
+        let (name, ty) = parse_declarator(body);
+        header.aliases.push(Alias {
+            name,
+            ty,
+            opaque: false,
+        });
+    } else {
+        // function prototype: [extern] RET NAME ( PARAMS ) [__attribute__((...))]
+        let body = if stmt[0] == "extern" {
+            &stmt[1..]
+        } else {
+            stmt
+        };
+        let Some(open) = body.iter().position(|t| t == "(") else {
+            unsupported()
+        };
+        if open < 2 || !is_ident(&body[open - 1]) {
+            unsupported();
+        }
+        let close = matching(body, open);
+        if !(close + 1 == body.len() || body[close + 1] == "__attribute__") {
+            unsupported();
+        }
+        header.functions.push(Function {
+            name: body[open - 1].clone(),
+            ret: join(&body[..open - 1]),
+            params: join(&body[open + 1..close]),
+        });
+    }
+}
+
+/// Splits one declaration (`char *path`, `int (*f)(char *a)`, `int a[4]`)
+/// into the declared name and the type name left when the name is removed.
+fn parse_declarator(decl: &[String]) -> (String, String) {
+    let bad = |why: &str| -> ! {
+        panic!(
+            "{HEADER}: {why} in `{}` (extend tests/layout.rs)",
+            join(decl)
+        )
+    };
+    if split_top(decl, ",").len() > 1 {
+        bad("several declarators");
+    }
+    if decl.iter().any(|t| t == ":") {
+        bad("bit-field");
+    }
+    if decl.iter().any(|t| t == "{") {
+        bad("nested definition");
+    }
+    let idx = if let Some(p) = decl.windows(2).position(|w| w[0] == "(" && w[1] == "*") {
+        // pointer to function (or to array): the name follows `(*` and qualifiers
+        (p + 2..decl.len())
+            .find(|&i| {
+                is_ident(&decl[i]) && !matches!(decl[i].as_str(), "const" | "volatile" | "restrict")
+            })
+            .unwrap_or_else(|| bad("no name"))
+    } else {
+        let mut end = decl.len();
+        while end > 0 && decl[end - 1] == "]" {
+            end = decl[..end]
+                .iter()
+                .rposition(|t| t == "[")
+                .unwrap_or_else(|| bad("bad array"));
+        }
+        end - 1
+    };
+    if !is_ident(&decl[idx]) || idx == 0 {
+        bad("no name");
+    }
+    let mut ty: Vec<String> = decl.to_vec();
+    let name = ty.remove(idx);
+    (name, join(&ty))
+}
+
+// ---------------------------------------------------------------------------
+// C generation
+// ---------------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq)]
+enum Side {
+    Real,
+    Ours,
+}
+
+/// The layout probe.  Both sides print the same keys in the same order; only
+/// the includes differ.
+fn gen_layout_program(h: &Header, side: Side) -> String {
+    let mut c = String::new();
+    c.push_str("/* generated by tests/layout.rs; do not edit */\n");
+    c.push_str(
+        "#include <stdio.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <stdbool.h>\n",
+    );
+    match side {
+        Side::Real => {
+            c.push_str("#include \"config.h\"\n");
+            for hdr in REAL_HEADERS {
+                writeln!(c, "#include \"{hdr}\"").unwrap();
+            }
+        }
+        Side::Ours => c.push_str("#include \"slurm_gres_abi.h\"\n"),
+    }
+    c.push_str("\n#define P(key, value) printf(\"%s = %lld\\n\", key, (long long)(value))\n");
+    c.push_str("#define COMPAT(a, ...) __builtin_types_compatible_p(a, __VA_ARGS__)\n\n");
+    // The our-header program also proves that the parser read our prototypes
+    // right; protos_real.c does the same against the real declarations.
+    if side == Side::Ours {
+        for f in &h.functions {
+            writeln!(c, "{}", proto_assert(f, &f.name)).unwrap();
+        }
+    }
+    c.push_str("\nint main(void)\n{\n");
+    for st in &h.structs {
+        let t = &st.name;
+        writeln!(c, "\tP(\"sizeof({t})\", sizeof({t}));").unwrap();
+        writeln!(c, "\tP(\"_Alignof({t})\", _Alignof({t}));").unwrap();
+        if let Some(tag) = &st.tagged {
+            writeln!(c, "\tP(\"{t} is {tag}\", COMPAT({t}, {tag}));").unwrap();
+        }
+        for f in &st.fields {
+            let m = format!("((({t} *)0)->{})", f.name);
+            let k = format!("{t}.{}", f.name);
+            writeln!(c, "\tP(\"offsetof({k})\", offsetof({t}, {}));", f.name).unwrap();
+            writeln!(c, "\tP(\"sizeof({k})\", sizeof {m});").unwrap();
+            writeln!(c, "\tP(\"_Alignof({k})\", _Alignof(__typeof__{m}));").unwrap();
+            writeln!(
+                c,
+                "\tP(\"{k} has type '{}'\", COMPAT(__typeof__{m}, {}));",
+                f.ty, f.ty
+            )
+            .unwrap();
+        }
+    }
+    for a in &h.aliases {
+        let n = &a.name;
+        if a.opaque {
+            // Used only through pointers; the real type may carry another tag
+            // (22.05's buf_t is an untagged struct), so only its existence as
+            // a type is checked here.  Prototypes using it are checked below.
+            writeln!(c, "\tP(\"sizeof({n} *)\", sizeof({n} *));").unwrap();
+        } else {
+            writeln!(c, "\tP(\"sizeof({n})\", sizeof({n}));").unwrap();
+            writeln!(c, "\tP(\"_Alignof({n})\", _Alignof({n}));").unwrap();
+            writeln!(c, "\tP(\"{n} is '{}'\", COMPAT({n}, {}));", a.ty, a.ty).unwrap();
+        }
+    }
+    for e in &h.enums {
+        let n = &e.name;
+        writeln!(c, "\tP(\"sizeof({n})\", sizeof({n}));").unwrap();
+        for v in &e.enumerators {
+            writeln!(c, "\tP(\"{v}\", {v});").unwrap();
+        }
+    }
+    for d in &h.defines {
+        writeln!(c, "\tP(\"{d}\", {d});").unwrap();
+    }
+    c.push_str("\treturn 0;\n}\n");
+    c
+}
+
+fn proto_assert(f: &Function, real_name: &str) -> String {
+    format!(
+        "typedef {} proto_{}({});\n_Static_assert(COMPAT(__typeof__({real_name}), proto_{}), \"proto:{}\");",
+        f.ret, f.name, f.params, f.name, f.name
+    )
+}
+
+fn gen_proto_check(checks: &[(&Function, String)]) -> String {
+    let mut c =
+        String::from("/* generated by tests/layout.rs; do not edit */\n#include \"config.h\"\n");
+    for hdr in REAL_HEADERS {
+        writeln!(c, "#include \"{hdr}\"").unwrap();
+    }
+    c.push_str("#define COMPAT(a, ...) __builtin_types_compatible_p(a, __VA_ARGS__)\n\n");
+    for (f, real) in checks {
+        writeln!(c, "{}", proto_assert(f, real)).unwrap();
+    }
+    c
+}
+
+// ---------------------------------------------------------------------------
+// Compiling, running, comparing
+// ---------------------------------------------------------------------------
+
+fn cc_output(includes: &[PathBuf], extra: &[String], src: &Path, exe: Option<&Path>) -> Output {
+    let mut cmd = Command::new("cc");
+    for i in includes {
+        cmd.arg("-I").arg(i);
+    }
+    cmd.args(extra).arg(src);
+    if let Some(exe) = exe {
+        cmd.arg("-o").arg(exe);
+    }
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run cc: {e}"))
+}
+
+fn cc(
+    work: &TempDir,
+    includes: &[PathBuf],
+    extra: &[String],
+    src: &Path,
+    exe: Option<&Path>,
+    what: &str,
+) {
+    let out = cc_output(includes, extra, src, exe);
+    if !out.status.success() {
+        work.keep();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let mut errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error:")).collect();
+        errors.dedup();
+        panic!(
+            "cc failed on the {what}: {}\n\
+             (a struct, field, typedef or constant of {HEADER} that the real headers lack \
+             shows up here as an error)\n{}\n\nfull compiler output:\n{stderr}",
+            src.display(),
+            errors.join("\n"),
+        );
+    }
+}
+
+fn run_probe(work: &TempDir, exe: &Path) -> String {
+    let out = Command::new(exe)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", exe.display()));
+    if !out.status.success() {
+        work.keep();
+        panic!("{} failed: {:?}", exe.display(), out.status);
+    }
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn compare_outputs(real: &str, ours: &str, problems: &mut Vec<String>) -> usize {
+    let parse = |s: &str| -> Vec<(String, String)> {
+        s.lines()
+            .map(|l| {
+                let (k, v) = l.rsplit_once(" = ").expect("probe line");
+                (k.to_string(), v.to_string())
+            })
+            .collect()
+    };
+    let (real, ours) = (parse(real), parse(ours));
+    assert_eq!(
+        real.len(),
+        ours.len(),
+        "the two probes printed different line counts"
+    );
+    for ((rk, rv), (ok, ov)) in real.iter().zip(&ours) {
+        assert_eq!(rk, ok, "the two probes printed different keys");
+        let is_compat = ok.contains(" has type '") || ok.contains(" is ");
+        if is_compat && ov != "1" {
+            panic!("parser bug: our own header says `{ok}` is false");
+        }
+        if rv != ov {
+            let what = if is_compat { "real type differs" } else { "" };
+            problems.push(
+                format!("{ok}: ours = {ov}, real = {rv} {what}")
+                    .trim_end()
+                    .to_string(),
+            );
+        }
+    }
+    real.len()
+}
+
+// ---------------------------------------------------------------------------
+// Prototype resolution, symbols
+// ---------------------------------------------------------------------------
+
+/// Functions declared by Slurm's headers, from `cc -aux-info`:
+/// `/* path:line:NC */ extern void *list_append (List, void *);`
+/// Returns name -> the declaration line (for messages).
+fn aux_info_functions(aux: &Path, src: &Path) -> HashMap<String, String> {
+    let text = fs::read_to_string(aux).unwrap();
+    let src = s(src);
+    let mut map = HashMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("/* ") else {
+            continue;
+        };
+        let Some((loc, decl)) = rest.split_once(" */ ") else {
+            continue;
+        };
+        if !loc.starts_with(&src) {
+            continue;
+        }
+        let Some(paren) = decl.find(" (") else {
+            continue;
+        };
+        let before = &decl[..paren];
+        let name: String = before
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        if !name.is_empty() {
+            let file = loc
+                .strip_prefix(&src)
+                .unwrap_or(loc)
+                .trim_start_matches('/');
+            map.insert(
+                name,
+                format!(
+                    "{} [{}]",
+                    decl.trim(),
+                    file.rsplit_once(':').map_or(file, |x| x.0)
+                ),
+            );
+        }
+    }
+    map
+}
+
+/// `slurm_X` is libslurmfull's alias of `X`; Slurm's headers declare one of
+/// the two spellings.
+fn resolve_real_name(f: &Function, declared: &HashMap<String, String>) -> Option<String> {
+    let mut candidates = vec![f.name.clone()];
+    if let Some(u) = f.name.strip_prefix("slurm_") {
+        candidates.push(u.to_string());
+    }
+    candidates.into_iter().find(|c| declared.contains_key(c))
+}
+
+/// When our `slurm_X` was checked against the real `X`, both symbols must be
+/// the same function in libslurmfull.so.
+fn check_alias(
+    ours: &str,
+    real: &str,
+    symbols: Option<&HashMap<String, String>>,
+    problems: &mut Vec<String>,
+) {
+    let Some(symbols) = symbols else { return };
+    match (symbols.get(ours), symbols.get(real)) {
+        (Some(a), Some(b)) if a == b => {}
+        (Some(_), Some(_)) => problems.push(format!(
+            "{ours} and {real} are different functions in {LIBSLURMFULL}; the prototype \
+             check compared {ours} with {real}'s declaration"
+        )),
+        // A missing symbol is reported by header_functions_are_exported_by_libslurmfull.
+        _ => {}
+    }
+}
+
+/// Looks for a declaration `NAME (` or `slurm_NAME (`-less spelling in any
+/// header of the source tree (for the "add it to REAL_HEADERS" message).
+fn grep_declaration(src: &Path, name: &str) -> Option<String> {
+    let mut names = vec![name.to_string()];
+    if let Some(u) = name.strip_prefix("slurm_") {
+        names.push(u.to_string());
+    }
+    let mut stack = vec![src.join("src"), src.join("slurm")];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "h") {
+                let Ok(text) = fs::read_to_string(&p) else {
+                    continue;
+                };
+                let tokens_hit = names.iter().any(|n| {
+                    text.match_indices(n.as_str()).any(|(i, _)| {
+                        let pre = text[..i].chars().next_back();
+                        let post = text[i + n.len()..].trim_start().starts_with('(');
+                        post && !pre.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                            && !text[..i].trim_end().ends_with("define")
+                    })
+                });
+                if tokens_hit {
+                    return Some(p.strip_prefix(src).unwrap_or(&p).display().to_string());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Defined dynamic function symbols: name -> address.
+fn dynamic_function_symbols(lib: &Path) -> HashMap<String, String> {
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(lib)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run nm (binutils): {e}"));
+    assert!(
+        out.status.success(),
+        "nm -D {} failed: {}",
+        lib.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut map = HashMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        if let [addr, kind, name] = parts[..] {
+            if matches!(kind, "T" | "t" | "W" | "w" | "i") {
+                let name = name.split('@').next().unwrap();
+                map.insert(name.to_string(), addr.to_string());
+            }
+        }
+    }
+    map
+}
+
+// ---------------------------------------------------------------------------
+// Guards on the probe's include set
+// ---------------------------------------------------------------------------
+
+/// Slurm headers the real probe included, from its `-MD` dependency file;
+/// flags any header taken from the installed /usr/include/slurm instead of
+/// the source tree.
+fn slurm_headers_used(deps: &Path, src: &Path, problems: &mut Vec<String>) -> Vec<PathBuf> {
+    let text = fs::read_to_string(deps).unwrap().replace("\\\n", " ");
+    let mut used = Vec::new();
+    for word in text.split_whitespace().filter(|w| !w.ends_with(':')) {
+        let p = Path::new(word);
+        if p.starts_with(src) {
+            used.push(p.to_path_buf());
+        } else if word.starts_with("/usr/include/slurm/") {
+            problems.push(format!(
+                "the real probe included the installed {word} instead of the source's"
+            ));
+        }
+    }
+    assert!(
+        used.len() >= REAL_HEADERS.len(),
+        "dependency file {} lists too few Slurm headers",
+        deps.display()
+    );
+    used
+}
+
+/// Every config.h.in macro tested by a conditional in an included Slurm
+/// header must be reviewed (defined or listed as `#undef`) in config.h.
+fn check_config_macros(src: &Path, used: &[PathBuf], config_h: &Path, problems: &mut Vec<String>) {
+    let config_names: BTreeSet<String> = fs::read_to_string(src.join("config.h.in"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("#undef "))
+        .map(|n| n.trim().to_string())
+        .collect();
+    let reviewed: BTreeSet<String> = fs::read_to_string(config_h)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("#define ")
+                .or_else(|| l.strip_prefix("/* #undef "))
+        })
+        .filter_map(|rest| rest.split_whitespace().next().map(str::to_string))
+        .collect();
+    let mut missing: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in used {
+        let Ok(text) = fs::read_to_string(file) else {
+            continue;
+        };
+        for line in text.lines() {
+            let t = line.trim_start();
+            let Some(d) = t.strip_prefix('#') else {
+                continue;
+            };
+            let d = d.trim_start();
+            if !["if", "ifdef", "ifndef", "elif"]
+                .iter()
+                .any(|k| d.starts_with(k))
+            {
+                continue;
+            }
+            for word in d.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if config_names.contains(word) && !reviewed.contains(word) {
+                    let rel = file.strip_prefix(src).unwrap_or(file).display().to_string();
+                    missing.entry(word.to_string()).or_default().insert(rel);
+                }
+            }
+        }
+    }
+    for (name, files) in missing {
+        problems.push(format!(
+            "config macro {name} is tested by {} but not reviewed in {CONFIG_H}: add its value \
+             for Debian's amd64 build (or a `/* #undef {name} */` line)",
+            files.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Finding (or fetching) the Slurm source
+// ---------------------------------------------------------------------------
+
+type Version = (u32, u32, u32);
+
+fn fmt_version(v: Version) -> String {
+    format!("{}.{:02}.{}", v.0, v.1, v.2)
+}
+
+/// `SLURM_VERSION_NUMBER` of the installed libslurm-dev.
+fn installed_version() -> Option<Version> {
+    let text = fs::read_to_string(INSTALLED_VERSION_H).ok()?;
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("#define SLURM_VERSION_NUMBER"))?;
+    let hex = line.split_whitespace().nth(2)?;
+    let n = u32::from_str_radix(hex.trim_start_matches("0x"), 16).ok()?;
+    Some(((n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff))
+}
+
+/// Upstream version from the source's META file.
+fn source_version(dir: &Path) -> Option<Version> {
+    let meta = fs::read_to_string(dir.join("META")).ok()?;
+    let get = |key: &str| -> Option<u32> {
+        meta.lines()
+            .find_map(|l| l.trim().strip_prefix(key))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    Some((get("Major:")?, get("Minor:")?, get("Micro:")?))
+}
+
+fn slurm_version_h(src: &Path) -> String {
+    let v = source_version(src).unwrap();
+    let tmpl = fs::read_to_string(src.join("slurm/slurm_version.h.in")).unwrap();
+    let def = format!(
+        "#define SLURM_VERSION_NUMBER 0x{:02x}{:02x}{:02x}",
+        v.0, v.1, v.2
+    );
+    assert!(
+        tmpl.contains("#undef SLURM_VERSION_NUMBER"),
+        "unexpected slurm_version.h.in"
+    );
+    tmpl.replace("#undef SLURM_VERSION_NUMBER", &def)
+}
+
+enum SourceLookup {
+    Found(PathBuf),
+    Skip(String),
+}
+
+fn find_slurm_source(installed: Version) -> SourceLookup {
+    let mut bases: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = std::env::var_os(SRC_ENV).filter(|v| !v.is_empty()) {
+        bases.push(dir.into());
+    }
+    bases.push(CACHE_DIR.into());
+    bases.push(FALLBACK_SRC_DIR.into());
+
+    let mut others: Vec<String> = Vec::new();
+    if let Some(found) = search_bases(&bases, installed, &mut others) {
+        for other in &others {
+            println!("layout: ignoring {other}: not the installed version");
+        }
+        return SourceLookup::Found(found);
+    }
+    let wanted = fmt_version(installed);
+    if !is_root() {
+        if others.is_empty() {
+            return SourceLookup::Skip(format!(
+                "no Slurm {wanted} source found (looked for {SRC_DIR_PREFIX}* in ${SRC_ENV}, \
+                 {CACHE_DIR}, {FALLBACK_SRC_DIR}) and not root, so it cannot be fetched with \
+                 `apt-get source slurm-wlm`; run as root once or set {SRC_ENV}"
+            ));
+        }
+        panic!(
+            "Slurm source version mismatch: installed slurmd/libslurm-dev is {wanted} \
+             ({INSTALLED_VERSION_H}), but only these trees were found: {}",
+            others.join(", ")
+        );
+    }
+    println!(
+        "layout: no Slurm {wanted} source found; fetching it with apt-get source into {CACHE_DIR}"
+    );
+    if let Err(e) = apt_get_source(Path::new(CACHE_DIR)) {
+        panic!("could not fetch the Slurm {wanted} source into {CACHE_DIR}: {e}");
+    }
+    others.clear();
+    match search_bases(&[PathBuf::from(CACHE_DIR)], installed, &mut others) {
+        Some(found) => SourceLookup::Found(found),
+        None => panic!(
+            "Slurm source version mismatch: installed slurmd/libslurm-dev is {wanted} \
+             ({INSTALLED_VERSION_H}), but apt-get source slurm-wlm gave: {}",
+            others.join(", ")
+        ),
+    }
+}
+
+fn search_bases(
+    bases: &[PathBuf],
+    installed: Version,
+    others: &mut Vec<String>,
+) -> Option<PathBuf> {
+    for base in bases {
+        let mut candidates = Vec::new();
+        if base.join("META").is_file() {
+            candidates.push(base.clone());
+        }
+        if let Ok(entries) = fs::read_dir(base) {
+            let mut dirs: Vec<PathBuf> = entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("slurm-wlm-"))
+                        && p.join("META").is_file()
+                })
+                .collect();
+            dirs.sort();
+            candidates.extend(dirs);
+        }
+        for dir in candidates {
+            match source_version(&dir) {
+                Some(v) if v == installed => {
+                    warn_debian_revision(&dir);
+                    return Some(dir);
+                }
+                v => others.push(format!(
+                    "{} (version {})",
+                    dir.display(),
+                    v.map_or("unknown".into(), fmt_version)
+                )),
+            }
+        }
+    }
+    None
+}
+
+/// The Debian revision (security patches) should match too, but a mismatch
+/// there rarely touches these structs, so it only warns.
+fn warn_debian_revision(dir: &Path) {
+    let Some(installed) = installed_deb_version() else {
+        return;
+    };
+    let Ok(changelog) = fs::read_to_string(dir.join("debian/changelog")) else {
+        return;
+    };
+    let Some(src) = changelog
+        .lines()
+        .next()
+        .and_then(|l| l.split(['(', ')']).nth(1))
+    else {
+        return;
+    };
+    if src != installed {
+        println!(
+            "layout: WARNING: source {} is Debian version {src}, installed slurmd is {installed}",
+            dir.display()
+        );
+    }
+}
+
+fn installed_deb_version() -> Option<String> {
+    for pkg in ["slurmd", "libslurm-dev"] {
+        let out = Command::new("dpkg-query")
+            .args(["-W", "-f=${Version}", pkg])
+            .output()
+            .ok()?;
+        let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if out.status.success() && !v.is_empty() {
+            return Some(v);
+        }
+    }
+    None
+}
+
+fn apt_get_source(cache: &Path) -> Result<(), String> {
+    fs::create_dir_all(cache).map_err(|e| format!("mkdir {}: {e}", cache.display()))?;
+    let tmp = cache.join(format!(".fetch-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&tmp);
+    fs::create_dir_all(&tmp).map_err(|e| e.to_string())?;
+    let result = apt_get_source_in(&tmp).and_then(|()| {
+        let entries = fs::read_dir(&tmp).map_err(|e| e.to_string())?;
+        let dir = entries
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.is_dir()
+                    && p.file_name()
+                        .unwrap()
+                        .to_string_lossy()
+                        .starts_with("slurm-wlm-")
+            })
+            .ok_or("apt-get source left no slurm-wlm-* directory")?;
+        let target = cache.join(dir.file_name().unwrap());
+        if !target.join("META").exists() {
+            let _ = fs::remove_dir_all(&target);
+            // A concurrent fetch may win the rename; either tree will do.
+            if let Err(e) = fs::rename(&dir, &target) {
+                if !target.join("META").exists() {
+                    return Err(format!("rename to {}: {e}", target.display()));
+                }
+            }
+        }
+        Ok(())
+    });
+    let _ = fs::remove_dir_all(&tmp);
+    result
+}
+
+fn apt_get_source_in(dir: &Path) -> Result<(), String> {
+    let pinned = installed_deb_version().map(|v| format!("slurm-wlm={v}"));
+    let mut specs: Vec<String> = pinned.into_iter().collect();
+    specs.push("slurm-wlm".into());
+    let run = |spec: &str| -> Result<(), String> {
+        let out = Command::new("apt-get")
+            .args(["source", "-q", spec])
+            .current_dir(dir)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .output()
+            .map_err(|e| format!("cannot run apt-get: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "`apt-get source {spec}` failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    };
+    let mut added_deb_src = false;
+    let mut errors = Vec::new();
+    let mut i = 0;
+    while i < specs.len() {
+        match run(&specs[i]) {
+            Ok(()) => return Ok(()),
+            Err(e) if !added_deb_src && e.contains("deb-src") => {
+                println!("layout: apt has no deb-src entry; adding one");
+                add_deb_src()?;
+                added_deb_src = true; // retry the same spec
+            }
+            Err(e) => {
+                errors.push(e);
+                i += 1;
+            }
+        }
+    }
+    Err(errors.join("\n"))
+}
+
+/// Mirrors Debian's own apt sources as `deb-src` entries, then updates.
+fn add_deb_src() -> Result<(), String> {
+    let deb822 = Path::new("/etc/apt/sources.list.d/debian.sources");
+    let oneline = Path::new("/etc/apt/sources.list");
+    if let Ok(text) = fs::read_to_string(deb822) {
+        let src: String = text
+            .lines()
+            .map(|l| {
+                if l.trim_start().starts_with("Types:") {
+                    "Types: deb-src"
+                } else {
+                    l
+                }
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let target = "/etc/apt/sources.list.d/debian-src.sources";
+        fs::write(target, src).map_err(|e| format!("write {target}: {e}"))?;
+    } else if let Ok(text) = fs::read_to_string(oneline) {
+        let src: String = text
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("deb "))
+            .map(|rest| format!("deb-src {rest}\n"))
+            .collect();
+        if src.is_empty() {
+            return Err("no deb line in /etc/apt/sources.list to mirror as deb-src".into());
+        }
+        let target = "/etc/apt/sources.list.d/debian-src.list";
+        fs::write(target, src).map_err(|e| format!("write {target}: {e}"))?;
+    } else {
+        return Err(
+            "neither /etc/apt/sources.list.d/debian.sources nor /etc/apt/sources.list exists"
+                .into(),
+        );
+    }
+    let out = Command::new("apt-get")
+        .args(["update", "-q"])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .output()
+        .map_err(|e| format!("cannot run apt-get update: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "apt-get update failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Small helpers
+// ---------------------------------------------------------------------------
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn s(p: &Path) -> String {
+    p.to_str().expect("non-UTF-8 path").to_string()
+}
+
+fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|st| {
+            st.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0"))
+        })
+        .unwrap_or(false)
+}
+
+fn ci() -> bool {
+    std::env::var("CI")
+        .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"))
+}
+
+/// Prints a skip notice, or fails when `CI=true`.
+fn skip_or_fail(why: &str) {
+    if ci() {
+        panic!("{why} (CI=true: not skipping)");
+    }
+    println!("layout: SKIP: {why}");
+}
+
+/// A scratch directory removed on drop unless `keep()` was called (or
+/// GRES_RS_LAYOUT_KEEP is set).
+struct TempDir {
+    path: PathBuf,
+    keep: std::cell::Cell<bool>,
+}
+
+impl TempDir {
+    fn new(prefix: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = std::env::temp_dir().join(format!("{prefix}-{}-{nanos}", std::process::id()));
+        fs::create_dir_all(&path).unwrap();
+        let keep =
+            std::env::var_os("GRES_RS_LAYOUT_KEEP").is_some_and(|v| !v.is_empty() && v != "0");
+        if keep {
+            println!("layout: keeping generated files in {}", path.display());
+        }
+        TempDir {
+            path,
+            keep: keep.into(),
+        }
+    }
+
+    fn keep(&self) {
+        self.keep.set(true);
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if !self.keep.get() {
+            let _ = fs::remove_dir_all(&self.path);
+        }
+    }
+}

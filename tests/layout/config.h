@@ -1,0 +1,39 @@
+/*
+ * Minimal stand-in for the config.h that Slurm's ./configure generates, used
+ * by tests/layout.rs to compile a probe program against Slurm 22.05's
+ * internal headers (src/common/gres.h, list.h, pack.h, ...).
+ *
+ * Those headers include "config.h" but only need it for a handful of
+ * preprocessor conditionals.  Running the real ./configure in a scratch copy
+ * works too (about 15 s on 2 cores), but this file is instant and keeps the
+ * probe independent of which build dependencies happen to be installed.
+ *
+ * Every config.h.in macro that a header included by the probe tests in an
+ * #if/#ifdef/#ifndef/#elif must be listed below, either as a #define or as a
+ * commented "#undef" line (autoconf's own spelling).  tests/layout.rs
+ * enforces this: it scans every Slurm header the probe pulled in (from the
+ * compiler's dependency output) and fails, naming the macro and the header,
+ * if a conditional tests a config.h.in macro not reviewed here.  The values
+ * are those of Debian 12's amd64 build of slurm-wlm 22.05 (debian/rules:
+ * --enable-multiple-slurmd --disable-debug ..., Linux, glibc 2.36).  None of
+ * them is inside any struct that slurm_gres_abi.h declares.
+ */
+#ifndef GRES_RS_LAYOUT_CONFIG_H
+#define GRES_RS_LAYOUT_CONFIG_H
+
+/* configure: --disable-debug -> assertions compiled out (xassert.h) */
+#define NDEBUG 1
+/* Linux/ELF: slurm_ aliases of libslurm symbols are real strong aliases */
+#define USE_ALIAS 1
+/* Linux: cgroup support is built (read_config.h) */
+#define WITH_CGROUP 1
+
+/* Not defined on Debian's amd64 build: */
+/* #undef HAVE_3D */
+/* #undef HAVE_NATIVE_CRAY */
+/* #undef HAVE_STRLCPY */
+/* #undef HAVE_SYSCTLBYNAME */
+/* #undef SLURM_BIGENDIAN */
+/* #undef SYSTEM_DIMENSIONS */
+
+#endif /* GRES_RS_LAYOUT_CONFIG_H */
