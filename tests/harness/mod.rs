@@ -1,0 +1,1611 @@
+//! Real-Slurm test bed for the slurm-gpu-gres plugins.
+//!
+//! A [`Cluster`] is a throwaway single-node Slurm 22.05 cluster (its own
+//! munged, slurmctld and slurmd, run as child processes from a private temp
+//! dir with private ports) on fake GPUs (character device nodes). It can run
+//! the stock Debian plugins ([`PluginSet::Stock`]) or ours
+//! ([`PluginSet::Ours`]), and proves which files the daemons really mapped.
+//!
+//! Use from an integration test:
+//! ```ignore
+//! mod harness;
+//! use harness::*;
+//! #[test]
+//! fn t() {
+//!     if !require_slurm("t") { return; }
+//!     let c = Cluster::start(ClusterConfig::gpus(PluginSet::Ours, 4));
+//!     c.assert_ours_loaded(&["gres_gpu"]);
+//!     let out = c.srun(&["--gres=gpu:1", "env"]).expect_ok("srun");
+//! }
+//! ```
+//! Environment knobs: `GRES_RS_KEEP=1` keeps the temp dir (path printed),
+//! `GRES_RS_PLUGIN_DIR` points at a dir with our built `lib*.so`,
+//! `GRES_RS_TMPDIR` moves the temp dirs (default /tmp), `CI=true` or
+//! `GRES_RS_REQUIRE_SLURM=1` turn "skipped" into failures.
+#![allow(dead_code, unused_imports)]
+
+pub mod fsutil;
+pub mod nvml_stub;
+pub mod process;
+pub mod scenario;
+
+pub use fsutil::make_fake_gpu_nodes;
+pub use process::CmdOutput;
+pub use scenario::*;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The plugin files this project replaces (names slurmd loads, minus ".so").
+pub const OUR_PLUGINS: [&str; 4] = ["gres_gpu", "gres_mps", "gres_shard", "gpu_nvml"];
+
+/// Serializes clusters inside one test binary (2 cores; parallel daemon
+/// start-ups are slow and flaky). Held for a cluster's whole lifetime.
+static CLUSTER_LOCK: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// Clusters alive on this thread: a thread that already holds the lock
+    /// may start more clusters (e.g. stock and ours side by side) without
+    /// deadlocking on itself.
+    static HELD_BY_THIS_THREAD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// One cluster's share of [`CLUSTER_LOCK`].
+pub struct ClusterLock {
+    guard: Option<MutexGuard<'static, ()>>,
+}
+
+impl Drop for ClusterLock {
+    fn drop(&mut self) {
+        HELD_BY_THIS_THREAD.with(|h| h.set(h.get().saturating_sub(1)));
+        self.guard.take();
+    }
+}
+
+fn lock_clusters() -> ClusterLock {
+    let held = HELD_BY_THIS_THREAD.with(|h| h.get());
+    let guard = if held > 0 {
+        None
+    } else {
+        Some(CLUSTER_LOCK.lock().unwrap_or_else(|e| e.into_inner()))
+    };
+    HELD_BY_THIS_THREAD.with(|h| h.set(h.get() + 1));
+    ClusterLock { guard }
+}
+
+// ---------------------------------------------------------------------------
+// Tools and prerequisites
+// ---------------------------------------------------------------------------
+
+/// Absolute path of a system tool, searching PATH and the sbin dirs (cargo
+/// may run tests with a PATH lacking /usr/sbin). Falls back to the bare name.
+pub fn tool(name: &str) -> PathBuf {
+    find_tool(name).unwrap_or_else(|| PathBuf::from(name))
+}
+
+fn find_tool(name: &str) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    for d in [
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/bin",
+        "/usr/local/sbin",
+        "/usr/local/bin",
+    ] {
+        dirs.push(PathBuf::from(d));
+    }
+    dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// Directory of Debian's stock Slurm plugins (override: GRES_RS_STOCK_PLUGIN_DIR).
+pub fn stock_plugin_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("GRES_RS_STOCK_PLUGIN_DIR") {
+        return PathBuf::from(d);
+    }
+    let arch = if cfg!(target_arch = "aarch64") {
+        "aarch64-linux-gnu"
+    } else {
+        "x86_64-linux-gnu"
+    };
+    let candidates = [
+        format!("/usr/lib/{arch}/slurm-wlm"),
+        "/usr/lib/slurm-wlm".into(),
+        "/usr/lib64/slurm".into(),
+        "/usr/lib/slurm".into(),
+    ];
+    for c in &candidates {
+        if Path::new(c).join("gres_gpu.so").is_file() {
+            return PathBuf::from(c);
+        }
+    }
+    PathBuf::from(&candidates[0])
+}
+
+const NEEDED_TOOLS: &[&str] = &[
+    "slurmd",
+    "slurmctld",
+    "srun",
+    "sbatch",
+    "salloc",
+    "scontrol",
+    "squeue",
+    "scancel",
+    "munged",
+    "setpriv",
+    "mknod",
+    "kill",
+];
+
+/// Everything missing for running real clusters (empty when all is fine).
+pub fn prereq_problems() -> Vec<String> {
+    let mut v = Vec::new();
+    if fsutil::euid() != Some(0) {
+        v.push("not running as root (the test clusters need root)".to_string());
+    }
+    for t in NEEDED_TOOLS {
+        if find_tool(t).is_none() {
+            v.push(format!("`{t}` not found (install: slurmd slurmctld slurm-client munge; see tests/setup-debian.sh)"));
+        }
+    }
+    if !stock_plugin_dir().join("gres_gpu.so").is_file() {
+        v.push(format!(
+            "stock plugin {} missing",
+            stock_plugin_dir().join("gres_gpu.so").display()
+        ));
+    }
+    if fsutil::user_ids("munge").is_none() {
+        v.push("user `munge` does not exist (install the munge package)".to_string());
+    }
+    v
+}
+
+/// True when missing prerequisites must fail tests instead of skipping them.
+pub fn strict_mode() -> bool {
+    let on = |k: &str| {
+        std::env::var(k)
+            .map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+            .unwrap_or(false)
+    };
+    on("CI") || on("GRES_RS_REQUIRE_SLURM")
+}
+
+/// Call first in every cluster test: returns true when clusters can run.
+/// Otherwise prints "skipped" and returns false -- or panics in CI
+/// (`CI=true` / `GRES_RS_REQUIRE_SLURM=1`).
+#[track_caller]
+pub fn require_slurm(test: &str) -> bool {
+    let p = prereq_problems();
+    if p.is_empty() {
+        return true;
+    }
+    let msg = format!(
+        "{test}: cannot run real-Slurm tests:\n  - {}",
+        p.join("\n  - ")
+    );
+    if strict_mode() {
+        panic!("{msg}\n(CI/GRES_RS_REQUIRE_SLURM is set, so this is a failure; run tests/setup-debian.sh as root)");
+    }
+    eprintln!("{msg}\n{test}: skipped");
+    false
+}
+
+// ---------------------------------------------------------------------------
+// Our plugin files
+// ---------------------------------------------------------------------------
+
+/// Finds the directory holding our built `lib<name>.so` (or `<name>.so`)
+/// files: `$GRES_RS_PLUGIN_DIR`, else `$CARGO_TARGET_DIR` (or
+/// `<workspace>/target`) `/debug` or `/release` (the one matching this
+/// build's profile first).
+pub fn locate_our_plugins(names: &[&str]) -> Result<PathBuf, String> {
+    let file_in = |dir: &Path, n: &str| {
+        [dir.join(format!("lib{n}.so")), dir.join(format!("{n}.so"))]
+            .into_iter()
+            .find(|p| p.is_file())
+    };
+    let check = |dir: &Path| -> Result<(), Vec<String>> {
+        let missing: Vec<String> = names
+            .iter()
+            .filter(|n| file_in(dir, n).is_none())
+            .map(|n| format!("lib{n}.so"))
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(missing)
+        }
+    };
+    if let Some(d) = std::env::var_os("GRES_RS_PLUGIN_DIR") {
+        let d = PathBuf::from(d);
+        return check(&d).map(|_| d.clone()).map_err(|m| {
+            format!(
+                "GRES_RS_PLUGIN_DIR={} lacks {}; run `cargo build --workspace` first",
+                d.display(),
+                m.join(", ")
+            )
+        });
+    }
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let target = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(t) if Path::new(&t).is_absolute() => PathBuf::from(t),
+        Some(t) => manifest.join(t),
+        None => manifest.join("target"),
+    };
+    let profiles = if cfg!(debug_assertions) {
+        ["debug", "release"]
+    } else {
+        ["release", "debug"]
+    };
+    let mut tried = Vec::new();
+    for p in profiles {
+        let d = target.join(p);
+        match check(&d) {
+            Ok(()) => return Ok(d),
+            Err(m) => tried.push(format!("{} (missing {})", d.display(), m.join(", "))),
+        }
+    }
+    Err(format!(
+        "our plugin files are not built; run `cargo build --workspace` first (or set GRES_RS_PLUGIN_DIR). Looked in: {}",
+        tried.join("; ")
+    ))
+}
+
+/// Path of our built file for plugin `name` inside `dir`.
+fn our_built_file(dir: &Path, name: &str) -> PathBuf {
+    let lib = dir.join(format!("lib{name}.so"));
+    if lib.is_file() {
+        lib
+    } else {
+        dir.join(format!("{name}.so"))
+    }
+}
+
+/// Which plugin files slurmd/slurmctld/slurmstepd should load.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PluginSet {
+    /// PluginDir = Debian's dir only.
+    Stock,
+    /// PluginDir = <cluster>/plugins (all four of ours) : Debian's dir.
+    Ours,
+    /// Like `Ours` but only the named plugins (e.g. `["gres_gpu"]`) are
+    /// installed; the rest come from Debian's dir. Useful to bisect.
+    OursOnly(Vec<String>),
+}
+
+impl PluginSet {
+    /// Names of our plugins installed by this set.
+    pub fn ours(&self) -> Vec<String> {
+        match self {
+            PluginSet::Stock => vec![],
+            PluginSet::Ours => OUR_PLUGINS.iter().map(|s| s.to_string()).collect(),
+            PluginSet::OursOnly(v) => v.clone(),
+        }
+    }
+    pub fn label(&self) -> String {
+        match self {
+            PluginSet::Stock => "stock".into(),
+            PluginSet::Ours => "ours".into(),
+            PluginSet::OursOnly(v) => format!("ours[{}]", v.join(",")),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Configuration
+// ---------------------------------------------------------------------------
+
+/// Everything configurable about a test cluster. Text fields may use the
+/// placeholders `{DIR}` (cluster root), `{DEV}` (fake device dir),
+/// `{ETC}` (dir of slurm.conf), `{NODE}` (node name).
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    pub plugins: PluginSet,
+    pub node_name: String,
+    pub cpus: u32,
+    pub boards: u32,
+    pub sockets_per_board: u32,
+    pub cores_per_socket: u32,
+    pub threads_per_core: u32,
+    pub real_memory_mb: u64,
+    /// `GresTypes=`
+    pub gres_types: String,
+    /// Node's `Gres=` (None: no Gres= on the node line).
+    pub node_gres: Option<String>,
+    /// gres.conf contents (placeholders allowed).
+    pub gres_conf: String,
+    /// fake_gpus.conf next to slurm.conf (placeholders allowed).
+    pub fake_gpus_conf: Option<String>,
+    /// Number of fake device nodes `{DEV}/nvidia0..N-1` to create.
+    pub fake_gpus: u32,
+    /// Prolog/Epilog script bodies (written to {ETC}/prolog.sh etc.).
+    pub prolog: Option<String>,
+    pub epilog: Option<String>,
+    /// When set (and prolog/epilog are None), Prolog/Epilog dump their
+    /// environment (tags "prolog"/"epilog") for the scenario machinery.
+    pub dump_prolog_epilog_env: bool,
+    /// `DebugFlags=Gres`
+    pub debug_gres: bool,
+    pub slurmd_debug: String,
+    pub slurmctld_debug: String,
+    pub select_type_parameters: String,
+    /// Extra slurm.conf lines (before the node/partition lines).
+    pub extra_slurm_conf: Vec<String>,
+    /// Extra words for the NodeName= line.
+    pub extra_node_conf: String,
+    /// cgroup.conf contents next to slurm.conf (None: no file, slurmd
+    /// autodetects cgroup v1/v2; slurmd 22.05 always initializes a cgroup
+    /// plugin even with proctrack/linuxproc + task/none).
+    pub cgroup_conf: Option<String>,
+    /// Extra environment for slurmd (and `slurmd -G`).
+    pub slurmd_env: Vec<(String, String)>,
+    /// Build a stub libnvidia-ml.so (nvmlInit fails with "driver not
+    /// loaded") and put it on slurmd's LD_LIBRARY_PATH, so that
+    /// `AutoDetect=nvml` makes slurmd load gpu_nvml.so.
+    pub nvml_stub: bool,
+    /// Wait for the node to be IDLE in `start` (else only for slurmd to be up).
+    pub wait_idle: bool,
+    /// For Ours: check /proc/<pid>/maps of slurmd+slurmctld in `start`.
+    pub verify_ours_loaded: bool,
+    pub start_timeout: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig::gpus(PluginSet::Stock, 4)
+    }
+}
+
+impl ClusterConfig {
+    /// One node with `n` fake GPUs: `Gres=gpu:n`, gres.conf
+    /// `Name=gpu File={DEV}/nvidia[0-(n-1)]`, 4 CPUs, GresTypes=gpu,mps,shard.
+    pub fn gpus(plugins: PluginSet, n: u32) -> Self {
+        ClusterConfig {
+            plugins,
+            node_name: "gpunode".into(),
+            cpus: 4,
+            boards: 1,
+            sockets_per_board: 1,
+            cores_per_socket: 4,
+            threads_per_core: 1,
+            real_memory_mb: 1000,
+            gres_types: "gpu,mps,shard".into(),
+            node_gres: if n > 0 {
+                Some(format!("gpu:{n}"))
+            } else {
+                None
+            },
+            gres_conf: gpu_gres_line(n),
+            fake_gpus_conf: None,
+            fake_gpus: n,
+            prolog: None,
+            epilog: None,
+            dump_prolog_epilog_env: false,
+            debug_gres: true,
+            slurmd_debug: "debug".into(),
+            slurmctld_debug: "info".into(),
+            select_type_parameters: "CR_Core".into(),
+            extra_slurm_conf: vec![],
+            extra_node_conf: String::new(),
+            cgroup_conf: None,
+            slurmd_env: vec![],
+            nvml_stub: false,
+            wait_idle: true,
+            verify_ours_loaded: true,
+            start_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// Sets the CPU layout (sockets x cores x threads, 1 board).
+    pub fn with_cpus(mut self, sockets: u32, cores_per_socket: u32, threads_per_core: u32) -> Self {
+        self.boards = 1;
+        self.sockets_per_board = sockets;
+        self.cores_per_socket = cores_per_socket;
+        self.threads_per_core = threads_per_core;
+        self.cpus = sockets * cores_per_socket * threads_per_core;
+        self
+    }
+    pub fn with_gres(mut self, node_gres: &str, gres_conf: &str) -> Self {
+        self.node_gres = if node_gres.is_empty() {
+            None
+        } else {
+            Some(node_gres.to_string())
+        };
+        self.gres_conf = gres_conf.to_string();
+        self
+    }
+    pub fn with_plugins(mut self, p: PluginSet) -> Self {
+        self.plugins = p;
+        self
+    }
+}
+
+/// `Name=gpu File={DEV}/nvidia[0-(n-1)]\n` ("" for n = 0).
+pub fn gpu_gres_line(n: u32) -> String {
+    match n {
+        0 => String::new(),
+        1 => "Name=gpu File={DEV}/nvidia0\n".into(),
+        n => format!("Name=gpu File={{DEV}}/nvidia[0-{}]\n", n - 1),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The cluster's directory and files
+// ---------------------------------------------------------------------------
+
+/// Directory layout of one cluster (or one `slurmd -G` run).
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub root: PathBuf,
+    pub etc: PathBuf,
+    pub log: PathBuf,
+    pub run: PathBuf,
+    pub spool: PathBuf,
+    pub state: PathBuf,
+    pub munge: PathBuf,
+    pub dev: PathBuf,
+    pub plugins: PathBuf,
+    pub jobs: PathBuf,
+    pub dumps: PathBuf,
+    pub bin: PathBuf,
+    pub capture: PathBuf,
+}
+
+impl Layout {
+    fn create(prefix: &str) -> io::Result<Layout> {
+        let root = fsutil::make_unique_dir(prefix)?;
+        let l = Layout {
+            etc: root.join("etc"),
+            log: root.join("log"),
+            run: root.join("run"),
+            spool: root.join("spool"),
+            state: root.join("state"),
+            munge: root.join("munge"),
+            dev: root.join("dev"),
+            plugins: root.join("plugins"),
+            jobs: root.join("jobs"),
+            dumps: root.join("dumps"),
+            bin: root.join("bin"),
+            capture: root.join("capture"),
+            root,
+        };
+        for d in [
+            &l.etc, &l.log, &l.run, &l.spool, &l.state, &l.dev, &l.plugins, &l.jobs, &l.dumps,
+            &l.bin, &l.capture,
+        ] {
+            fs::create_dir_all(d)?;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&l.jobs, fs::Permissions::from_mode(0o1777))?;
+        fs::set_permissions(&l.dumps, fs::Permissions::from_mode(0o1777))?;
+        Ok(l)
+    }
+
+    /// Replaces the placeholders {DIR} {DEV} {ETC} {NODE}.
+    pub fn subst(&self, s: &str, node: &str) -> String {
+        s.replace("{DIR}", &self.root.to_string_lossy())
+            .replace("{DEV}", &self.dev.to_string_lossy())
+            .replace("{ETC}", &self.etc.to_string_lossy())
+            .replace("{NODE}", node)
+    }
+
+    pub fn slurm_conf(&self) -> PathBuf {
+        self.etc.join("slurm.conf")
+    }
+    pub fn munge_socket(&self) -> PathBuf {
+        self.munge.join("munge.sock")
+    }
+    pub fn dump_env_script(&self) -> PathBuf {
+        self.bin.join("dump-env")
+    }
+}
+
+/// Files prepared for a cluster: config written, fake GPUs made, our
+/// plugins installed. Shared by `Cluster::start` and `Cluster::slurmd_g`.
+struct Prepared {
+    layout: Layout,
+    fake_gpus: Vec<PathBuf>,
+    plugin_dir_setting: String,
+    our_dir: Option<PathBuf>,
+    ld_library_path: Option<PathBuf>,
+}
+
+fn prepare(
+    config: &ClusterConfig,
+    prefix: &str,
+    name: &str,
+    ctld_port: u16,
+    slurmd_port: u16,
+) -> Result<Prepared, String> {
+    let layout = Layout::create(prefix).map_err(|e| format!("creating temp dir: {e}"))?;
+    let r = prepare_in(&layout, config, name, ctld_port, slurmd_port);
+    match r {
+        Ok((fake_gpus, plugin_dir_setting, our_dir, ld)) => Ok(Prepared {
+            layout,
+            fake_gpus,
+            plugin_dir_setting,
+            our_dir,
+            ld_library_path: ld,
+        }),
+        Err(e) => {
+            if keep_dirs() {
+                let _ = fs::remove_file(layout.root.join(fsutil::IN_USE_MARKER));
+            } else {
+                let _ = fs::remove_dir_all(&layout.root);
+            }
+            Err(e)
+        }
+    }
+}
+
+type PrepParts = (Vec<PathBuf>, String, Option<PathBuf>, Option<PathBuf>);
+
+fn prepare_in(
+    l: &Layout,
+    c: &ClusterConfig,
+    name: &str,
+    ctld_port: u16,
+    slurmd_port: u16,
+) -> Result<PrepParts, String> {
+    let e = |what: &str| {
+        let what = what.to_string();
+        move |err: io::Error| format!("{what}: {err}")
+    };
+    let fake_gpus = fsutil::make_fake_gpu_nodes(&l.dev, c.fake_gpus)
+        .map_err(e("creating fake GPU device nodes"))?;
+
+    // Our plugins, installed under the names slurmd loads (temp + rename).
+    let stock = stock_plugin_dir();
+    let ours = c.plugins.ours();
+    let (plugin_dir_setting, our_dir) = if ours.is_empty() {
+        (stock.to_string_lossy().into_owned(), None)
+    } else {
+        let names: Vec<&str> = ours.iter().map(|s| s.as_str()).collect();
+        let built = locate_our_plugins(&names)?;
+        for n in &names {
+            let src = our_built_file(&built, n);
+            fsutil::install_atomic(&src, &l.plugins.join(format!("{n}.so")), 0o755).map_err(
+                |err| {
+                    format!(
+                        "installing {} as {}/{n}.so: {err}",
+                        src.display(),
+                        l.plugins.display()
+                    )
+                },
+            )?;
+        }
+        (
+            format!("{}:{}", l.plugins.display(), stock.display()),
+            Some(l.plugins.clone()),
+        )
+    };
+
+    let ld = if c.nvml_stub {
+        Some(nvml_stub::build(&l.root.join("nvml-stub"))?)
+    } else {
+        None
+    };
+
+    // dump-env helper used by jobs, prolog and epilog.
+    fsutil::write_file(
+        &l.dump_env_script(),
+        &scenario::dump_env_script_text(&l.dumps),
+        0o755,
+    )
+    .map_err(e("writing dump-env"))?;
+
+    let node = &c.node_name;
+    let mut prolog = c.prolog.clone();
+    let mut epilog = c.epilog.clone();
+    if c.dump_prolog_epilog_env {
+        let d = l.dump_env_script();
+        prolog.get_or_insert_with(|| {
+            format!(
+                "#!/bin/sh\n{} prolog >/dev/null 2>&1\nexit 0\n",
+                d.display()
+            )
+        });
+        epilog.get_or_insert_with(|| {
+            format!(
+                "#!/bin/sh\n{} epilog >/dev/null 2>&1\nexit 0\n",
+                d.display()
+            )
+        });
+    }
+    let mut extra = Vec::new();
+    if let Some(p) = &prolog {
+        let path = l.etc.join("prolog.sh");
+        fsutil::write_file(&path, &l.subst(p, node), 0o755).map_err(e("writing prolog"))?;
+        extra.push(format!("Prolog={}", path.display()));
+    }
+    if let Some(p) = &epilog {
+        let path = l.etc.join("epilog.sh");
+        fsutil::write_file(&path, &l.subst(p, node), 0o755).map_err(e("writing epilog"))?;
+        extra.push(format!("Epilog={}", path.display()));
+    }
+
+    let host = fsutil::short_hostname();
+    let mut conf = String::new();
+    let mut line = |s: String| {
+        conf.push_str(&s);
+        conf.push('\n');
+    };
+    line("# written by the slurm-gpu-gres test harness".into());
+    line(format!("ClusterName={name}"));
+    line(format!("SlurmctldHost={host}(127.0.0.1)"));
+    line(format!("SlurmctldPort={ctld_port}"));
+    line(format!("SlurmdPort={slurmd_port}"));
+    line("AuthType=auth/munge".into());
+    line("CredType=cred/munge".into());
+    line(format!("AuthInfo=socket={}", l.munge_socket().display()));
+    line("SlurmUser=root".into());
+    line("SlurmdUser=root".into());
+    line(format!("StateSaveLocation={}", l.state.display()));
+    line(format!("SlurmdSpoolDir={}", l.spool.display()));
+    line(format!(
+        "SlurmctldPidFile={}",
+        l.run.join("slurmctld.pid").display()
+    ));
+    line(format!(
+        "SlurmdPidFile={}",
+        l.run.join("slurmd.pid").display()
+    ));
+    line(format!(
+        "SlurmctldLogFile={}",
+        l.log.join("slurmctld.log").display()
+    ));
+    line(format!(
+        "SlurmdLogFile={}",
+        l.log.join("slurmd.log").display()
+    ));
+    line(format!("SlurmctldDebug={}", c.slurmctld_debug));
+    line(format!("SlurmdDebug={}", c.slurmd_debug));
+    if c.debug_gres {
+        line("DebugFlags=Gres".into());
+    }
+    line(format!("PluginDir={plugin_dir_setting}"));
+    line("ProctrackType=proctrack/linuxproc".into());
+    line("TaskPlugin=task/none".into());
+    line("SelectType=select/cons_tres".into());
+    line(format!("SelectTypeParameters={}", c.select_type_parameters));
+    line(format!("GresTypes={}", c.gres_types));
+    line("MpiDefault=none".into());
+    line("SwitchType=switch/none".into());
+    line("JobAcctGatherType=jobacct_gather/none".into());
+    line("AccountingStorageType=accounting_storage/none".into());
+    line("JobCompType=jobcomp/none".into());
+    line("SchedulerType=sched/backfill".into());
+    line("ReturnToService=2".into());
+    line("SlurmdParameters=config_overrides".into());
+    line("MailProg=/bin/true".into());
+    line("InactiveLimit=0".into());
+    line("KillWait=3".into());
+    line("MinJobAge=300".into());
+    line("SlurmdTimeout=60".into());
+    for x in extra.iter().chain(c.extra_slurm_conf.iter()) {
+        line(l.subst(x, node));
+    }
+    let gres = c
+        .node_gres
+        .as_ref()
+        .map(|g| format!(" Gres={g}"))
+        .unwrap_or_default();
+    line(format!(
+        "NodeName={node} NodeHostname={host} NodeAddr=127.0.0.1 CPUs={} Boards={} SocketsPerBoard={} CoresPerSocket={} ThreadsPerCore={} RealMemory={}{gres} State=UNKNOWN {}",
+        c.cpus, c.boards, c.sockets_per_board, c.cores_per_socket, c.threads_per_core, c.real_memory_mb, l.subst(&c.extra_node_conf, node)
+    ));
+    line("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP".into());
+    fsutil::write_file(&l.slurm_conf(), &conf, 0o644).map_err(e("writing slurm.conf"))?;
+    fsutil::write_file(
+        &l.etc.join("gres.conf"),
+        &l.subst(&c.gres_conf, node),
+        0o644,
+    )
+    .map_err(e("writing gres.conf"))?;
+    if let Some(cg) = &c.cgroup_conf {
+        fsutil::write_file(&l.etc.join("cgroup.conf"), &l.subst(cg, node), 0o644)
+            .map_err(e("writing cgroup.conf"))?;
+    }
+    if let Some(f) = &c.fake_gpus_conf {
+        fsutil::write_file(&l.etc.join("fake_gpus.conf"), &l.subst(f, node), 0o644)
+            .map_err(e("writing fake_gpus.conf"))?;
+    }
+    Ok((fake_gpus, plugin_dir_setting, our_dir, ld))
+}
+
+fn keep_dirs() -> bool {
+    std::env::var("GRES_RS_KEEP")
+        .map(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+        .unwrap_or(false)
+}
+
+/// Removes inherited Slurm/GPU variables and sets SLURM_CONF etc.
+fn clean_env(cmd: &mut Command, l: &Layout) {
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy().into_owned();
+        if k.starts_with("SLURM_")
+            || k.starts_with("SALLOC_")
+            || k.starts_with("SBATCH_")
+            || k.starts_with("SRUN_")
+            || scenario::is_gpu_var(&k)
+        {
+            cmd.env_remove(&k);
+        }
+    }
+    cmd.env("SLURM_CONF", l.slurm_conf());
+    cmd.env("GRES_RS_DUMP_ENV", l.dump_env_script());
+    let path = std::env::var("PATH").unwrap_or_default();
+    cmd.env(
+        "PATH",
+        format!("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:{path}"),
+    );
+    cmd.env("LC_ALL", "C");
+}
+
+/// Which daemon to inspect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Daemon {
+    Munged,
+    Slurmctld,
+    Slurmd,
+}
+
+/// Final state/output of a batch job.
+#[derive(Clone, Debug)]
+pub struct JobResult {
+    pub job_id: u32,
+    /// JobState (e.g. COMPLETED, FAILED), or "UNKNOWN"/"TIMEOUT_WAITING".
+    pub state: String,
+    /// ExitCode field, e.g. "0:0".
+    pub exit_code: String,
+    /// Contents of the job's output file (stdout+stderr).
+    pub output: String,
+    /// `scontrol -o show job` line at the end.
+    pub info: String,
+}
+
+impl JobResult {
+    pub fn ok(&self) -> bool {
+        self.state == "COMPLETED" && self.exit_code == "0:0"
+    }
+    #[track_caller]
+    pub fn expect_ok(self, what: &str) -> Self {
+        if !self.ok() {
+            panic!(
+                "{what}: job {} ended {} exit {}\n---- output ----\n{}\n---- info ----\n{}",
+                self.job_id, self.state, self.exit_code, self.output, self.info
+            );
+        }
+        self
+    }
+}
+
+/// Result of `slurmd -G`.
+#[derive(Clone, Debug)]
+pub struct SlurmdG {
+    pub output: CmdOutput,
+    /// The run's temp dir path (already removed unless GRES_RS_KEEP=1).
+    pub dir: PathBuf,
+    /// Plugin dir of ours used (if any).
+    pub our_dir: Option<PathBuf>,
+    /// Every file the dynamic loader opened (from LD_DEBUG=files).
+    pub loaded_files: Vec<String>,
+}
+
+impl SlurmdG {
+    /// stdout+stderr with the temp dir replaced by `$DIR` (comparable
+    /// across runs).
+    pub fn normalized(&self) -> String {
+        self.output
+            .combined()
+            .replace(&*self.dir.to_string_lossy(), "$DIR")
+    }
+    /// The "Gres Name=..." lines, normalized.
+    pub fn gres_lines(&self) -> Vec<String> {
+        self.normalized()
+            .lines()
+            .filter(|l| l.contains("Gres Name="))
+            .map(|l| l.trim_start_matches("slurmd: ").to_string())
+            .collect()
+    }
+    /// Asserts each named plugin was loaded from our dir, not Debian's.
+    #[track_caller]
+    pub fn assert_ours_loaded(&self, names: &[&str]) {
+        let our = self
+            .our_dir
+            .as_ref()
+            .unwrap_or_else(|| panic!("slurmd -G ran without our plugins"));
+        if let Err(e) = check_loaded(&self.loaded_files, our, names) {
+            panic!(
+                "slurmd -G: {e}\nfiles loaded:\n  {}\n{}",
+                self.loaded_files.join("\n  "),
+                self.output
+            );
+        }
+    }
+}
+
+/// Checks a list of mapped/loaded paths: each `<name>.so` must come from
+/// `our_dir` and must not come from the stock dir.
+pub fn check_loaded(paths: &[String], our_dir: &Path, names: &[&str]) -> Result<(), String> {
+    let stock = stock_plugin_dir();
+    let mut errs = Vec::new();
+    for n in names {
+        let ours = our_dir
+            .join(format!("{n}.so"))
+            .to_string_lossy()
+            .into_owned();
+        let theirs = stock.join(format!("{n}.so")).to_string_lossy().into_owned();
+        let has = |p: &str| {
+            paths
+                .iter()
+                .any(|x| x == p || x.starts_with(&format!("{p} ")))
+        };
+        if !has(&ours) {
+            errs.push(format!("{ours} is NOT loaded"));
+        }
+        if has(&theirs) {
+            errs.push(format!("stock {theirs} IS loaded"));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The cluster
+// ---------------------------------------------------------------------------
+
+/// A running single-node test cluster. Dropping it stops everything it
+/// started (by PID) and removes its temp dir (unless GRES_RS_KEEP=1).
+pub struct Cluster {
+    pub config: ClusterConfig,
+    pub layout: Layout,
+    pub name: String,
+    pub ctld_port: u16,
+    pub slurmd_port: u16,
+    /// Fake GPU device nodes created for this cluster.
+    pub fake_gpus: Vec<PathBuf>,
+    /// Where our plugins were installed (None for Stock).
+    pub our_dir: Option<PathBuf>,
+    /// The PluginDir= value.
+    pub plugin_dir_setting: String,
+    ld_library_path: Option<PathBuf>,
+    munged: Option<Child>,
+    slurmctld: Option<Child>,
+    slurmd: Option<Child>,
+    stopped: bool,
+    _guard: Option<ClusterLock>,
+}
+
+impl Cluster {
+    /// Starts a cluster; panics (with log tails) when it cannot.
+    #[track_caller]
+    pub fn start(config: ClusterConfig) -> Cluster {
+        match Cluster::try_start(config) {
+            Ok(c) => c,
+            Err(e) => panic!("cluster failed to start:\n{e}"),
+        }
+    }
+
+    /// Starts a cluster: munged, slurmctld, slurmd; waits for the node to be
+    /// IDLE; for Ours verifies the daemons mapped our files. Retries with
+    /// new ports if one was taken meanwhile.
+    pub fn try_start(config: ClusterConfig) -> Result<Cluster, String> {
+        if let Some(p) = prereq_problems().first() {
+            return Err(format!("prerequisite missing: {p}"));
+        }
+        let guard = lock_clusters();
+        let mut guard = Some(guard);
+        let mut last_err = String::new();
+        for attempt in 0..3 {
+            match Cluster::start_once(&config, &mut guard) {
+                Ok(c) => return Ok(c),
+                Err((e, port_clash)) => {
+                    last_err = e;
+                    if !port_clash {
+                        break;
+                    }
+                    eprintln!("harness: port clash on attempt {}, retrying", attempt + 1);
+                }
+            }
+        }
+        Err(last_err)
+    }
+
+    fn start_once(
+        config: &ClusterConfig,
+        guard: &mut Option<ClusterLock>,
+    ) -> Result<Cluster, (String, bool)> {
+        static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = format!("grs{}x{seq}", std::process::id());
+        let ctld_port = fsutil::free_port(&[]).map_err(|e| (format!("free port: {e}"), false))?;
+        let slurmd_port =
+            fsutil::free_port(&[ctld_port]).map_err(|e| (format!("free port: {e}"), false))?;
+        let p =
+            prepare(config, "gres-rs", &name, ctld_port, slurmd_port).map_err(|e| (e, false))?;
+        let mut c = Cluster {
+            config: config.clone(),
+            layout: p.layout,
+            name,
+            ctld_port,
+            slurmd_port,
+            fake_gpus: p.fake_gpus,
+            our_dir: p.our_dir,
+            plugin_dir_setting: p.plugin_dir_setting,
+            ld_library_path: p.ld_library_path,
+            munged: None,
+            slurmctld: None,
+            slurmd: None,
+            stopped: false,
+            _guard: None,
+        };
+        match c.boot() {
+            Ok(()) => {
+                c._guard = guard.take();
+                Ok(c)
+            }
+            Err(e) => {
+                let logs = c.log_tails(40);
+                let clash = logs.contains("Address already in use");
+                let keep = keep_dirs();
+                let msg = format!(
+                    "{e}\ncluster dir: {}{}\n{logs}",
+                    c.layout.root.display(),
+                    if keep { " (kept)" } else { "" }
+                );
+                c.stop();
+                Err((msg, clash))
+            }
+        }
+    }
+
+    fn spawn_daemon(&self, what: &str, mut cmd: Command) -> Result<Child, String> {
+        let out = fs::File::create(self.layout.log.join(format!("{what}.stdout")))
+            .map_err(|e| e.to_string())?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+        cmd.spawn()
+            .map_err(|e| format!("spawning {what} ({}): {e}", process::describe(&cmd)))
+    }
+
+    /// Wraps a daemon in `setpriv --pdeathsig TERM` so it also dies if
+    /// the test process is killed outright (setpriv execs: same PID).
+    fn daemon_cmd(&self, prog: &str, user: Option<&str>) -> Command {
+        let mut cmd = Command::new(tool("setpriv"));
+        cmd.arg("--pdeathsig").arg("TERM");
+        if let Some(u) = user {
+            cmd.arg(format!("--reuid={u}"))
+                .arg(format!("--regid={u}"))
+                .arg("--init-groups");
+        }
+        cmd.arg(tool(prog));
+        clean_env(&mut cmd, &self.layout);
+        cmd.current_dir(&self.layout.root);
+        cmd
+    }
+
+    fn boot(&mut self) -> Result<(), String> {
+        let start = Instant::now();
+        let deadline = start + self.config.start_timeout;
+        // --- munged, as the munge user, own key + socket
+        let (muid, mgid) = fsutil::user_ids("munge").ok_or("no munge user")?;
+        let m = &self.layout.munge;
+        fs::create_dir_all(m).map_err(|e| e.to_string())?;
+        let key = m.join("munge.key");
+        fs::write(&key, fsutil::random_bytes(1024).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&key, fs::Permissions::from_mode(0o600))
+                .map_err(|e| e.to_string())?;
+            fs::set_permissions(m, fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
+            std::os::unix::fs::chown(&key, Some(muid), Some(mgid)).map_err(|e| e.to_string())?;
+            std::os::unix::fs::chown(m, Some(muid), Some(mgid)).map_err(|e| e.to_string())?;
+        }
+        let mut cmd = self.daemon_cmd("munged", Some("munge"));
+        cmd.arg("--foreground")
+            .arg(format!("--socket={}", self.layout.munge_socket().display()))
+            .arg(format!("--key-file={}", key.display()))
+            .arg(format!("--pid-file={}", m.join("munged.pid").display()))
+            .arg(format!("--log-file={}", m.join("munged.log").display()))
+            .arg(format!("--seed-file={}", m.join("munged.seed").display()))
+            .arg("--num-threads=2");
+        self.munged = Some(self.spawn_daemon("munged", cmd)?);
+        loop {
+            if UnixStream::connect(self.layout.munge_socket()).is_ok() {
+                break;
+            }
+            self.check_alive(Daemon::Munged)?;
+            if Instant::now() > deadline {
+                return Err("munged did not create its socket in time".into());
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+
+        // --- slurmctld
+        let mut cmd = self.daemon_cmd("slurmctld", None);
+        cmd.arg("-D").arg("-i");
+        self.slurmctld = Some(self.spawn_daemon("slurmctld", cmd)?);
+
+        // --- slurmd
+        let mut cmd = self.daemon_cmd("slurmd", None);
+        cmd.arg("-D").arg("-N").arg(&self.config.node_name);
+        for (k, v) in &self.config.slurmd_env {
+            cmd.env(k, v);
+        }
+        if let Some(ld) = &self.ld_library_path {
+            cmd.env("LD_LIBRARY_PATH", ld);
+        }
+        self.slurmd = Some(self.spawn_daemon("slurmd", cmd)?);
+
+        // --- wait for the node
+        let mut last_state = String::new();
+        loop {
+            self.check_alive(Daemon::Slurmctld)?;
+            self.check_alive(Daemon::Slurmd)?;
+            let out = self.scontrol(&["-o", "show", "node", &self.config.node_name.clone()]);
+            if out.ok() {
+                let state = field(&out.stdout, "State").unwrap_or_default();
+                last_state = out.stdout.trim().to_string();
+                if state == "IDLE"
+                    || (!self.config.wait_idle
+                        && !state.contains("NOT_RESPONDING")
+                        && !state.starts_with("UNKNOWN"))
+                {
+                    break;
+                }
+                if state.contains("DRAIN")
+                    || state.contains("INVALID")
+                    || state.starts_with("DOWN") && !state.contains("NOT_RESPONDING")
+                {
+                    if self.config.wait_idle {
+                        return Err(format!("node went {state}: {last_state}"));
+                    }
+                    break;
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "node not IDLE after {:?}; last: {last_state}",
+                    self.config.start_timeout
+                ));
+            }
+            thread::sleep(Duration::from_millis(200));
+        }
+        if self.config.verify_ours_loaded && self.our_dir.is_some() {
+            let names = self.expected_gres_plugins();
+            let names: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+            self.check_ours_loaded_in(Daemon::Slurmd, &names)?;
+            let names = self.ctld_expected_gres_plugins();
+            let names: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+            self.check_ours_loaded_in(Daemon::Slurmctld, &names)?;
+        }
+        eprintln!(
+            "harness: cluster {} up in {:.1?} ({}; ports {}/{}; dir {})",
+            self.name,
+            start.elapsed(),
+            self.config.plugins.label(),
+            self.ctld_port,
+            self.slurmd_port,
+            self.layout.root.display()
+        );
+        Ok(())
+    }
+
+    /// gres_* plugins of ours that GresTypes makes slurmd load.
+    pub fn expected_gres_plugins(&self) -> Vec<String> {
+        let ours = self.config.plugins.ours();
+        self.config
+            .gres_types
+            .split(',')
+            .map(|t| format!("gres_{}", t.trim()))
+            .filter(|n| ours.contains(n))
+            .collect()
+    }
+
+    /// gres_* plugins of ours that slurmctld loads: slurmctld loads a GRES
+    /// plugin only once a node reports that GRES, i.e. for the names in the
+    /// node's `Gres=` (e.g. "gpu:4,mps:400" -> gres_gpu, gres_mps).
+    pub fn ctld_expected_gres_plugins(&self) -> Vec<String> {
+        let on_node: Vec<String> = self
+            .config
+            .node_gres
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .filter_map(|g| g.split(':').next())
+            .filter(|n| !n.is_empty())
+            .map(|n| format!("gres_{}", n.trim()))
+            .collect();
+        self.expected_gres_plugins()
+            .into_iter()
+            .filter(|n| on_node.contains(n))
+            .collect()
+    }
+
+    fn child(&self, d: Daemon) -> Option<&Child> {
+        match d {
+            Daemon::Munged => self.munged.as_ref(),
+            Daemon::Slurmctld => self.slurmctld.as_ref(),
+            Daemon::Slurmd => self.slurmd.as_ref(),
+        }
+    }
+
+    /// PID of a daemon we started (None if not running / stopped).
+    pub fn pid(&self, d: Daemon) -> Option<u32> {
+        self.child(d)
+            .map(|c| c.id())
+            .filter(|p| process::pid_alive(*p))
+    }
+
+    fn check_alive(&mut self, d: Daemon) -> Result<(), String> {
+        let c = match d {
+            Daemon::Munged => self.munged.as_mut(),
+            Daemon::Slurmctld => self.slurmctld.as_mut(),
+            Daemon::Slurmd => self.slurmd.as_mut(),
+        };
+        match c.map(|c| c.try_wait()) {
+            Some(Ok(Some(st))) => Err(format!("{d:?} exited early: {st}")),
+            _ => Ok(()),
+        }
+    }
+
+    /// Files mapped by a daemon (from /proc/<pid>/maps).
+    pub fn mapped_files(&self, d: Daemon) -> Result<Vec<String>, String> {
+        let pid = self.pid(d).ok_or_else(|| format!("{d:?} is not running"))?;
+        process::mapped_files(pid)
+    }
+
+    fn check_ours_loaded_in(&self, d: Daemon, names: &[&str]) -> Result<(), String> {
+        let our = self
+            .our_dir
+            .as_ref()
+            .ok_or("cluster runs the stock plugins")?;
+        let files = self.mapped_files(d)?;
+        check_loaded(&files, our, names).map_err(|e| {
+            let slurm: Vec<&String> = files
+                .iter()
+                .filter(|f| {
+                    f.contains("slurm") || f.contains("gres") || f.contains(&*our.to_string_lossy())
+                })
+                .collect();
+            format!(
+                "{d:?} (pid {:?}): {e}\nslurm-related mappings: {slurm:#?}",
+                self.pid(d)
+            )
+        })
+    }
+
+    /// Asserts slurmd mapped our `<name>.so` from the cluster's plugin dir
+    /// and not Debian's file of the same name.
+    #[track_caller]
+    pub fn assert_ours_loaded(&self, names: &[&str]) {
+        self.assert_ours_loaded_in(Daemon::Slurmd, names)
+    }
+
+    /// Same as `assert_ours_loaded` for any of our daemons.
+    #[track_caller]
+    pub fn assert_ours_loaded_in(&self, d: Daemon, names: &[&str]) {
+        if let Err(e) = self.check_ours_loaded_in(d, names) {
+            panic!("proof of loading failed: {e}\n{}", self.log_tails(30));
+        }
+    }
+
+    /// Runs `srun <srun_args> sh -c '...'` whose task prints the maps of its
+    /// parent (the slurmstepd). Returns the paths slurmstepd mapped.
+    pub fn stepd_mapped_files(&self, srun_args: &[&str]) -> Result<Vec<String>, String> {
+        let script = "echo \"PARENT_COMM=$(cat /proc/$PPID/comm)\"; cat /proc/$PPID/maps";
+        let mut args: Vec<&str> = srun_args.to_vec();
+        args.extend_from_slice(&["-n1", "/bin/sh", "-c", script]);
+        let out = self.srun(&args);
+        if !out.ok() {
+            return Err(format!("srun for stepd maps failed:\n{out}"));
+        }
+        let comm = out
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("PARENT_COMM="))
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        if !comm.starts_with("slurmstepd") {
+            return Err(format!("task's parent is {comm:?}, not slurmstepd:\n{out}"));
+        }
+        Ok(process::paths_in_maps(&out.stdout))
+    }
+
+    /// Asserts a job step's slurmstepd mapped ours (and not stock) for each
+    /// name; `srun_args` e.g. `["--gres=gpu:1"]`.
+    #[track_caller]
+    pub fn assert_stepd_ours_loaded(&self, names: &[&str], srun_args: &[&str]) {
+        let our = self
+            .our_dir
+            .as_ref()
+            .expect("cluster runs the stock plugins");
+        let files = self
+            .stepd_mapped_files(srun_args)
+            .unwrap_or_else(|e| panic!("{e}"));
+        if let Err(e) = check_loaded(&files, our, names) {
+            panic!("slurmstepd proof of loading failed: {e}\nmapped: {files:#?}");
+        }
+    }
+
+    // ----- commands --------------------------------------------------------
+
+    /// A `Command` for a Slurm client tool with this cluster's environment.
+    pub fn command(&self, prog: &str) -> Command {
+        let mut cmd = Command::new(tool(prog));
+        clean_env(&mut cmd, &self.layout);
+        cmd.current_dir(&self.layout.jobs);
+        cmd
+    }
+
+    /// Runs any program with this cluster's environment and a timeout.
+    pub fn run(&self, prog: &str, args: &[&str], timeout: Duration) -> CmdOutput {
+        let mut cmd = self.command(prog);
+        cmd.args(args);
+        process::run_with_timeout(cmd, timeout, &self.layout.capture)
+    }
+
+    /// `srun <args>` (60 s timeout). Include the command in `args`.
+    pub fn srun(&self, args: &[&str]) -> CmdOutput {
+        self.srun_timeout(args, Duration::from_secs(60))
+    }
+    pub fn srun_timeout(&self, args: &[&str], t: Duration) -> CmdOutput {
+        self.run("srun", args, t)
+    }
+    /// `salloc <args> <command...>` (60 s timeout).
+    pub fn salloc(&self, args: &[&str], command: &[&str]) -> CmdOutput {
+        let mut a = args.to_vec();
+        a.extend_from_slice(command);
+        self.run("salloc", &a, Duration::from_secs(60))
+    }
+    pub fn scontrol(&self, args: &[&str]) -> CmdOutput {
+        self.run("scontrol", args, Duration::from_secs(20))
+    }
+    pub fn squeue(&self, args: &[&str]) -> CmdOutput {
+        self.run("squeue", args, Duration::from_secs(20))
+    }
+    pub fn sinfo(&self, args: &[&str]) -> CmdOutput {
+        self.run("sinfo", args, Duration::from_secs(20))
+    }
+    pub fn scancel(&self, args: &[&str]) -> CmdOutput {
+        self.run("scancel", args, Duration::from_secs(20))
+    }
+
+    /// Writes `script` to a file and runs `sbatch --parsable` on it (output
+    /// to `<dir>/jobs/slurm-<id>.out`). Returns the raw sbatch output.
+    pub fn sbatch_submit(&self, args: &[&str], script: &str) -> (CmdOutput, Option<u32>) {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let path = self.layout.jobs.join(format!("job-{n}.sh"));
+        let body = if script.starts_with("#!") {
+            script.to_string()
+        } else {
+            format!("#!/bin/bash\n{script}")
+        };
+        if let Err(e) = fsutil::write_file(&path, &body, 0o755) {
+            panic!("writing {}: {e}", path.display());
+        }
+        let outpat = self.layout.jobs.join("slurm-%j.out");
+        let mut a: Vec<String> = vec![
+            "--parsable".into(),
+            format!("--output={}", outpat.display()),
+            format!("--chdir={}", self.layout.jobs.display()),
+        ];
+        a.extend(args.iter().map(|s| s.to_string()));
+        a.push(path.to_string_lossy().into_owned());
+        let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
+        let out = self.run("sbatch", &a, Duration::from_secs(30));
+        let id = if out.ok() {
+            out.stdout
+                .trim()
+                .split(';')
+                .next()
+                .and_then(|s| s.parse().ok())
+        } else {
+            None
+        };
+        (out, id)
+    }
+
+    /// Submits with sbatch and waits (120 s) for the job to finish; panics
+    /// if the submission fails.
+    #[track_caller]
+    pub fn sbatch(&self, args: &[&str], script: &str) -> JobResult {
+        self.sbatch_timeout(args, script, Duration::from_secs(120))
+    }
+    #[track_caller]
+    pub fn sbatch_timeout(&self, args: &[&str], script: &str, t: Duration) -> JobResult {
+        let (out, id) = self.sbatch_submit(args, script);
+        let Some(id) = id else {
+            panic!("sbatch failed:\n{out}")
+        };
+        self.wait_job(id, t)
+    }
+
+    /// Waits until job `id` is in a final state, then reads its output file.
+    pub fn wait_job(&self, id: u32, t: Duration) -> JobResult {
+        const FINAL: &[&str] = &[
+            "COMPLETED",
+            "FAILED",
+            "CANCELLED",
+            "TIMEOUT",
+            "NODE_FAIL",
+            "OUT_OF_MEMORY",
+            "PREEMPTED",
+            "BOOT_FAIL",
+            "DEADLINE",
+        ];
+        let deadline = Instant::now() + t;
+        let (state, info) = loop {
+            let out = self.scontrol(&["-o", "show", "job", &id.to_string()]);
+            if out.ok() {
+                let st = field(&out.stdout, "JobState").unwrap_or_default();
+                if FINAL.contains(&st.as_str()) {
+                    break (st, out.stdout.trim().to_string());
+                }
+            } else if out.combined().contains("Invalid job id") {
+                break ("UNKNOWN".to_string(), out.combined());
+            }
+            if Instant::now() > deadline {
+                let _ = self.scancel(&[&id.to_string()]);
+                break ("TIMEOUT_WAITING".to_string(), out.combined());
+            }
+            thread::sleep(Duration::from_millis(200));
+        };
+        let exit_code = field(&info, "ExitCode").unwrap_or_default();
+        let output = fsutil::read_lossy(&self.layout.jobs.join(format!("slurm-{id}.out")));
+        JobResult {
+            job_id: id,
+            state,
+            exit_code,
+            output,
+            info,
+        }
+    }
+
+    /// Waits until squeue lists no job (pending/running/completing), i.e.
+    /// epilogs have finished. Returns false on timeout.
+    pub fn wait_no_jobs(&self, t: Duration) -> bool {
+        let deadline = Instant::now() + t;
+        loop {
+            let out = self.squeue(&["-h", "-o", "%i %T"]);
+            if out.ok() && out.stdout.trim().is_empty() {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// `scontrol show node` fields, e.g. node_field("Gres") -> "gpu:4".
+    pub fn node_field(&self, key: &str) -> Option<String> {
+        let out = self.scontrol(&["-o", "show", "node", &self.config.node_name]);
+        field(&out.stdout, key)
+    }
+
+    /// Env-dump blocks written by `$GRES_RS_DUMP_ENV` since the last call
+    /// (they are moved aside once collected).
+    pub fn collect_dumps(&self) -> Vec<EnvBlock> {
+        scenario::collect_dumps(&self.layout.dumps)
+    }
+
+    // ----- logs ------------------------------------------------------------
+
+    pub fn log_path(&self, d: Daemon) -> PathBuf {
+        match d {
+            Daemon::Munged => self.layout.log.join("munged.stdout"),
+            Daemon::Slurmctld => self.layout.log.join("slurmctld.log"),
+            Daemon::Slurmd => self.layout.log.join("slurmd.log"),
+        }
+    }
+    pub fn log(&self, d: Daemon) -> String {
+        fsutil::read_lossy(&self.log_path(d))
+    }
+    /// Last `n` lines of every daemon log (for failure messages).
+    pub fn log_tails(&self, n: usize) -> String {
+        let mut s = String::new();
+        for f in [
+            "munged.stdout",
+            "slurmctld.stdout",
+            "slurmctld.log",
+            "slurmd.stdout",
+            "slurmd.log",
+        ] {
+            let p = self.layout.log.join(f);
+            // the daemons' stdout repeats their log once the log file is
+            // open; its start matters (errors before the log file opens)
+            let t = if f.ends_with(".stdout") {
+                fsutil::head(&p, n.min(15))
+            } else {
+                fsutil::tail(&p, n)
+            };
+            if !t.trim().is_empty() {
+                s.push_str(&format!(
+                    "==== {} {} ====\n{t}\n",
+                    if f.ends_with(".stdout") {
+                        "head"
+                    } else {
+                        "tail"
+                    },
+                    p.display()
+                ));
+            }
+        }
+        s
+    }
+
+    // ----- teardown --------------------------------------------------------
+
+    /// Stops everything this cluster started: cancels jobs, SIGTERMs
+    /// slurmd, slurmctld, munged by PID (SIGKILL after a grace period),
+    /// then any process still using the cluster's private dir (stray
+    /// slurmstepd/tasks), and removes the dir unless GRES_RS_KEEP=1.
+    /// Idempotent; also run by Drop.
+    pub fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        let panicking = thread::panicking();
+        if panicking {
+            eprintln!(
+                "harness: test failed; logs of cluster {}:\n{}",
+                self.name,
+                self.log_tails(40)
+            );
+        }
+        if self.slurmctld.is_some()
+            && self.pid(Daemon::Slurmctld).is_some()
+            && self.pid(Daemon::Slurmd).is_some()
+        {
+            let _ = self.scancel(&["--full", "-u", "root"]);
+            self.wait_no_jobs(Duration::from_secs(10));
+        }
+        for d in [Daemon::Slurmd, Daemon::Slurmctld] {
+            let c = match d {
+                Daemon::Slurmd => self.slurmd.as_mut(),
+                _ => self.slurmctld.as_mut(),
+            };
+            if let Some(c) = c {
+                process::terminate_child(c, &format!("{d:?}"), Duration::from_secs(10));
+            }
+        }
+        // Stray slurmstepd / job tasks of this cluster (identified by their
+        // use of our private dir), deepest first not needed: TERM then KILL.
+        for _ in 0..3 {
+            let pids = process::pids_using_dir(&self.layout.root);
+            let pids: Vec<u32> = pids
+                .into_iter()
+                .filter(|p| Some(*p) != self.munged.as_ref().map(|c| c.id()))
+                .collect();
+            if pids.is_empty() {
+                break;
+            }
+            eprintln!(
+                "harness: stopping leftover processes of cluster {}: {pids:?}",
+                self.name
+            );
+            for p in pids {
+                process::terminate_pid(p, Duration::from_secs(3));
+            }
+        }
+        if let Some(c) = self.munged.as_mut() {
+            process::terminate_child(c, "munged", Duration::from_secs(5));
+        }
+        if keep_dirs() {
+            let _ = fs::remove_file(self.layout.root.join(fsutil::IN_USE_MARKER));
+            eprintln!(
+                "harness: GRES_RS_KEEP=1: kept cluster dir {}",
+                self.layout.root.display()
+            );
+        } else if let Err(e) = fs::remove_dir_all(&self.layout.root) {
+            eprintln!(
+                "harness: could not remove {}: {e}",
+                self.layout.root.display()
+            );
+        }
+        self._guard = None;
+    }
+
+    // ----- slurmd -G -------------------------------------------------------
+
+    /// Runs `slurmd -G -N <node>` (prints the node's GRES config and exits)
+    /// with `config` in a temp dir; needs no munged/slurmctld. The dynamic
+    /// loader's file list (LD_DEBUG=files) is captured separately so the
+    /// caller can prove which plugin files were loaded.
+    pub fn slurmd_g(config: &ClusterConfig) -> SlurmdG {
+        let p = match prepare(config, "gres-rs-g", "grsg", 6817, 6818) {
+            Ok(p) => p,
+            Err(e) => panic!("slurmd -G setup failed: {e}"),
+        };
+        let l = &p.layout;
+        let mut cmd = Command::new(tool("slurmd"));
+        clean_env(&mut cmd, l);
+        cmd.current_dir(&l.root);
+        cmd.arg("-G").arg("-N").arg(&config.node_name);
+        for (k, v) in &config.slurmd_env {
+            cmd.env(k, v);
+        }
+        if let Some(ld) = &p.ld_library_path {
+            cmd.env("LD_LIBRARY_PATH", ld);
+        }
+        // LD_DEBUG goes to stderr: slurmd closes all other descriptors at
+        // start, so LD_DEBUG_OUTPUT would lose the plugin dlopen()s.
+        cmd.env("LD_DEBUG", "files");
+        let mut output = process::run_with_timeout(cmd, Duration::from_secs(60), &l.capture);
+        let mut loaded: BTreeSet<String> = BTreeSet::new();
+        let mut stderr = String::new();
+        for line in output.stderr.lines() {
+            if is_ld_debug_line(line) {
+                // "    123:\tfile=/path/x.so [0];  dynamically loaded by ..."
+                if let Some(rest) = line.split("file=").nth(1) {
+                    if let Some(path) = rest.split_whitespace().next() {
+                        loaded.insert(path.to_string());
+                    }
+                }
+            } else {
+                stderr.push_str(line);
+                stderr.push('\n');
+            }
+        }
+        output.stderr = stderr;
+        let r = SlurmdG {
+            output,
+            dir: l.root.clone(),
+            our_dir: p.our_dir.clone(),
+            loaded_files: loaded.into_iter().collect(),
+        };
+        if keep_dirs() {
+            let _ = fs::remove_file(l.root.join(fsutil::IN_USE_MARKER));
+            eprintln!(
+                "harness: GRES_RS_KEEP=1: kept slurmd -G dir {}",
+                l.root.display()
+            );
+        } else {
+            let _ = fs::remove_dir_all(&l.root);
+        }
+        r
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A line of the dynamic loader's LD_DEBUG output ("  1234:\t...").
+fn is_ld_debug_line(line: &str) -> bool {
+    let t = line.trim_start();
+    match t.split_once(':') {
+        Some((pid, rest)) => {
+            !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) && rest.starts_with('\t')
+        }
+        None => false,
+    }
+}
+
+/// Value of `Key=` in `scontrol -o` output (first occurrence).
+pub fn field(text: &str, key: &str) -> Option<String> {
+    let pat = format!("{key}=");
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix(&pat).map(|v| v.to_string()))
+}

@@ -1,0 +1,582 @@
+//! Scenarios and the stock-vs-ours differential.
+//!
+//! A [`Scenario`] is a cluster configuration plus a list of [`Run`]s (srun,
+//! sbatch, salloc, `slurmd -G`). Every task/prolog/epilog that calls the
+//! env-dump helper (`$GRES_RS_DUMP_ENV <tag>`, done automatically for
+//! `Run::srun`) leaves an [`EnvBlock`]. [`differential`] runs a scenario on
+//! the stock plugins and on ours and compares all GPU-related variables
+//! field by field ([`compare_envs`]).
+//!
+//! ```ignore
+//! let scn = Scenario::new("two-gpus", ClusterConfig::gpus(PluginSet::Stock, 4))
+//!     .run(Run::srun("one", &["--gres=gpu:2"]))
+//!     .run(Run::sbatch("batch", &["--gres=gpu:4", "-n3"],
+//!          "\"$GRES_RS_DUMP_ENV\" batch\nsrun -n1 --exclusive --gres=gpu:1 \"$GRES_RS_DUMP_ENV\" step").unordered());
+//! differential(&scn);
+//! ```
+
+use super::{Cluster, ClusterConfig, PluginSet};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
+use std::time::Duration;
+
+/// The GPU-related variables the plugins set (compared by the
+/// differential; anything matching [`is_gpu_var`] is compared too).
+pub const GPU_ENV_VARS: &[&str] = &[
+    "SLURM_JOB_GPUS",
+    "SLURM_STEP_GPUS",
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "ZE_AFFINITY_MASK",
+    "GPU_DEVICE_ORDINAL",
+    "SLURM_GPUS_ON_NODE",
+    "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+    "CUDA_DEVICE_ORDER",
+    "SLURM_SHARDS_ON_NODE",
+    "SLURM_GPUS",
+    "SLURM_GPUS_PER_NODE",
+    "SLURM_GPUS_PER_TASK",
+    "SLURM_GPUS_PER_SOCKET",
+    "SLURM_GPU_BIND",
+    "SLURM_GPU_FREQ",
+    "SLURM_CPUS_PER_GPU",
+    "SLURM_MEM_PER_GPU",
+    "SLURM_TRES_PER_TASK",
+    "SLURM_JOB_GRES",
+];
+
+/// True for variables the GPU/MPS/shard plugins (or GPU options) affect.
+pub fn is_gpu_var(name: &str) -> bool {
+    if GPU_ENV_VARS.contains(&name) {
+        return true;
+    }
+    if name == "GRES_RS_DUMP_ENV" {
+        return false;
+    }
+    let u = name.to_ascii_uppercase();
+    [
+        "GPU",
+        "CUDA",
+        "ROCR_",
+        "ZE_AFFINITY",
+        "ZE_ENABLE",
+        "SHARD",
+        "_MPS",
+        "NVIDIA_",
+        "GRES",
+        "TRES",
+    ]
+    .iter()
+    .any(|p| u.contains(p))
+}
+
+/// The shell helper installed as `<cluster>/bin/dump-env` (and exported to
+/// jobs as `$GRES_RS_DUMP_ENV`): `dump-env <tag>` saves the full
+/// environment (NUL-separated) as `<dumps>/<tag>.<time>.<pid>.env` and
+/// prints the GPU-related part for humans. Tags: [A-Za-z0-9_-].
+pub fn dump_env_script_text(dumps: &Path) -> String {
+    format!(
+        r#"#!/bin/sh
+# environment dump helper of the slurm-gpu-gres test harness
+tag="${{1:-task}}"
+d='{dir}'
+f="$d/$tag.$(date +%s%N).$$.env"
+env -0 > "$f.tmp" && mv "$f.tmp" "$f"
+out="== $tag job=${{SLURM_JOB_ID:-}} step=${{SLURM_STEP_ID:-}} task=${{SLURM_PROCID:-}} on $(hostname -s)
+$(env | grep -E '^(SLURM_(JOB|STEP)_GPUS|SLURM_GPUS|SLURM_SHARDS|CUDA_|ROCR_|ZE_|GPU_)' | LC_ALL=C sort | sed 's/^/    /')"
+printf '%s\n' "$out"
+"#,
+        dir = dumps.display()
+    )
+}
+
+/// One environment captured by the dump helper.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvBlock {
+    pub tag: String,
+    pub vars: BTreeMap<String, String>,
+}
+
+impl EnvBlock {
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.vars.get(k).map(|s| s.as_str())
+    }
+    /// Only the GPU-related variables.
+    pub fn gpu_vars(&self) -> BTreeMap<String, String> {
+        self.vars
+            .iter()
+            .filter(|(k, _)| is_gpu_var(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+    fn num(&self, k: &str) -> i64 {
+        self.get(k).and_then(|v| v.parse().ok()).unwrap_or(-1)
+    }
+    pub fn job_id(&self) -> i64 {
+        self.num("SLURM_JOB_ID")
+    }
+    pub fn step_id(&self) -> i64 {
+        self.num("SLURM_STEP_ID")
+    }
+    pub fn proc_id(&self) -> i64 {
+        self.num("SLURM_PROCID")
+    }
+    /// "tag job.step task" for messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} job={} step={} task={}",
+            self.tag,
+            self.get("SLURM_JOB_ID").unwrap_or("-"),
+            self.get("SLURM_STEP_ID").unwrap_or("-"),
+            self.get("SLURM_PROCID").unwrap_or("-")
+        )
+    }
+}
+
+/// Reads (and moves aside into `<dumps>/collected/`) all finished dumps.
+pub fn collect_dumps(dumps: &Path) -> Vec<EnvBlock> {
+    let mut v = Vec::new();
+    let archive = dumps.join("collected");
+    let _ = fs::create_dir_all(&archive);
+    let Ok(rd) = fs::read_dir(dumps) else {
+        return v;
+    };
+    let mut files: Vec<_> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().map(|e| e == "env").unwrap_or(false))
+        .collect();
+    files.sort();
+    for p in files {
+        let Ok(bytes) = fs::read(&p) else { continue };
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        let tag = name.split('.').next().unwrap_or("").to_string();
+        let mut vars = BTreeMap::new();
+        for item in bytes.split(|b| *b == 0) {
+            let s = String::from_utf8_lossy(item);
+            if let Some((k, val)) = s.split_once('=') {
+                vars.insert(k.to_string(), val.to_string());
+            }
+        }
+        v.push(EnvBlock { tag, vars });
+        let _ = fs::rename(&p, archive.join(&name));
+    }
+    v
+}
+
+/// What one run does.
+#[derive(Clone, Debug)]
+pub enum RunKind {
+    /// `srun <args> <dump-env> <label>`
+    Srun { args: Vec<String> },
+    /// `sbatch <args> script`; the script calls `"$GRES_RS_DUMP_ENV" <tag>`
+    /// (directly and/or through srun) to record environments.
+    Sbatch { args: Vec<String>, script: String },
+    /// `salloc <args> <command...>` (use `$GRES_RS_DUMP_ENV` via
+    /// `sh -c` / srun inside the command).
+    Salloc {
+        args: Vec<String>,
+        command: Vec<String>,
+    },
+    /// `slurmd -G` with the scenario's config; its "Gres Name=" lines are
+    /// compared (temp dir normalized). Runs without the cluster.
+    SlurmdG,
+}
+
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub label: String,
+    pub kind: RunKind,
+    /// Compare blocks as a multiset (for concurrent steps whose order, and
+    /// hence step-to-GPU mapping, is not deterministic).
+    pub unordered: bool,
+    pub timeout: Duration,
+}
+
+impl Run {
+    pub fn srun(label: &str, args: &[&str]) -> Run {
+        Run {
+            label: label.into(),
+            kind: RunKind::Srun { args: strs(args) },
+            unordered: false,
+            timeout: Duration::from_secs(60),
+        }
+    }
+    pub fn sbatch(label: &str, args: &[&str], script: &str) -> Run {
+        Run {
+            label: label.into(),
+            kind: RunKind::Sbatch {
+                args: strs(args),
+                script: script.into(),
+            },
+            unordered: false,
+            timeout: Duration::from_secs(120),
+        }
+    }
+    pub fn salloc(label: &str, args: &[&str], command: &[&str]) -> Run {
+        Run {
+            label: label.into(),
+            kind: RunKind::Salloc {
+                args: strs(args),
+                command: strs(command),
+            },
+            unordered: false,
+            timeout: Duration::from_secs(60),
+        }
+    }
+    pub fn slurmd_g(label: &str) -> Run {
+        Run {
+            label: label.into(),
+            kind: RunKind::SlurmdG,
+            unordered: false,
+            timeout: Duration::from_secs(60),
+        }
+    }
+    pub fn unordered(mut self) -> Run {
+        self.unordered = true;
+        self
+    }
+}
+
+fn strs(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: String,
+    /// Cluster config; its `plugins` is replaced by each side's set.
+    pub config: ClusterConfig,
+    pub runs: Vec<Run>,
+    /// After the runs on a non-stock set, prove slurmstepd mapped our gres
+    /// plugins with one extra `srun <these args>` (None: skip).
+    pub stepd_proof_args: Option<Vec<String>>,
+}
+
+impl Scenario {
+    pub fn new(name: &str, config: ClusterConfig) -> Scenario {
+        let proof = if config.fake_gpus > 0
+            && config
+                .node_gres
+                .as_deref()
+                .map(|g| g.contains("gpu"))
+                .unwrap_or(false)
+        {
+            Some(vec!["--gres=gpu:1".to_string()])
+        } else {
+            None
+        };
+        Scenario {
+            name: name.into(),
+            config,
+            runs: vec![],
+            stepd_proof_args: proof,
+        }
+    }
+    pub fn run(mut self, r: Run) -> Scenario {
+        self.runs.push(r);
+        self
+    }
+}
+
+/// Result of one run.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    pub label: String,
+    /// "exit 0", "exit 1", "timeout", "COMPLETED 0:0", "FAILED 1:0", ...
+    pub outcome: String,
+    pub ok: bool,
+    /// Full command/job output (for messages).
+    pub output: String,
+    /// Environments recorded during the run (tasks, batch, prolog, epilog).
+    pub blocks: Vec<EnvBlock>,
+    /// For SlurmdG: normalized "Gres Name=" lines.
+    pub gres_lines: Vec<String>,
+    pub unordered: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct ScenarioResult {
+    pub scenario: String,
+    pub plugins: PluginSet,
+    pub runs: Vec<RunResult>,
+}
+
+impl ScenarioResult {
+    pub fn run(&self, label: &str) -> &RunResult {
+        self.runs
+            .iter()
+            .find(|r| r.label == label)
+            .unwrap_or_else(|| panic!("no run {label}"))
+    }
+    /// Human-readable dump of all GPU variables per run.
+    pub fn report(&self) -> String {
+        let mut s = format!(
+            "### scenario {} on {}\n",
+            self.scenario,
+            self.plugins.label()
+        );
+        for r in &self.runs {
+            s.push_str(&format!("-- {} : {}\n", r.label, r.outcome));
+            for l in &r.gres_lines {
+                s.push_str(&format!("   {l}\n"));
+            }
+            for b in sorted_blocks(r) {
+                s.push_str(&format!("   [{}]", b.describe()));
+                for (k, v) in b.gpu_vars() {
+                    s.push_str(&format!(" {k}={v}"));
+                }
+                s.push('\n');
+            }
+        }
+        s
+    }
+}
+
+/// Runs every run of `scn` on one cluster with `plugins` (and `slurmd -G`
+/// for SlurmdG runs). Panics if the cluster cannot start.
+#[track_caller]
+pub fn run_scenario(scn: &Scenario, plugins: PluginSet) -> ScenarioResult {
+    let mut config = scn.config.clone();
+    config.plugins = plugins.clone();
+    let needs_cluster = scn.runs.iter().any(|r| !matches!(r.kind, RunKind::SlurmdG));
+    let cluster = if needs_cluster {
+        Some(Cluster::start(config.clone()))
+    } else {
+        None
+    };
+    let mut results = Vec::new();
+    for r in &scn.runs {
+        let res = match &r.kind {
+            RunKind::SlurmdG => {
+                let g = Cluster::slurmd_g(&config);
+                if !plugins.ours().is_empty() {
+                    let names: Vec<String> = config
+                        .gres_types
+                        .split(',')
+                        .map(|t| format!("gres_{}", t.trim()))
+                        .filter(|n| plugins.ours().contains(n))
+                        .collect();
+                    let names: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+                    g.assert_ours_loaded(&names);
+                }
+                RunResult {
+                    label: r.label.clone(),
+                    outcome: outcome_of(&g.output),
+                    ok: g.output.ok(),
+                    output: g.output.to_string(),
+                    blocks: vec![],
+                    gres_lines: g.gres_lines(),
+                    unordered: r.unordered,
+                }
+            }
+            kind => {
+                let c = cluster.as_ref().unwrap();
+                let _ = c.collect_dumps(); // discard leftovers
+                let (outcome, ok, output) = match kind {
+                    RunKind::Srun { args } => {
+                        let dump = c.layout.dump_env_script().to_string_lossy().into_owned();
+                        let mut a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+                        a.push(&dump);
+                        a.push(&r.label);
+                        let o = c.srun_timeout(&a, r.timeout);
+                        (outcome_of(&o), o.ok(), o.to_string())
+                    }
+                    RunKind::Salloc { args, command } => {
+                        let mut a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+                        a.extend(command.iter().map(|s| s.as_str()));
+                        let o = c.run("salloc", &a, r.timeout);
+                        (outcome_of(&o), o.ok(), o.to_string())
+                    }
+                    RunKind::Sbatch { args, script } => {
+                        let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+                        let (sub, id) = c.sbatch_submit(&a, script);
+                        match id {
+                            None => (
+                                format!("sbatch {}", outcome_of(&sub)),
+                                false,
+                                sub.to_string(),
+                            ),
+                            Some(id) => {
+                                let j = c.wait_job(id, r.timeout);
+                                (
+                                    format!("{} {}", j.state, j.exit_code),
+                                    j.ok(),
+                                    format!("{}\n{}", j.output, j.info),
+                                )
+                            }
+                        }
+                    }
+                    RunKind::SlurmdG => unreachable!(),
+                };
+                c.wait_no_jobs(Duration::from_secs(30));
+                let blocks = c.collect_dumps();
+                RunResult {
+                    label: r.label.clone(),
+                    outcome,
+                    ok,
+                    output,
+                    blocks,
+                    gres_lines: vec![],
+                    unordered: r.unordered,
+                }
+            }
+        };
+        results.push(res);
+    }
+    if let (Some(c), Some(args)) = (cluster.as_ref(), scn.stepd_proof_args.as_ref()) {
+        let names = c.expected_gres_plugins();
+        if !names.is_empty() {
+            let names: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+            let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+            c.assert_stepd_ours_loaded(&names, &a);
+        }
+    }
+    drop(cluster);
+    ScenarioResult {
+        scenario: scn.name.clone(),
+        plugins,
+        runs: results,
+    }
+}
+
+fn outcome_of(o: &super::CmdOutput) -> String {
+    if o.timed_out {
+        "timeout".into()
+    } else if let Some(c) = o.status {
+        format!("exit {c}")
+    } else {
+        format!("signal {:?}", o.signal)
+    }
+}
+
+fn sorted_blocks(r: &RunResult) -> Vec<EnvBlock> {
+    let mut b = r.blocks.clone();
+    if r.unordered {
+        b.sort_by_key(|x| (x.tag.clone(), format!("{:?}", x.gpu_vars())));
+    } else {
+        b.sort_by_key(|x| (x.tag.clone(), x.job_id(), x.step_id(), x.proc_id()));
+    }
+    b
+}
+
+/// Compares two results of the same scenario run by run, block by block,
+/// GPU variable by GPU variable. Returns one line per difference (empty:
+/// identical).
+pub fn compare_envs(stock: &ScenarioResult, ours: &ScenarioResult) -> Vec<String> {
+    let mut d = Vec::new();
+    if stock.runs.len() != ours.runs.len() {
+        d.push(format!(
+            "number of runs: {} vs {}",
+            stock.runs.len(),
+            ours.runs.len()
+        ));
+    }
+    for (a, b) in stock.runs.iter().zip(ours.runs.iter()) {
+        let l = &a.label;
+        if a.outcome != b.outcome {
+            d.push(format!(
+                "[{l}] outcome: {} = {:?}, {} = {:?}",
+                stock.plugins.label(),
+                a.outcome,
+                ours.plugins.label(),
+                b.outcome
+            ));
+        }
+        if a.gres_lines != b.gres_lines {
+            let sa: BTreeSet<_> = a.gres_lines.iter().collect();
+            let sb: BTreeSet<_> = b.gres_lines.iter().collect();
+            for x in sa.difference(&sb) {
+                d.push(format!(
+                    "[{l}] slurmd -G line only with {}: {x}",
+                    stock.plugins.label()
+                ));
+            }
+            for x in sb.difference(&sa) {
+                d.push(format!(
+                    "[{l}] slurmd -G line only with {}: {x}",
+                    ours.plugins.label()
+                ));
+            }
+            if sa == sb {
+                d.push(format!(
+                    "[{l}] slurmd -G lines in a different order:\n  {:?}\n  {:?}",
+                    a.gres_lines, b.gres_lines
+                ));
+            }
+        }
+        let ba = sorted_blocks(a);
+        let bb = sorted_blocks(b);
+        let tags = |v: &[EnvBlock]| v.iter().map(|x| x.tag.clone()).collect::<Vec<_>>();
+        if tags(&ba) != tags(&bb) {
+            d.push(format!(
+                "[{l}] recorded environments differ: {:?} vs {:?}",
+                tags(&ba),
+                tags(&bb)
+            ));
+            continue;
+        }
+        for (i, (x, y)) in ba.iter().zip(bb.iter()).enumerate() {
+            let gx = x.gpu_vars();
+            let gy = y.gpu_vars();
+            let keys: BTreeSet<&String> = gx.keys().chain(gy.keys()).collect();
+            for k in keys {
+                let vx = gx.get(k);
+                let vy = gy.get(k);
+                if vx != vy {
+                    d.push(format!(
+                        "[{l}] #{i} {} {k}: {}={} {}={}",
+                        x.describe(),
+                        stock.plugins.label(),
+                        vx.map(|s| format!("{s:?}"))
+                            .unwrap_or_else(|| "unset".into()),
+                        ours.plugins.label(),
+                        vy.map(|s| format!("{s:?}"))
+                            .unwrap_or_else(|| "unset".into())
+                    ));
+                }
+            }
+        }
+    }
+    d
+}
+
+/// Runs `scn` on the stock plugins and on ours, prints both reports, and
+/// panics listing every difference. Returns (stock, ours).
+#[track_caller]
+pub fn differential(scn: &Scenario) -> (ScenarioResult, ScenarioResult) {
+    differential_with(scn, PluginSet::Ours)
+}
+
+/// Like [`differential`] with any non-stock plugin set.
+#[track_caller]
+pub fn differential_with(scn: &Scenario, ours_set: PluginSet) -> (ScenarioResult, ScenarioResult) {
+    let stock = run_scenario(scn, PluginSet::Stock);
+    let ours = run_scenario(scn, ours_set);
+    eprintln!("{}{}", stock.report(), ours.report());
+    let diffs = compare_envs(&stock, &ours);
+    if !diffs.is_empty() {
+        let mut outs = String::new();
+        for (a, b) in stock.runs.iter().zip(ours.runs.iter()) {
+            if a.outcome != b.outcome {
+                outs.push_str(&format!(
+                    "==== [{}] {} output ====\n{}\n==== [{}] {} output ====\n{}\n",
+                    a.label,
+                    stock.plugins.label(),
+                    a.output,
+                    b.label,
+                    ours.plugins.label(),
+                    b.output
+                ));
+            }
+        }
+        panic!(
+            "scenario {}: {} difference(s) between stock and ours:\n  {}\n{outs}",
+            scn.name,
+            diffs.len(),
+            diffs.join("\n  ")
+        );
+    }
+    (stock, ours)
+}

@@ -1,0 +1,22 @@
+#!/bin/bash
+# The one test command: prepares the machine (tests/setup-debian.sh), builds
+# the workspace (the plugin .so files the real-Slurm tests install), then
+# runs every unit and integration test. Exits non-zero on any failure.
+# Needs root (the test clusters run their own munged/slurmctld/slurmd).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+export PATH="$HOME/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
+# Under this script missing prerequisites are failures, not skips.
+export GRES_RS_REQUIRE_SLURM="${GRES_RS_REQUIRE_SLURM:-1}"
+
+echo "==> tests/setup-debian.sh"
+bash tests/setup-debian.sh
+
+echo "==> cargo build --workspace"
+cargo build --workspace
+
+echo "==> cargo test --workspace --no-fail-fast"
+cargo test --workspace --no-fail-fast "$@"
+
+echo "==> all tests passed"
