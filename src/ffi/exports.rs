@@ -85,7 +85,7 @@ pub unsafe fn set_env<P: GresPlugin>(
             _ => EnvTarget::Step,
         };
         let snapshot = |name: &str| env.get(name);
-        let req = SetEnv { alloc: alloc.as_ref(), gres_cnt, flags: InternalFlags(flags as u32), current: &snapshot };
+        let req = SetEnv { alloc: alloc.as_ref(), gres_cnt, flags: InternalFlags(flags), current: &snapshot };
         let change = P::set_env(&SlurmHost::plain(), target, &req);
         if let Some(line) = change.verbose_line {
             eprintln!("{line}");

@@ -22,7 +22,11 @@ pub fn guard<R>(plugin_type: &str, func: &str, fallback: R, f: impl FnOnce() -> 
         }));
     });
     let _scope = super::log::GuardScope::enter();
-    match catch_unwind(AssertUnwindSafe(f)) {
+    match catch_unwind(AssertUnwindSafe(|| {
+        #[cfg(feature = "fault-injection")]
+        inject(func);
+        f()
+    })) {
         Ok(r) => r,
         Err(payload) => {
             let msg = payload
@@ -32,6 +36,17 @@ pub fn guard<R>(plugin_type: &str, func: &str, fallback: R, f: impl FnOnce() -> 
                 .unwrap_or_else(|| "unknown panic".to_string());
             super::log::log_error_line(&format!("{plugin_type}: {func}: internal error (panic): {msg}"));
             fallback
+        }
+    }
+}
+
+/// Test builds: panic in `func` when `GRES_RS_PANIC_IN` names it (or is
+/// `all`), to prove that the guard keeps slurmd serving.
+#[cfg(feature = "fault-injection")]
+fn inject(func: &str) {
+    if let Ok(v) = std::env::var("GRES_RS_PANIC_IN") {
+        if v.split(',').any(|f| f == func || f == "all") {
+            panic!("injected panic in {func}");
         }
     }
 }

@@ -357,6 +357,9 @@ pub struct ClusterConfig {
     /// For Ours: check /proc/<pid>/maps of slurmd+slurmctld in `start`.
     pub verify_ours_loaded: bool,
     pub start_timeout: Duration,
+    /// Take our built `lib*.so` from this directory instead of the default
+    /// build (e.g. a fault-injection build in its own target dir).
+    pub plugin_build_dir: Option<PathBuf>,
 }
 
 impl Default for ClusterConfig {
@@ -402,6 +405,7 @@ impl ClusterConfig {
             wait_idle: true,
             verify_ours_loaded: true,
             start_timeout: Duration::from_secs(60),
+            plugin_build_dir: None,
         }
     }
 
@@ -570,7 +574,10 @@ fn prepare_in(
         (stock.to_string_lossy().into_owned(), None)
     } else {
         let names: Vec<&str> = ours.iter().map(|s| s.as_str()).collect();
-        let built = locate_our_plugins(&names)?;
+        let built = match &c.plugin_build_dir {
+            Some(d) => d.clone(),
+            None => locate_our_plugins(&names)?,
+        };
         for n in &names {
             let src = our_built_file(&built, n);
             fsutil::install_atomic(&src, &l.plugins.join(format!("{n}.so")), 0o755).map_err(
