@@ -4,8 +4,11 @@
 pub mod devices;
 pub mod env;
 pub mod fake_gpus;
+pub mod gpu_freq;
 pub mod gres_conf;
 pub mod hostlist;
 pub mod merge;
 pub mod model;
+pub mod nvml_model;
+pub mod slurm_conf;
 pub mod wire;

@@ -43,28 +43,62 @@ impl fmt::Debug for ConfFlags {
 }
 
 /// Slurm's own spelling of a record's flags (`gres_flags2str()`), used in log
-/// lines and in the `GRES_PARSABLE` form.
+/// lines and in the `GRES_PARSABLE` form: the internal names, in Slurm's
+/// order (`HAS_MULT` is never printed).
 pub fn flags_to_string(flags: ConfFlags) -> String {
-    let mut out: Vec<&str> = Vec::new();
-    if flags.has(ConfFlags::COUNT_ONLY) {
-        out.push("CountOnly");
+    const NAMES: [(u32, &str); 11] = [
+        (ConfFlags::COUNT_ONLY, "CountOnly"),
+        (ConfFlags::HAS_FILE, "HAS_FILE"),
+        (ConfFlags::LOADED, "LOADED"),
+        (ConfFlags::HAS_TYPE, "HAS_TYPE"),
+        (ConfFlags::ENV_NVML, "ENV_NVML"),
+        (ConfFlags::ENV_RSMI, "ENV_RSMI"),
+        (ConfFlags::ENV_ONEAPI, "ENV_ONEAPI"),
+        (ConfFlags::ENV_OPENCL, "ENV_OPENCL"),
+        (ConfFlags::ENV_DEF, "ENV_DEFAULT"),
+        (ConfFlags::SHARED, "SHARED"),
+        (ConfFlags::ONE_SHARING, "ONE_SHARING"),
+    ];
+    let names: Vec<&str> = NAMES.iter().filter(|(bit, _)| flags.has(*bit)).map(|(_, name)| *name).collect();
+    names.join(",")
+}
+
+/// Slurm's `gres_build_id()`: the plugin id of a GRES name (a shifted sum of
+/// its bytes, read as C `char`, so the result matches slurmd's on this
+/// platform even for non-ASCII names).
+pub fn gres_build_id(name: &str) -> u32 {
+    let mut id: u32 = 0;
+    let mut shift: u32 = 0;
+    for byte in name.bytes() {
+        let c = byte as std::ffi::c_char as i32;
+        id = id.wrapping_add(c.wrapping_shl(shift) as u32);
+        shift = (shift + 8) % 32;
     }
-    if flags.has(ConfFlags::ENV_NVML) {
-        out.push("nvidia_gpu_env");
+    id
+}
+
+/// Slurm's log levels, for log lines the core hands back to the plugin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogLevel {
+    Error,
+    Info,
+    Verbose,
+    Debug,
+    Debug2,
+    Debug3,
+}
+
+/// One line to log, worded like the stock plugin's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine {
+    pub level: LogLevel,
+    pub message: String,
+}
+
+impl LogLine {
+    pub fn new(level: LogLevel, message: impl Into<String>) -> Self {
+        LogLine { level, message: message.into() }
     }
-    if flags.has(ConfFlags::ENV_RSMI) {
-        out.push("amd_gpu_env");
-    }
-    if flags.has(ConfFlags::ENV_ONEAPI) {
-        out.push("intel_gpu_env");
-    }
-    if flags.has(ConfFlags::ENV_OPENCL) {
-        out.push("opencl_env");
-    }
-    if flags.has(ConfFlags::ONE_SHARING) {
-        out.push("one_sharing");
-    }
-    out.join(",")
 }
 
 /// Internal flags slurmd passes to the `*_set_env` functions
@@ -142,6 +176,81 @@ impl Bitmap {
             digits.push(char::from_digit(v as u32, 16).unwrap_or('0').to_ascii_uppercase());
         }
         format!("0x{digits}")
+    }
+}
+
+/// Why a range string (`0-3,8`) does not fit a bitmap.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RangeError {
+    #[error("invalid range list \"{0}\"")]
+    Syntax(String),
+    #[error("index {index} in \"{ranges}\" is past the last of {size} bits")]
+    OutOfRange { ranges: String, index: usize, size: usize },
+}
+
+impl Bitmap {
+    /// Slurm's `bit_unfmt()`: a bitmap of `size` bits with the bits of a
+    /// range list (`0-3,8`) set; an empty list sets none.  Stricter than
+    /// Slurm, which skips characters it does not know: only digits, `-` and
+    /// `,` are accepted, every item must be `N` or `N-M` with `N <= M`, and
+    /// the `A-B:step` form is refused.
+    pub fn from_ranges(size: usize, ranges: &str) -> Result<Bitmap, RangeError> {
+        let syntax = || RangeError::Syntax(ranges.to_string());
+        let mut bitmap = Bitmap::new(size);
+        if ranges.is_empty() {
+            return Ok(bitmap);
+        }
+        for item in ranges.split(',') {
+            let (lo, hi) = item.split_once('-').unwrap_or((item, item));
+            let number = |s: &str| -> Result<usize, RangeError> {
+                if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(syntax());
+                }
+                // Anything that does not fit a usize is past the end anyway.
+                Ok(s.parse::<usize>().unwrap_or(usize::MAX))
+            };
+            let (lo, hi) = (number(lo)?, number(hi)?);
+            if lo > hi {
+                return Err(syntax());
+            }
+            if hi >= size {
+                return Err(RangeError::OutOfRange { ranges: ranges.to_string(), index: hi, size });
+            }
+            bitmap.bits[lo..=hi].iter_mut().for_each(|b| *b = true);
+        }
+        Ok(bitmap)
+    }
+
+    /// Slurm's `bit_fmt_full()`: the set bits as a range list (`0-3,8`);
+    /// empty when no bit is set (where Slurm returns NULL).
+    pub fn to_ranges(&self) -> String {
+        let mut out = String::new();
+        let mut i = 0;
+        while i < self.bits.len() {
+            if !self.bits[i] {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i + 1 < self.bits.len() && self.bits[i + 1] {
+                i += 1;
+            }
+            if !out.is_empty() {
+                out.push(',');
+            }
+            if start == i {
+                out.push_str(&start.to_string());
+            } else {
+                out.push_str(&format!("{start}-{i}"));
+            }
+            i += 1;
+        }
+        out
+    }
+
+    /// Slurm's `bit_realloc()`: grow (new bits clear) or shrink to `size`.
+    pub fn resize(&mut self, size: usize) {
+        self.bits.resize(size, false);
     }
 }
 
@@ -233,4 +342,53 @@ pub struct GpuEnergy {
     pub consumed_energy_j: u64,
     /// Current power draw, in watts.
     pub current_watts: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_spelled_like_gres_flags2str() {
+        assert_eq!(flags_to_string(ConfFlags(0)), "");
+        assert_eq!(flags_to_string(ConfFlags(u32::MAX)), "CountOnly,HAS_FILE,LOADED,HAS_TYPE,ENV_NVML,ENV_RSMI,ENV_ONEAPI,ENV_OPENCL,ENV_DEFAULT,SHARED,ONE_SHARING");
+        assert_eq!(flags_to_string(ConfFlags(ConfFlags::HAS_MULT | ConfFlags::HAS_FILE)), "HAS_FILE");
+        assert_eq!(
+            flags_to_string(ConfFlags(ConfFlags::HAS_FILE | ConfFlags::ENV_SET | ConfFlags::ENV_DEF)),
+            "HAS_FILE,ENV_NVML,ENV_RSMI,ENV_ONEAPI,ENV_OPENCL,ENV_DEFAULT"
+        );
+    }
+
+    #[test]
+    fn plugin_ids() {
+        assert_eq!(gres_build_id("gpu"), 7_696_487);
+        assert_eq!(gres_build_id("mps"), 7_565_421);
+        assert_eq!(gres_build_id(""), 0);
+        assert_eq!(gres_build_id("abcde"), gres_build_id("ebcda"));
+    }
+
+    #[test]
+    fn range_lists() {
+        let b = Bitmap::from_ranges(16, "0-3,8,10-11").unwrap();
+        assert_eq!(b, Bitmap::from_indices(16, &[0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(b.to_ranges(), "0-3,8,10-11");
+        assert_eq!(Bitmap::from_ranges(4, "").unwrap(), Bitmap::new(4));
+        assert_eq!(Bitmap::new(4).to_ranges(), "");
+        assert_eq!(Bitmap::from_ranges(4, "3").unwrap().to_ranges(), "3");
+        assert_eq!(Bitmap::from_ranges(8, "1-1,1").unwrap().to_ranges(), "1");
+        assert_eq!(Bitmap::from_ranges(4, "0-4"), Err(RangeError::OutOfRange { ranges: "0-4".into(), index: 4, size: 4 }));
+        assert!(matches!(Bitmap::from_ranges(0, "0"), Err(RangeError::OutOfRange { .. })));
+        for bad in ["3-1", "a", "1,", ",1", "1-", "-1", " 1", "1-3:2", "99999999999999999999999"] {
+            assert!(Bitmap::from_ranges(4, bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn resize_keeps_low_bits() {
+        let mut b = Bitmap::from_indices(8, &[1, 6]);
+        b.resize(4);
+        assert_eq!(b, Bitmap::from_indices(4, &[1]));
+        b.resize(6);
+        assert_eq!(b, Bitmap::from_indices(6, &[1]));
+    }
 }

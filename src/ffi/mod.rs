@@ -8,5 +8,6 @@ pub mod gpu_exports;
 pub mod guard;
 pub mod host;
 pub mod log;
+pub mod nvml_extra;
 pub mod slurm;
 pub mod sys;

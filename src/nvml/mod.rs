@@ -1,1 +1,139 @@
-//! GPU detection through NVML (being written).
+//! NVIDIA GPUs through NVML (`nvml-wrapper`, which loads the NVML library
+//! at run time): detection for `AutoDetect=nvml` in the form Slurm 22.05's
+//! gpu/nvml gives it, `--gpu-freq` clock setting, device count and energy.
+//!
+//! - [`mod@session`]: the process-wide NVML handle.
+//! - [`mod@detect`]: the node's GPUs as gres.conf records.
+//! - [`clocks`]: application clocks for a step's GPUs.
+//! - [`report`]: detection as a table and gres.conf lines, for a CLI.
+//!
+//! The pure rules (type names, links, MIG files, the record) are in
+//! [`crate::core::nvml_model`] and [`crate::core::gpu_freq`].
+//!
+//! Test hooks (environment): `GRES_RS_NVML_LIB` is the NVML library to
+//! load instead of `libnvidia-ml.so.1`; `GRES_RS_MIG_MINORS` the file to
+//! read instead of `/proc/driver/nvidia-caps/mig-minors`.
+
+pub mod clocks;
+pub mod detect;
+pub mod report;
+pub mod session;
+
+pub use detect::{detect, system_gpu_list, DetectError};
+pub use report::{detect_report, DetectReport, StandaloneHost};
+pub use session::{release, session, Session};
+
+use crate::core::model::{GpuEnergy, LogLevel, LogLine};
+
+/// Environment variable naming the NVML library to load.
+pub const LIB_ENV: &str = "GRES_RS_NVML_LIB";
+/// The NVML library loaded by default (what `nvml-wrapper` loads, and what
+/// the stock plugin links against).
+pub const DEFAULT_LIB: &str = "libnvidia-ml.so.1";
+/// Environment variable naming the `mig-minors` file to read.
+pub const MIG_MINORS_ENV: &str = "GRES_RS_MIG_MINORS";
+
+/// The NVML library file to load.
+pub fn library_path() -> std::ffi::OsString {
+    std::env::var_os(LIB_ENV).filter(|v| !v.is_empty()).unwrap_or_else(|| DEFAULT_LIB.into())
+}
+
+/// The `mig-minors` file to read.
+pub fn mig_minors_path() -> std::path::PathBuf {
+    std::env::var_os(MIG_MINORS_ENV).filter(|v| !v.is_empty()).map(Into::into).unwrap_or_else(|| crate::core::nvml_model::MIG_MINORS_PATH.into())
+}
+
+/// Log lines of one operation: each goes to `tracing` (slurmd's log in
+/// slurmd) when it is made, and is kept for callers that show them
+/// elsewhere (the CLI report, tests).
+#[derive(Debug, Default)]
+pub struct Log {
+    pub lines: Vec<LogLine>,
+}
+
+impl Log {
+    pub fn line(&mut self, level: LogLevel, message: String) {
+        match level {
+            LogLevel::Error => tracing::error!("{message}"),
+            LogLevel::Info => tracing::info!("{message}"),
+            LogLevel::Verbose => tracing::info!(target: "slurm::verbose", "{message}"),
+            LogLevel::Debug => tracing::debug!("{message}"),
+            LogLevel::Debug2 => tracing::trace!("{message}"),
+            LogLevel::Debug3 => tracing::trace!(target: "slurm::debug3", "{message}"),
+        }
+        self.lines.push(LogLine { level, message });
+    }
+    pub fn error(&mut self, m: impl Into<String>) {
+        self.line(LogLevel::Error, m.into());
+    }
+    pub fn info(&mut self, m: impl Into<String>) {
+        self.line(LogLevel::Info, m.into());
+    }
+    pub fn verbose(&mut self, m: impl Into<String>) {
+        self.line(LogLevel::Verbose, m.into());
+    }
+    pub fn debug(&mut self, m: impl Into<String>) {
+        self.line(LogLevel::Debug, m.into());
+    }
+    pub fn debug2(&mut self, m: impl Into<String>) {
+        self.line(LogLevel::Debug2, m.into());
+    }
+    pub fn debug3(&mut self, m: impl Into<String>) {
+        self.line(LogLevel::Debug3, m.into());
+    }
+    /// The messages at `level` or more important.
+    pub fn at_most(&self, level: LogLevel) -> impl Iterator<Item = &str> {
+        self.lines.iter().filter(move |l| l.level <= level).map(|l| l.message.as_str())
+    }
+}
+
+/// Number of GPUs NVML sees (Slurm's `gpu_p_get_device_count`); `None`,
+/// with the reason logged, when NVML is unusable.
+pub fn device_count() -> Option<u32> {
+    let s = match session() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("{e}");
+            return None;
+        }
+    };
+    match s.nvml.device_count() {
+        Ok(n) => Some(n),
+        Err(e) => {
+            tracing::error!("Failed to get device count: {}", s.text(&e));
+            None
+        }
+    }
+}
+
+/// Power and energy of the GPU with NVML index `index`: the power draw
+/// (NVML reports milliwatts) and the energy used since the driver loaded
+/// (NVML reports millijoules; 0 where the GPU cannot tell, before Volta).
+pub fn energy_read(index: u32) -> Option<GpuEnergy> {
+    let s = match session() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("{e}");
+            return None;
+        }
+    };
+    let dev = match s.nvml.device_by_index(index) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!("Failed to get device handle for GPU {index}: {}", s.text(&e));
+            return None;
+        }
+    };
+    let milliwatts = match dev.power_usage() {
+        Ok(mw) => mw,
+        Err(e) => {
+            tracing::error!("NVML: Failed to get power of GPU {index}: {}", s.text(&e));
+            return None;
+        }
+    };
+    let millijoules = dev.total_energy_consumption().unwrap_or_else(|e| {
+        tracing::debug!("NVML: no energy counter for GPU {index}: {}", s.text(&e));
+        0
+    });
+    Some(GpuEnergy { consumed_energy_j: millijoules / 1000, current_watts: milliwatts / 1000 })
+}

@@ -1,8 +1,43 @@
 //! `gpu_nvml.so`: NVIDIA GPU detection through NVML for `AutoDetect=nvml`,
-//! and `--gpu-freq`.  (Detection is being written: see issue 5.)
+//! `--gpu-freq` for steps, device count and energy readings.  The work is
+//! in [`crate::nvml`]; this is the plugin's state and its answers to slurmd.
 
 use super::{GpuPlugin, Host, NodeConfig};
-use crate::core::model::{Bitmap, GresRecord};
+use crate::core::model::{Bitmap, GpuEnergy, GresRecord};
+use crate::core::{gpu_freq, nvml_model};
+use crate::nvml::clocks::{self, StepFreqContext};
+use crate::nvml::{self, Log};
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+/// Where the step's [`StepFreqContext`] comes from (slurm.conf's
+/// `GpuFreqDef` and `DebugFlags`, cgroup.conf's `ConstrainDevices` with
+/// task/cgroup): set by the FFI layer, which can read Slurm's
+/// configuration.  Without it, Slurm's defaults apply (`high,memory=high`,
+/// global GPU ids, no Gres debug lines).
+static STEP_CONTEXT: OnceLock<fn() -> StepFreqContext> = OnceLock::new();
+
+/// Install the source of [`StepFreqContext`] (once per process).
+pub fn set_step_context_source(f: fn() -> StepFreqContext) {
+    let _ = STEP_CONTEXT.set(f);
+}
+
+fn step_context() -> StepFreqContext {
+    STEP_CONTEXT.get().map(|f| f()).unwrap_or_default()
+}
+
+/// The step's GPUs whose clocks were changed, to reset in fini (Slurm's
+/// `saved_gpus`); `None` when `--gpu-freq` asked for nothing.
+static SAVED: Mutex<Option<Vec<u32>>> = Mutex::new(None);
+
+/// Lines for the step's stderr (where Slurm prints them too); a failed
+/// write is ignored (`eprintln!` would panic).
+fn to_stderr(lines: &[String]) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    for line in lines {
+        let _ = writeln!(err, "{line}");
+    }
+}
 
 pub struct GpuNvml;
 
@@ -10,15 +45,67 @@ impl GpuPlugin for GpuNvml {
     const PLUGIN_NAME: &'static str = "GPU NVML plugin";
     const PLUGIN_TYPE: &'static str = "gpu/nvml";
 
-    fn system_gpu_list(_host: &dyn Host, _cfg: NodeConfig) -> Option<Vec<GresRecord>> {
-        None
+    fn init() -> Result<(), String> {
+        tracing::debug!("init: {} loaded", Self::PLUGIN_NAME);
+        Ok(())
     }
-    fn step_hardware_init(_usable: Option<&Bitmap>, _settings: Option<&str>) {}
-    fn step_hardware_fini() {}
-    fn test_cpu_conv(_mask: &str) -> Option<String> {
-        None
+
+    fn fini() {
+        tracing::debug!("fini: unloading {}", Self::PLUGIN_NAME);
+        nvml::release();
     }
+
+    fn system_gpu_list(host: &dyn Host, cfg: NodeConfig) -> Option<Vec<GresRecord>> {
+        nvml::system_gpu_list(host, cfg)
+    }
+
+    fn step_hardware_init(usable: Option<&Bitmap>, settings: Option<&str>) {
+        let (Some(usable), Some(settings)) = (usable, settings) else { return };
+        let Some(spec) = gpu_freq::gpu_part_of_tres_freq(settings) else { return };
+        let ctx = step_context();
+        let mut log = Log::default();
+        let out = clocks::set_step_freqs(usable, spec, &ctx, &mut log);
+        // Slurm resets every GPU of the step at fini once a GPU frequency
+        // was asked for, even when nothing was set.
+        let gpus = if out.gpus.is_empty() { usable.ones().map(|i| i as u32).collect() } else { out.gpus };
+        *SAVED.lock().unwrap_or_else(PoisonError::into_inner) = Some(gpus);
+        to_stderr(&out.stderr);
+    }
+
+    fn step_hardware_fini() {
+        let Some(gpus) = SAVED.lock().unwrap_or_else(PoisonError::into_inner).take() else { return };
+        let ctx = step_context();
+        let mut stderr = Vec::new();
+        clocks::reset_step_freqs(&gpus, &ctx, &mut Log::default(), &mut stderr);
+        to_stderr(&stderr);
+        nvml::release();
+    }
+
+    fn test_cpu_conv(mask: &str) -> Option<String> {
+        tracing::info!("gpu_p_test_cpu_conv: cpu_range: {mask}");
+        if !mask.starts_with('~') {
+            tracing::error!("cpu_range doesn't start with `~`!");
+            return Some(String::new());
+        }
+        match nvml_model::test_cpu_mask(mask) {
+            None => {
+                tracing::error!("Unknown test keyword");
+                Some(String::new())
+            }
+            Some(r) => {
+                if r.is_empty() {
+                    tracing::error!("cpu_set_bitstr is empty! No CPU affinity for device");
+                }
+                Some(r)
+            }
+        }
+    }
+
     fn device_count() -> Option<u32> {
-        None
+        nvml::device_count()
+    }
+
+    fn energy_read(dv_ind: u32) -> Option<GpuEnergy> {
+        nvml::energy_read(dv_ind)
     }
 }

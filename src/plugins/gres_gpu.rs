@@ -82,6 +82,12 @@ impl GresPlugin for GresGpu {
             }
         }
         let result = report_device_problems(&list, Self::PLUGIN_NAME);
+        if result.is_err() && !st.devices.is_empty() {
+            // A reconfiguration with a broken gres.conf: slurmd keeps
+            // running, and so do the jobs on the devices we already had.
+            tracing::error!("keeping the previous device list until gres.conf is fixed");
+            return result;
+        }
         let flags = devices::node_env_flags(records);
         Self::set_devices(&mut st, list.devices, flags);
         result

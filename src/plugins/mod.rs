@@ -3,7 +3,7 @@
 //! each `plugins/<name>/` crate is one line that declares its file.
 
 use crate::core::env::{EnvChange, EnvOp};
-use crate::core::model::{Bitmap, EpilogInfo, GresDevice, GresRecord, InternalFlags, JobAlloc};
+use crate::core::model::{Bitmap, EpilogInfo, GresDevice, GresRecord, InternalFlags, JobAlloc, LogLevel, LogLine};
 use crate::core::wire::{WireError, WireReader, WireWriter};
 
 pub mod gpu_nvml;
@@ -12,6 +12,19 @@ pub mod gres_gpu;
 pub mod gres_mps;
 pub mod gres_shard;
 pub mod shared;
+
+/// Send a core log line to the log at its level.
+pub(crate) fn log_line(line: &LogLine) {
+    let m = &line.message;
+    match line.level {
+        LogLevel::Error => tracing::error!("{m}"),
+        LogLevel::Info => tracing::info!("{m}"),
+        LogLevel::Verbose => tracing::info!(target: "slurm::verbose", "{m}"),
+        LogLevel::Debug => tracing::debug!("{m}"),
+        LogLevel::Debug2 => tracing::trace!("{m}"),
+        LogLevel::Debug3 => tracing::trace!(target: "slurm::debug3", "{m}"),
+    }
+}
 
 /// What slurmd offers a plugin besides the arguments of a call.  The real
 /// implementation is in `ffi`; tests use their own.

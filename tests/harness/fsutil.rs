@@ -15,22 +15,13 @@ static DIR_SEQ: AtomicUsize = AtomicUsize::new(0);
 /// Base: `$GRES_RS_TMPDIR` or `/tmp` (kept short: unix socket paths of
 /// slurmstepd live below it and are limited to 107 bytes).
 pub fn make_unique_dir(prefix: &str) -> io::Result<PathBuf> {
-    let base = std::env::var_os("GRES_RS_TMPDIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let base = std::env::var_os("GRES_RS_TMPDIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
     fs::create_dir_all(&base)?;
     sweep_stale_dirs(&base, prefix);
     for _ in 0..1000 {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         let seq = DIR_SEQ.fetch_add(1, Ordering::SeqCst);
-        let p = base.join(format!(
-            "{prefix}-{}-{seq}-{:04x}",
-            std::process::id(),
-            nanos & 0xffff
-        ));
+        let p = base.join(format!("{prefix}-{}-{seq}-{:04x}", std::process::id(), nanos & 0xffff));
         match fs::create_dir(&p) {
             Ok(()) => {
                 fs::set_permissions(&p, fs::Permissions::from_mode(0o755))?;
@@ -65,10 +56,7 @@ fn sweep_stale_dirs(base: &Path, prefix: &str) {
             continue;
         }
         if super::process::pids_using_dir(&path).is_empty() {
-            eprintln!(
-                "harness: removing stale dir {} (its process {pid} is gone)",
-                path.display()
-            );
+            eprintln!("harness: removing stale dir {} (its process {pid} is gone)", path.display());
             let _ = fs::remove_dir_all(&path);
         }
     }
@@ -77,11 +65,7 @@ fn sweep_stale_dirs(base: &Path, prefix: &str) {
 /// Writes `contents` to `path` with `mode`.
 pub fn write_file(path: &Path, contents: &str, mode: u32) -> io::Result<()> {
     let _ = fs::remove_file(path);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(path)?;
+    let mut f = OpenOptions::new().write(true).create_new(true).mode(mode).open(path)?;
     f.write_all(contents.as_bytes())?;
     fs::set_permissions(path, fs::Permissions::from_mode(mode))
 }
@@ -90,15 +74,9 @@ pub fn write_file(path: &Path, contents: &str, mode: u32) -> io::Result<()> {
 /// then rename(2). Never overwrites a file in place (a running daemon may
 /// have it mapped).
 pub fn install_atomic(src: &Path, dest: &Path, mode: u32) -> io::Result<()> {
-    let dir = dest
-        .parent()
-        .ok_or_else(|| io::Error::other("dest has no parent"))?;
+    let dir = dest.parent().ok_or_else(|| io::Error::other("dest has no parent"))?;
     let name = dest.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(
-        ".{name}.tmp.{}.{}",
-        std::process::id(),
-        DIR_SEQ.fetch_add(1, Ordering::SeqCst)
-    ));
+    let tmp = dir.join(format!(".{name}.tmp.{}.{}", std::process::id(), DIR_SEQ.fetch_add(1, Ordering::SeqCst)));
     let res = (|| {
         fs::copy(src, &tmp)?;
         fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
@@ -141,22 +119,13 @@ pub fn user_ids(name: &str) -> Option<(u32, u32)> {
 /// Effective uid of this process (from /proc/self/status).
 pub fn euid() -> Option<u32> {
     let st = fs::read_to_string("/proc/self/status").ok()?;
-    st.lines()
-        .find(|l| l.starts_with("Uid:"))?
-        .split_whitespace()
-        .nth(2)?
-        .parse()
-        .ok()
+    st.lines().find(|l| l.starts_with("Uid:"))?.split_whitespace().nth(2)?.parse().ok()
 }
 
 /// Short host name (up to the first '.'), as slurmctld compares it.
 pub fn short_hostname() -> String {
     let h = fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "localhost".into());
-    h.trim()
-        .split('.')
-        .next()
-        .unwrap_or("localhost")
-        .to_string()
+    h.trim().split('.').next().unwrap_or("localhost").to_string()
 }
 
 /// `n` random bytes from /dev/urandom (what `dd if=/dev/urandom` would do).
@@ -174,19 +143,9 @@ pub fn make_fake_gpu_nodes(dir: &Path, n: u32) -> io::Result<Vec<PathBuf>> {
     for i in 0..n {
         let p = dir.join(format!("nvidia{i}"));
         if !p.exists() {
-            let st = Command::new(super::tool("mknod"))
-                .arg("-m")
-                .arg("0666")
-                .arg(&p)
-                .arg("c")
-                .arg("195")
-                .arg(i.to_string())
-                .status()?;
+            let st = Command::new(super::tool("mknod")).arg("-m").arg("0666").arg(&p).arg("c").arg("195").arg(i.to_string()).status()?;
             if !st.success() {
-                return Err(io::Error::other(format!(
-                    "mknod {} failed: {st}",
-                    p.display()
-                )));
+                return Err(io::Error::other(format!("mknod {} failed: {st}", p.display())));
             }
         }
         v.push(p);
@@ -196,9 +155,7 @@ pub fn make_fake_gpu_nodes(dir: &Path, n: u32) -> io::Result<Vec<PathBuf>> {
 
 /// Last `n` lines of a text file ("" if unreadable).
 pub fn tail(path: &Path, n: usize) -> String {
-    let s = fs::read(path)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
+    let s = fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
     let lines: Vec<&str> = s.lines().collect();
     let start = lines.len().saturating_sub(n);
     lines[start..].join("\n")
@@ -206,15 +163,11 @@ pub fn tail(path: &Path, n: usize) -> String {
 
 /// First `n` lines of a text file ("" if unreadable).
 pub fn head(path: &Path, n: usize) -> String {
-    let s = fs::read(path)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
+    let s = fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
     s.lines().take(n).collect::<Vec<_>>().join("\n")
 }
 
 /// Reads a text file lossily ("" if unreadable).
 pub fn read_lossy(path: &Path) -> String {
-    fs::read(path)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default()
+    fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
 }

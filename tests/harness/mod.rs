@@ -71,11 +71,7 @@ impl Drop for ClusterLock {
 
 fn lock_clusters() -> ClusterLock {
     let held = HELD_BY_THIS_THREAD.with(|h| h.get());
-    let guard = if held > 0 {
-        None
-    } else {
-        Some(CLUSTER_LOCK.lock().unwrap_or_else(|e| e.into_inner()))
-    };
+    let guard = if held > 0 { None } else { Some(CLUSTER_LOCK.lock().unwrap_or_else(|e| e.into_inner())) };
     HELD_BY_THIS_THREAD.with(|h| h.set(h.get() + 1));
     ClusterLock { guard }
 }
@@ -91,17 +87,8 @@ pub fn tool(name: &str) -> PathBuf {
 }
 
 fn find_tool(name: &str) -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    for d in [
-        "/usr/sbin",
-        "/usr/bin",
-        "/sbin",
-        "/bin",
-        "/usr/local/sbin",
-        "/usr/local/bin",
-    ] {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
+    for d in ["/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/sbin", "/usr/local/bin"] {
         dirs.push(PathBuf::from(d));
     }
     dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
@@ -112,17 +99,8 @@ pub fn stock_plugin_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("GRES_RS_STOCK_PLUGIN_DIR") {
         return PathBuf::from(d);
     }
-    let arch = if cfg!(target_arch = "aarch64") {
-        "aarch64-linux-gnu"
-    } else {
-        "x86_64-linux-gnu"
-    };
-    let candidates = [
-        format!("/usr/lib/{arch}/slurm-wlm"),
-        "/usr/lib/slurm-wlm".into(),
-        "/usr/lib64/slurm".into(),
-        "/usr/lib/slurm".into(),
-    ];
+    let arch = if cfg!(target_arch = "aarch64") { "aarch64-linux-gnu" } else { "x86_64-linux-gnu" };
+    let candidates = [format!("/usr/lib/{arch}/slurm-wlm"), "/usr/lib/slurm-wlm".into(), "/usr/lib64/slurm".into(), "/usr/lib/slurm".into()];
     for c in &candidates {
         if Path::new(c).join("gres_gpu.so").is_file() {
             return PathBuf::from(c);
@@ -131,20 +109,7 @@ pub fn stock_plugin_dir() -> PathBuf {
     PathBuf::from(&candidates[0])
 }
 
-const NEEDED_TOOLS: &[&str] = &[
-    "slurmd",
-    "slurmctld",
-    "srun",
-    "sbatch",
-    "salloc",
-    "scontrol",
-    "squeue",
-    "scancel",
-    "munged",
-    "setpriv",
-    "mknod",
-    "kill",
-];
+const NEEDED_TOOLS: &[&str] = &["slurmd", "slurmctld", "srun", "sbatch", "salloc", "scontrol", "squeue", "scancel", "munged", "setpriv", "mknod", "kill"];
 
 /// Everything missing for running real clusters (empty when all is fine).
 pub fn prereq_problems() -> Vec<String> {
@@ -158,10 +123,7 @@ pub fn prereq_problems() -> Vec<String> {
         }
     }
     if !stock_plugin_dir().join("gres_gpu.so").is_file() {
-        v.push(format!(
-            "stock plugin {} missing",
-            stock_plugin_dir().join("gres_gpu.so").display()
-        ));
+        v.push(format!("stock plugin {} missing", stock_plugin_dir().join("gres_gpu.so").display()));
     }
     if fsutil::user_ids("munge").is_none() {
         v.push("user `munge` does not exist (install the munge package)".to_string());
@@ -171,11 +133,7 @@ pub fn prereq_problems() -> Vec<String> {
 
 /// True when missing prerequisites must fail tests instead of skipping them.
 pub fn strict_mode() -> bool {
-    let on = |k: &str| {
-        std::env::var(k)
-            .map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
-            .unwrap_or(false)
-    };
+    let on = |k: &str| std::env::var(k).map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes")).unwrap_or(false);
     on("CI") || on("GRES_RS_REQUIRE_SLURM")
 }
 
@@ -188,10 +146,7 @@ pub fn require_slurm(test: &str) -> bool {
     if p.is_empty() {
         return true;
     }
-    let msg = format!(
-        "{test}: cannot run real-Slurm tests:\n  - {}",
-        p.join("\n  - ")
-    );
+    let msg = format!("{test}: cannot run real-Slurm tests:\n  - {}", p.join("\n  - "));
     if strict_mode() {
         panic!("{msg}\n(CI/GRES_RS_REQUIRE_SLURM is set, so this is a failure; run tests/setup-debian.sh as root)");
     }
@@ -208,17 +163,9 @@ pub fn require_slurm(test: &str) -> bool {
 /// `<workspace>/target`) `/debug` or `/release` (the one matching this
 /// build's profile first).
 pub fn locate_our_plugins(names: &[&str]) -> Result<PathBuf, String> {
-    let file_in = |dir: &Path, n: &str| {
-        [dir.join(format!("lib{n}.so")), dir.join(format!("{n}.so"))]
-            .into_iter()
-            .find(|p| p.is_file())
-    };
+    let file_in = |dir: &Path, n: &str| [dir.join(format!("lib{n}.so")), dir.join(format!("{n}.so"))].into_iter().find(|p| p.is_file());
     let check = |dir: &Path| -> Result<(), Vec<String>> {
-        let missing: Vec<String> = names
-            .iter()
-            .filter(|n| file_in(dir, n).is_none())
-            .map(|n| format!("lib{n}.so"))
-            .collect();
+        let missing: Vec<String> = names.iter().filter(|n| file_in(dir, n).is_none()).map(|n| format!("lib{n}.so")).collect();
         if missing.is_empty() {
             Ok(())
         } else {
@@ -227,13 +174,9 @@ pub fn locate_our_plugins(names: &[&str]) -> Result<PathBuf, String> {
     };
     if let Some(d) = std::env::var_os("GRES_RS_PLUGIN_DIR") {
         let d = PathBuf::from(d);
-        return check(&d).map(|_| d.clone()).map_err(|m| {
-            format!(
-                "GRES_RS_PLUGIN_DIR={} lacks {}; run `cargo build --workspace` first",
-                d.display(),
-                m.join(", ")
-            )
-        });
+        return check(&d)
+            .map(|_| d.clone())
+            .map_err(|m| format!("GRES_RS_PLUGIN_DIR={} lacks {}; run `cargo build --workspace` first", d.display(), m.join(", ")));
     }
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let target = match std::env::var_os("CARGO_TARGET_DIR") {
@@ -241,11 +184,7 @@ pub fn locate_our_plugins(names: &[&str]) -> Result<PathBuf, String> {
         Some(t) => manifest.join(t),
         None => manifest.join("target"),
     };
-    let profiles = if cfg!(debug_assertions) {
-        ["debug", "release"]
-    } else {
-        ["release", "debug"]
-    };
+    let profiles = if cfg!(debug_assertions) { ["debug", "release"] } else { ["release", "debug"] };
     let mut tried = Vec::new();
     for p in profiles {
         let d = target.join(p);
@@ -254,10 +193,7 @@ pub fn locate_our_plugins(names: &[&str]) -> Result<PathBuf, String> {
             Err(m) => tried.push(format!("{} (missing {})", d.display(), m.join(", "))),
         }
     }
-    Err(format!(
-        "our plugin files are not built; run `cargo build --workspace` first (or set GRES_RS_PLUGIN_DIR). Looked in: {}",
-        tried.join("; ")
-    ))
+    Err(format!("our plugin files are not built; run `cargo build --workspace` first (or set GRES_RS_PLUGIN_DIR). Looked in: {}", tried.join("; ")))
 }
 
 /// Path of our built file for plugin `name` inside `dir`.
@@ -382,11 +318,7 @@ impl ClusterConfig {
             threads_per_core: 1,
             real_memory_mb: 1000,
             gres_types: "gpu,mps,shard".into(),
-            node_gres: if n > 0 {
-                Some(format!("gpu:{n}"))
-            } else {
-                None
-            },
+            node_gres: if n > 0 { Some(format!("gpu:{n}")) } else { None },
             gres_conf: gpu_gres_line(n),
             fake_gpus_conf: None,
             fake_gpus: n,
@@ -419,11 +351,7 @@ impl ClusterConfig {
         self
     }
     pub fn with_gres(mut self, node_gres: &str, gres_conf: &str) -> Self {
-        self.node_gres = if node_gres.is_empty() {
-            None
-        } else {
-            Some(node_gres.to_string())
-        };
+        self.node_gres = if node_gres.is_empty() { None } else { Some(node_gres.to_string()) };
         self.gres_conf = gres_conf.to_string();
         self
     }
@@ -482,10 +410,7 @@ impl Layout {
             capture: root.join("capture"),
             root,
         };
-        for d in [
-            &l.etc, &l.log, &l.run, &l.spool, &l.state, &l.dev, &l.plugins, &l.jobs, &l.dumps,
-            &l.bin, &l.capture,
-        ] {
+        for d in [&l.etc, &l.log, &l.run, &l.spool, &l.state, &l.dev, &l.plugins, &l.jobs, &l.dumps, &l.bin, &l.capture] {
             fs::create_dir_all(d)?;
         }
         use std::os::unix::fs::PermissionsExt;
@@ -523,23 +448,11 @@ struct Prepared {
     ld_library_path: Option<PathBuf>,
 }
 
-fn prepare(
-    config: &ClusterConfig,
-    prefix: &str,
-    name: &str,
-    ctld_port: u16,
-    slurmd_port: u16,
-) -> Result<Prepared, String> {
+fn prepare(config: &ClusterConfig, prefix: &str, name: &str, ctld_port: u16, slurmd_port: u16) -> Result<Prepared, String> {
     let layout = Layout::create(prefix).map_err(|e| format!("creating temp dir: {e}"))?;
     let r = prepare_in(&layout, config, name, ctld_port, slurmd_port);
     match r {
-        Ok((fake_gpus, plugin_dir_setting, our_dir, ld)) => Ok(Prepared {
-            layout,
-            fake_gpus,
-            plugin_dir_setting,
-            our_dir,
-            ld_library_path: ld,
-        }),
+        Ok((fake_gpus, plugin_dir_setting, our_dir, ld)) => Ok(Prepared { layout, fake_gpus, plugin_dir_setting, our_dir, ld_library_path: ld }),
         Err(e) => {
             if keep_dirs() {
                 let _ = fs::remove_file(layout.root.join(fsutil::IN_USE_MARKER));
@@ -553,19 +466,12 @@ fn prepare(
 
 type PrepParts = (Vec<PathBuf>, String, Option<PathBuf>, Option<PathBuf>);
 
-fn prepare_in(
-    l: &Layout,
-    c: &ClusterConfig,
-    name: &str,
-    ctld_port: u16,
-    slurmd_port: u16,
-) -> Result<PrepParts, String> {
+fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_port: u16) -> Result<PrepParts, String> {
     let e = |what: &str| {
         let what = what.to_string();
         move |err: io::Error| format!("{what}: {err}")
     };
-    let fake_gpus = fsutil::make_fake_gpu_nodes(&l.dev, c.fake_gpus)
-        .map_err(e("creating fake GPU device nodes"))?;
+    let fake_gpus = fsutil::make_fake_gpu_nodes(&l.dev, c.fake_gpus).map_err(e("creating fake GPU device nodes"))?;
 
     // Our plugins, installed under the names slurmd loads (temp + rename).
     let stock = stock_plugin_dir();
@@ -580,53 +486,24 @@ fn prepare_in(
         };
         for n in &names {
             let src = our_built_file(&built, n);
-            fsutil::install_atomic(&src, &l.plugins.join(format!("{n}.so")), 0o755).map_err(
-                |err| {
-                    format!(
-                        "installing {} as {}/{n}.so: {err}",
-                        src.display(),
-                        l.plugins.display()
-                    )
-                },
-            )?;
+            fsutil::install_atomic(&src, &l.plugins.join(format!("{n}.so")), 0o755)
+                .map_err(|err| format!("installing {} as {}/{n}.so: {err}", src.display(), l.plugins.display()))?;
         }
-        (
-            format!("{}:{}", l.plugins.display(), stock.display()),
-            Some(l.plugins.clone()),
-        )
+        (format!("{}:{}", l.plugins.display(), stock.display()), Some(l.plugins.clone()))
     };
 
-    let ld = if c.nvml_stub {
-        Some(nvml_stub::build(&l.root.join("nvml-stub"))?)
-    } else {
-        None
-    };
+    let ld = if c.nvml_stub { Some(nvml_stub::build(&l.root.join("nvml-stub"))?) } else { None };
 
     // dump-env helper used by jobs, prolog and epilog.
-    fsutil::write_file(
-        &l.dump_env_script(),
-        &scenario::dump_env_script_text(&l.dumps),
-        0o755,
-    )
-    .map_err(e("writing dump-env"))?;
+    fsutil::write_file(&l.dump_env_script(), &scenario::dump_env_script_text(&l.dumps), 0o755).map_err(e("writing dump-env"))?;
 
     let node = &c.node_name;
     let mut prolog = c.prolog.clone();
     let mut epilog = c.epilog.clone();
     if c.dump_prolog_epilog_env {
         let d = l.dump_env_script();
-        prolog.get_or_insert_with(|| {
-            format!(
-                "#!/bin/sh\n{} prolog >/dev/null 2>&1\nexit 0\n",
-                d.display()
-            )
-        });
-        epilog.get_or_insert_with(|| {
-            format!(
-                "#!/bin/sh\n{} epilog >/dev/null 2>&1\nexit 0\n",
-                d.display()
-            )
-        });
+        prolog.get_or_insert_with(|| format!("#!/bin/sh\n{} prolog >/dev/null 2>&1\nexit 0\n", d.display()));
+        epilog.get_or_insert_with(|| format!("#!/bin/sh\n{} epilog >/dev/null 2>&1\nexit 0\n", d.display()));
     }
     let mut extra = Vec::new();
     if let Some(p) = &prolog {
@@ -658,22 +535,10 @@ fn prepare_in(
     line("SlurmdUser=root".into());
     line(format!("StateSaveLocation={}", l.state.display()));
     line(format!("SlurmdSpoolDir={}", l.spool.display()));
-    line(format!(
-        "SlurmctldPidFile={}",
-        l.run.join("slurmctld.pid").display()
-    ));
-    line(format!(
-        "SlurmdPidFile={}",
-        l.run.join("slurmd.pid").display()
-    ));
-    line(format!(
-        "SlurmctldLogFile={}",
-        l.log.join("slurmctld.log").display()
-    ));
-    line(format!(
-        "SlurmdLogFile={}",
-        l.log.join("slurmd.log").display()
-    ));
+    line(format!("SlurmctldPidFile={}", l.run.join("slurmctld.pid").display()));
+    line(format!("SlurmdPidFile={}", l.run.join("slurmd.pid").display()));
+    line(format!("SlurmctldLogFile={}", l.log.join("slurmctld.log").display()));
+    line(format!("SlurmdLogFile={}", l.log.join("slurmd.log").display()));
     line(format!("SlurmctldDebug={}", c.slurmctld_debug));
     line(format!("SlurmdDebug={}", c.slurmd_debug));
     if c.debug_gres {
@@ -701,60 +566,39 @@ fn prepare_in(
     for x in extra.iter().chain(c.extra_slurm_conf.iter()) {
         line(l.subst(x, node));
     }
-    let gres = c
-        .node_gres
-        .as_ref()
-        .map(|g| format!(" Gres={g}"))
-        .unwrap_or_default();
+    let gres = c.node_gres.as_ref().map(|g| format!(" Gres={g}")).unwrap_or_default();
     line(format!(
         "NodeName={node} NodeHostname={host} NodeAddr=127.0.0.1 CPUs={} Boards={} SocketsPerBoard={} CoresPerSocket={} ThreadsPerCore={} RealMemory={}{gres} State=UNKNOWN {}",
         c.cpus, c.boards, c.sockets_per_board, c.cores_per_socket, c.threads_per_core, c.real_memory_mb, l.subst(&c.extra_node_conf, node)
     ));
     line("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP".into());
     fsutil::write_file(&l.slurm_conf(), &conf, 0o644).map_err(e("writing slurm.conf"))?;
-    fsutil::write_file(
-        &l.etc.join("gres.conf"),
-        &l.subst(&c.gres_conf, node),
-        0o644,
-    )
-    .map_err(e("writing gres.conf"))?;
+    fsutil::write_file(&l.etc.join("gres.conf"), &l.subst(&c.gres_conf, node), 0o644).map_err(e("writing gres.conf"))?;
     if let Some(cg) = &c.cgroup_conf {
-        fsutil::write_file(&l.etc.join("cgroup.conf"), &l.subst(cg, node), 0o644)
-            .map_err(e("writing cgroup.conf"))?;
+        fsutil::write_file(&l.etc.join("cgroup.conf"), &l.subst(cg, node), 0o644).map_err(e("writing cgroup.conf"))?;
     }
     if let Some(f) = &c.fake_gpus_conf {
-        fsutil::write_file(&l.etc.join("fake_gpus.conf"), &l.subst(f, node), 0o644)
-            .map_err(e("writing fake_gpus.conf"))?;
+        fsutil::write_file(&l.etc.join("fake_gpus.conf"), &l.subst(f, node), 0o644).map_err(e("writing fake_gpus.conf"))?;
     }
     Ok((fake_gpus, plugin_dir_setting, our_dir, ld))
 }
 
 fn keep_dirs() -> bool {
-    std::env::var("GRES_RS_KEEP")
-        .map(|v| v == "1" || v.eq_ignore_ascii_case("true"))
-        .unwrap_or(false)
+    std::env::var("GRES_RS_KEEP").map(|v| v == "1" || v.eq_ignore_ascii_case("true")).unwrap_or(false)
 }
 
 /// Removes inherited Slurm/GPU variables and sets SLURM_CONF etc.
 fn clean_env(cmd: &mut Command, l: &Layout) {
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy().into_owned();
-        if k.starts_with("SLURM_")
-            || k.starts_with("SALLOC_")
-            || k.starts_with("SBATCH_")
-            || k.starts_with("SRUN_")
-            || scenario::is_gpu_var(&k)
-        {
+        if k.starts_with("SLURM_") || k.starts_with("SALLOC_") || k.starts_with("SBATCH_") || k.starts_with("SRUN_") || scenario::is_gpu_var(&k) {
             cmd.env_remove(&k);
         }
     }
     cmd.env("SLURM_CONF", l.slurm_conf());
     cmd.env("GRES_RS_DUMP_ENV", l.dump_env_script());
     let path = std::env::var("PATH").unwrap_or_default();
-    cmd.env(
-        "PATH",
-        format!("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:{path}"),
-    );
+    cmd.env("PATH", format!("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:{path}"));
     cmd.env("LC_ALL", "C");
 }
 
@@ -812,31 +656,18 @@ impl SlurmdG {
     /// stdout+stderr with the temp dir replaced by `$DIR` (comparable
     /// across runs).
     pub fn normalized(&self) -> String {
-        self.output
-            .combined()
-            .replace(&*self.dir.to_string_lossy(), "$DIR")
+        self.output.combined().replace(&*self.dir.to_string_lossy(), "$DIR")
     }
     /// The "Gres Name=..." lines, normalized.
     pub fn gres_lines(&self) -> Vec<String> {
-        self.normalized()
-            .lines()
-            .filter(|l| l.contains("Gres Name="))
-            .map(|l| l.trim_start_matches("slurmd: ").to_string())
-            .collect()
+        self.normalized().lines().filter(|l| l.contains("Gres Name=")).map(|l| l.trim_start_matches("slurmd: ").to_string()).collect()
     }
     /// Asserts each named plugin was loaded from our dir, not Debian's.
     #[track_caller]
     pub fn assert_ours_loaded(&self, names: &[&str]) {
-        let our = self
-            .our_dir
-            .as_ref()
-            .unwrap_or_else(|| panic!("slurmd -G ran without our plugins"));
+        let our = self.our_dir.as_ref().unwrap_or_else(|| panic!("slurmd -G ran without our plugins"));
         if let Err(e) = check_loaded(&self.loaded_files, our, names) {
-            panic!(
-                "slurmd -G: {e}\nfiles loaded:\n  {}\n{}",
-                self.loaded_files.join("\n  "),
-                self.output
-            );
+            panic!("slurmd -G: {e}\nfiles loaded:\n  {}\n{}", self.loaded_files.join("\n  "), self.output);
         }
     }
 }
@@ -847,16 +678,9 @@ pub fn check_loaded(paths: &[String], our_dir: &Path, names: &[&str]) -> Result<
     let stock = stock_plugin_dir();
     let mut errs = Vec::new();
     for n in names {
-        let ours = our_dir
-            .join(format!("{n}.so"))
-            .to_string_lossy()
-            .into_owned();
+        let ours = our_dir.join(format!("{n}.so")).to_string_lossy().into_owned();
         let theirs = stock.join(format!("{n}.so")).to_string_lossy().into_owned();
-        let has = |p: &str| {
-            paths
-                .iter()
-                .any(|x| x == p || x.starts_with(&format!("{p} ")))
-        };
+        let has = |p: &str| paths.iter().any(|x| x == p || x.starts_with(&format!("{p} ")));
         if !has(&ours) {
             errs.push(format!("{ours} is NOT loaded"));
         }
@@ -932,18 +756,13 @@ impl Cluster {
         Err(last_err)
     }
 
-    fn start_once(
-        config: &ClusterConfig,
-        guard: &mut Option<ClusterLock>,
-    ) -> Result<Cluster, (String, bool)> {
+    fn start_once(config: &ClusterConfig, guard: &mut Option<ClusterLock>) -> Result<Cluster, (String, bool)> {
         static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let name = format!("grs{}x{seq}", std::process::id());
         let ctld_port = fsutil::free_port(&[]).map_err(|e| (format!("free port: {e}"), false))?;
-        let slurmd_port =
-            fsutil::free_port(&[ctld_port]).map_err(|e| (format!("free port: {e}"), false))?;
-        let p =
-            prepare(config, "gres-rs", &name, ctld_port, slurmd_port).map_err(|e| (e, false))?;
+        let slurmd_port = fsutil::free_port(&[ctld_port]).map_err(|e| (format!("free port: {e}"), false))?;
+        let p = prepare(config, "gres-rs", &name, ctld_port, slurmd_port).map_err(|e| (e, false))?;
         let mut c = Cluster {
             config: config.clone(),
             layout: p.layout,
@@ -969,11 +788,7 @@ impl Cluster {
                 let logs = c.log_tails(40);
                 let clash = logs.contains("Address already in use");
                 let keep = keep_dirs();
-                let msg = format!(
-                    "{e}\ncluster dir: {}{}\n{logs}",
-                    c.layout.root.display(),
-                    if keep { " (kept)" } else { "" }
-                );
+                let msg = format!("{e}\ncluster dir: {}{}\n{logs}", c.layout.root.display(), if keep { " (kept)" } else { "" });
                 c.stop();
                 Err((msg, clash))
             }
@@ -981,12 +796,10 @@ impl Cluster {
     }
 
     fn spawn_daemon(&self, what: &str, mut cmd: Command) -> Result<Child, String> {
-        let out = fs::File::create(self.layout.log.join(format!("{what}.stdout")))
-            .map_err(|e| e.to_string())?;
+        let out = fs::File::create(self.layout.log.join(format!("{what}.stdout"))).map_err(|e| e.to_string())?;
         let err = out.try_clone().map_err(|e| e.to_string())?;
         cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-        cmd.spawn()
-            .map_err(|e| format!("spawning {what} ({}): {e}", process::describe(&cmd)))
+        cmd.spawn().map_err(|e| format!("spawning {what} ({}): {e}", process::describe(&cmd)))
     }
 
     /// Wraps a daemon in `setpriv --pdeathsig TERM` so it also dies if
@@ -995,9 +808,7 @@ impl Cluster {
         let mut cmd = Command::new(tool("setpriv"));
         cmd.arg("--pdeathsig").arg("TERM");
         if let Some(u) = user {
-            cmd.arg(format!("--reuid={u}"))
-                .arg(format!("--regid={u}"))
-                .arg("--init-groups");
+            cmd.arg(format!("--reuid={u}")).arg(format!("--regid={u}")).arg("--init-groups");
         }
         cmd.arg(tool(prog));
         clean_env(&mut cmd, &self.layout);
@@ -1013,12 +824,10 @@ impl Cluster {
         let m = &self.layout.munge;
         fs::create_dir_all(m).map_err(|e| e.to_string())?;
         let key = m.join("munge.key");
-        fs::write(&key, fsutil::random_bytes(1024).map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
+        fs::write(&key, fsutil::random_bytes(1024).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
         {
             use std::os::unix::fs::PermissionsExt;
-            fs::set_permissions(&key, fs::Permissions::from_mode(0o600))
-                .map_err(|e| e.to_string())?;
+            fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).map_err(|e| e.to_string())?;
             fs::set_permissions(m, fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
             std::os::unix::fs::chown(&key, Some(muid), Some(mgid)).map_err(|e| e.to_string())?;
             std::os::unix::fs::chown(m, Some(muid), Some(mgid)).map_err(|e| e.to_string())?;
@@ -1068,17 +877,10 @@ impl Cluster {
             if out.ok() {
                 let state = field(&out.stdout, "State").unwrap_or_default();
                 last_state = out.stdout.trim().to_string();
-                if state == "IDLE"
-                    || (!self.config.wait_idle
-                        && !state.contains("NOT_RESPONDING")
-                        && !state.starts_with("UNKNOWN"))
-                {
+                if state == "IDLE" || (!self.config.wait_idle && !state.contains("NOT_RESPONDING") && !state.starts_with("UNKNOWN")) {
                     break;
                 }
-                if state.contains("DRAIN")
-                    || state.contains("INVALID")
-                    || state.starts_with("DOWN") && !state.contains("NOT_RESPONDING")
-                {
+                if state.contains("DRAIN") || state.contains("INVALID") || state.starts_with("DOWN") && !state.contains("NOT_RESPONDING") {
                     if self.config.wait_idle {
                         return Err(format!("node went {state}: {last_state}"));
                     }
@@ -1086,10 +888,7 @@ impl Cluster {
                 }
             }
             if Instant::now() > deadline {
-                return Err(format!(
-                    "node not IDLE after {:?}; last: {last_state}",
-                    self.config.start_timeout
-                ));
+                return Err(format!("node not IDLE after {:?}; last: {last_state}", self.config.start_timeout));
             }
             thread::sleep(Duration::from_millis(200));
         }
@@ -1116,12 +915,7 @@ impl Cluster {
     /// gres_* plugins of ours that GresTypes makes slurmd load.
     pub fn expected_gres_plugins(&self) -> Vec<String> {
         let ours = self.config.plugins.ours();
-        self.config
-            .gres_types
-            .split(',')
-            .map(|t| format!("gres_{}", t.trim()))
-            .filter(|n| ours.contains(n))
-            .collect()
+        self.config.gres_types.split(',').map(|t| format!("gres_{}", t.trim())).filter(|n| ours.contains(n)).collect()
     }
 
     /// gres_* plugins of ours that slurmctld loads: slurmctld loads a GRES
@@ -1138,10 +932,7 @@ impl Cluster {
             .filter(|n| !n.is_empty())
             .map(|n| format!("gres_{}", n.trim()))
             .collect();
-        self.expected_gres_plugins()
-            .into_iter()
-            .filter(|n| on_node.contains(n))
-            .collect()
+        self.expected_gres_plugins().into_iter().filter(|n| on_node.contains(n)).collect()
     }
 
     fn child(&self, d: Daemon) -> Option<&Child> {
@@ -1154,9 +945,7 @@ impl Cluster {
 
     /// PID of a daemon we started (None if not running / stopped).
     pub fn pid(&self, d: Daemon) -> Option<u32> {
-        self.child(d)
-            .map(|c| c.id())
-            .filter(|p| process::pid_alive(*p))
+        self.child(d).map(|c| c.id()).filter(|p| process::pid_alive(*p))
     }
 
     fn check_alive(&mut self, d: Daemon) -> Result<(), String> {
@@ -1178,22 +967,11 @@ impl Cluster {
     }
 
     fn check_ours_loaded_in(&self, d: Daemon, names: &[&str]) -> Result<(), String> {
-        let our = self
-            .our_dir
-            .as_ref()
-            .ok_or("cluster runs the stock plugins")?;
+        let our = self.our_dir.as_ref().ok_or("cluster runs the stock plugins")?;
         let files = self.mapped_files(d)?;
         check_loaded(&files, our, names).map_err(|e| {
-            let slurm: Vec<&String> = files
-                .iter()
-                .filter(|f| {
-                    f.contains("slurm") || f.contains("gres") || f.contains(&*our.to_string_lossy())
-                })
-                .collect();
-            format!(
-                "{d:?} (pid {:?}): {e}\nslurm-related mappings: {slurm:#?}",
-                self.pid(d)
-            )
+            let slurm: Vec<&String> = files.iter().filter(|f| f.contains("slurm") || f.contains("gres") || f.contains(&*our.to_string_lossy())).collect();
+            format!("{d:?} (pid {:?}): {e}\nslurm-related mappings: {slurm:#?}", self.pid(d))
         })
     }
 
@@ -1222,13 +1000,7 @@ impl Cluster {
         if !out.ok() {
             return Err(format!("srun for stepd maps failed:\n{out}"));
         }
-        let comm = out
-            .stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("PARENT_COMM="))
-            .unwrap_or("")
-            .trim()
-            .to_string();
+        let comm = out.stdout.lines().find_map(|l| l.strip_prefix("PARENT_COMM=")).unwrap_or("").trim().to_string();
         if !comm.starts_with("slurmstepd") {
             return Err(format!("task's parent is {comm:?}, not slurmstepd:\n{out}"));
         }
@@ -1239,13 +1011,8 @@ impl Cluster {
     /// name; `srun_args` e.g. `["--gres=gpu:1"]`.
     #[track_caller]
     pub fn assert_stepd_ours_loaded(&self, names: &[&str], srun_args: &[&str]) {
-        let our = self
-            .our_dir
-            .as_ref()
-            .expect("cluster runs the stock plugins");
-        let files = self
-            .stepd_mapped_files(srun_args)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let our = self.our_dir.as_ref().expect("cluster runs the stock plugins");
+        let files = self.stepd_mapped_files(srun_args).unwrap_or_else(|e| panic!("{e}"));
         if let Err(e) = check_loaded(&files, our, names) {
             panic!("slurmstepd proof of loading failed: {e}\nmapped: {files:#?}");
         }
@@ -1300,33 +1067,17 @@ impl Cluster {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let path = self.layout.jobs.join(format!("job-{n}.sh"));
-        let body = if script.starts_with("#!") {
-            script.to_string()
-        } else {
-            format!("#!/bin/bash\n{script}")
-        };
+        let body = if script.starts_with("#!") { script.to_string() } else { format!("#!/bin/bash\n{script}") };
         if let Err(e) = fsutil::write_file(&path, &body, 0o755) {
             panic!("writing {}: {e}", path.display());
         }
         let outpat = self.layout.jobs.join("slurm-%j.out");
-        let mut a: Vec<String> = vec![
-            "--parsable".into(),
-            format!("--output={}", outpat.display()),
-            format!("--chdir={}", self.layout.jobs.display()),
-        ];
+        let mut a: Vec<String> = vec!["--parsable".into(), format!("--output={}", outpat.display()), format!("--chdir={}", self.layout.jobs.display())];
         a.extend(args.iter().map(|s| s.to_string()));
         a.push(path.to_string_lossy().into_owned());
         let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
         let out = self.run("sbatch", &a, Duration::from_secs(30));
-        let id = if out.ok() {
-            out.stdout
-                .trim()
-                .split(';')
-                .next()
-                .and_then(|s| s.parse().ok())
-        } else {
-            None
-        };
+        let id = if out.ok() { out.stdout.trim().split(';').next().and_then(|s| s.parse().ok()) } else { None };
         (out, id)
     }
 
@@ -1339,25 +1090,13 @@ impl Cluster {
     #[track_caller]
     pub fn sbatch_timeout(&self, args: &[&str], script: &str, t: Duration) -> JobResult {
         let (out, id) = self.sbatch_submit(args, script);
-        let Some(id) = id else {
-            panic!("sbatch failed:\n{out}")
-        };
+        let Some(id) = id else { panic!("sbatch failed:\n{out}") };
         self.wait_job(id, t)
     }
 
     /// Waits until job `id` is in a final state, then reads its output file.
     pub fn wait_job(&self, id: u32, t: Duration) -> JobResult {
-        const FINAL: &[&str] = &[
-            "COMPLETED",
-            "FAILED",
-            "CANCELLED",
-            "TIMEOUT",
-            "NODE_FAIL",
-            "OUT_OF_MEMORY",
-            "PREEMPTED",
-            "BOOT_FAIL",
-            "DEADLINE",
-        ];
+        const FINAL: &[&str] = &["COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"];
         let deadline = Instant::now() + t;
         let (state, info) = loop {
             let out = self.scontrol(&["-o", "show", "job", &id.to_string()]);
@@ -1377,13 +1116,7 @@ impl Cluster {
         };
         let exit_code = field(&info, "ExitCode").unwrap_or_default();
         let output = fsutil::read_lossy(&self.layout.jobs.join(format!("slurm-{id}.out")));
-        JobResult {
-            job_id: id,
-            state,
-            exit_code,
-            output,
-            info,
-        }
+        JobResult { job_id: id, state, exit_code, output, info }
     }
 
     /// Waits until squeue lists no job (pending/running/completing), i.e.
@@ -1429,31 +1162,13 @@ impl Cluster {
     /// Last `n` lines of every daemon log (for failure messages).
     pub fn log_tails(&self, n: usize) -> String {
         let mut s = String::new();
-        for f in [
-            "munged.stdout",
-            "slurmctld.stdout",
-            "slurmctld.log",
-            "slurmd.stdout",
-            "slurmd.log",
-        ] {
+        for f in ["munged.stdout", "slurmctld.stdout", "slurmctld.log", "slurmd.stdout", "slurmd.log"] {
             let p = self.layout.log.join(f);
             // the daemons' stdout repeats their log once the log file is
             // open; its start matters (errors before the log file opens)
-            let t = if f.ends_with(".stdout") {
-                fsutil::head(&p, n.min(15))
-            } else {
-                fsutil::tail(&p, n)
-            };
+            let t = if f.ends_with(".stdout") { fsutil::head(&p, n.min(15)) } else { fsutil::tail(&p, n) };
             if !t.trim().is_empty() {
-                s.push_str(&format!(
-                    "==== {} {} ====\n{t}\n",
-                    if f.ends_with(".stdout") {
-                        "head"
-                    } else {
-                        "tail"
-                    },
-                    p.display()
-                ));
+                s.push_str(&format!("==== {} {} ====\n{t}\n", if f.ends_with(".stdout") { "head" } else { "tail" }, p.display()));
             }
         }
         s
@@ -1473,16 +1188,9 @@ impl Cluster {
         self.stopped = true;
         let panicking = thread::panicking();
         if panicking {
-            eprintln!(
-                "harness: test failed; logs of cluster {}:\n{}",
-                self.name,
-                self.log_tails(40)
-            );
+            eprintln!("harness: test failed; logs of cluster {}:\n{}", self.name, self.log_tails(40));
         }
-        if self.slurmctld.is_some()
-            && self.pid(Daemon::Slurmctld).is_some()
-            && self.pid(Daemon::Slurmd).is_some()
-        {
+        if self.slurmctld.is_some() && self.pid(Daemon::Slurmctld).is_some() && self.pid(Daemon::Slurmd).is_some() {
             let _ = self.scancel(&["--full", "-u", "root"]);
             self.wait_no_jobs(Duration::from_secs(10));
         }
@@ -1499,17 +1207,11 @@ impl Cluster {
         // use of our private dir), deepest first not needed: TERM then KILL.
         for _ in 0..3 {
             let pids = process::pids_using_dir(&self.layout.root);
-            let pids: Vec<u32> = pids
-                .into_iter()
-                .filter(|p| Some(*p) != self.munged.as_ref().map(|c| c.id()))
-                .collect();
+            let pids: Vec<u32> = pids.into_iter().filter(|p| Some(*p) != self.munged.as_ref().map(|c| c.id())).collect();
             if pids.is_empty() {
                 break;
             }
-            eprintln!(
-                "harness: stopping leftover processes of cluster {}: {pids:?}",
-                self.name
-            );
+            eprintln!("harness: stopping leftover processes of cluster {}: {pids:?}", self.name);
             for p in pids {
                 process::terminate_pid(p, Duration::from_secs(3));
             }
@@ -1519,15 +1221,9 @@ impl Cluster {
         }
         if keep_dirs() {
             let _ = fs::remove_file(self.layout.root.join(fsutil::IN_USE_MARKER));
-            eprintln!(
-                "harness: GRES_RS_KEEP=1: kept cluster dir {}",
-                self.layout.root.display()
-            );
+            eprintln!("harness: GRES_RS_KEEP=1: kept cluster dir {}", self.layout.root.display());
         } else if let Err(e) = fs::remove_dir_all(&self.layout.root) {
-            eprintln!(
-                "harness: could not remove {}: {e}",
-                self.layout.root.display()
-            );
+            eprintln!("harness: could not remove {}: {e}", self.layout.root.display());
         }
         self._guard = None;
     }
@@ -1574,18 +1270,10 @@ impl Cluster {
             }
         }
         output.stderr = stderr;
-        let r = SlurmdG {
-            output,
-            dir: l.root.clone(),
-            our_dir: p.our_dir.clone(),
-            loaded_files: loaded.into_iter().collect(),
-        };
+        let r = SlurmdG { output, dir: l.root.clone(), our_dir: p.our_dir.clone(), loaded_files: loaded.into_iter().collect() };
         if keep_dirs() {
             let _ = fs::remove_file(l.root.join(fsutil::IN_USE_MARKER));
-            eprintln!(
-                "harness: GRES_RS_KEEP=1: kept slurmd -G dir {}",
-                l.root.display()
-            );
+            eprintln!("harness: GRES_RS_KEEP=1: kept slurmd -G dir {}", l.root.display());
         } else {
             let _ = fs::remove_dir_all(&l.root);
         }
@@ -1603,9 +1291,7 @@ impl Drop for Cluster {
 fn is_ld_debug_line(line: &str) -> bool {
     let t = line.trim_start();
     match t.split_once(':') {
-        Some((pid, rest)) => {
-            !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) && rest.starts_with('\t')
-        }
+        Some((pid, rest)) => !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) && rest.starts_with('\t'),
         None => false,
     }
 }
@@ -1613,6 +1299,5 @@ fn is_ld_debug_line(line: &str) -> bool {
 /// Value of `Key=` in `scontrol -o` output (first occurrence).
 pub fn field(text: &str, key: &str) -> Option<String> {
     let pat = format!("{key}=");
-    text.split_whitespace()
-        .find_map(|w| w.strip_prefix(&pat).map(|v| v.to_string()))
+    text.split_whitespace().find_map(|w| w.strip_prefix(&pat).map(|v| v.to_string()))
 }

@@ -41,22 +41,13 @@ pub fn build(dir: &Path) -> Result<PathBuf, String> {
     fs::write(&src, STUB_C).map_err(|e| format!("{}: {e}", src.display()))?;
     let lib = dir.join("libnvidia-ml.so");
     let out = Command::new(super::tool("cc"))
-        .args([
-            "-shared",
-            "-fPIC",
-            "-O0",
-            "-Wl,-soname,libnvidia-ml.so.1",
-            "-o",
-        ])
+        .args(["-shared", "-fPIC", "-O0", "-Wl,-soname,libnvidia-ml.so.1", "-o"])
         .arg(&lib)
         .arg(&src)
         .output()
         .map_err(|e| format!("running cc for the NVML stub (install build-essential): {e}"))?;
     if !out.status.success() {
-        return Err(format!(
-            "cc failed building the NVML stub:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        return Err(format!("cc failed building the NVML stub:\n{}", String::from_utf8_lossy(&out.stderr)));
     }
     let _ = std::os::unix::fs::symlink("libnvidia-ml.so", dir.join("libnvidia-ml.so.1"));
     Ok(dir.to_path_buf())

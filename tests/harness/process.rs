@@ -63,11 +63,7 @@ impl fmt::Display for CmdOutput {
         } else if let Some(c) = self.status {
             writeln!(f, "  -> exit status {c} ({:.1?})", self.elapsed)?;
         } else {
-            writeln!(
-                f,
-                "  -> killed by signal {:?} ({:.1?})",
-                self.signal, self.elapsed
-            )?;
+            writeln!(f, "  -> killed by signal {:?} ({:.1?})", self.signal, self.elapsed)?;
         }
         writeln!(f, "---- stdout ----\n{}", self.stdout.trim_end())?;
         write!(f, "---- stderr ----\n{}", self.stderr.trim_end())
@@ -140,9 +136,7 @@ pub fn run_with_timeout(mut cmd: Command, timeout: Duration, capture_dir: &Path)
         thread::sleep(Duration::from_millis(20));
     };
     let read = |p: &PathBuf| {
-        let s = fs::read(p)
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
+        let s = fs::read(p).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
         let _ = fs::remove_file(p);
         s
     };
@@ -203,10 +197,7 @@ pub fn pid_alive(pid: u32) -> bool {
     match fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => {
             // state is the first field after the ")" closing comm
-            let state = s
-                .rsplit_once(')')
-                .map(|(_, r)| r.trim_start())
-                .and_then(|r| r.chars().next());
+            let state = s.rsplit_once(')').map(|(_, r)| r.trim_start()).and_then(|r| r.chars().next());
             !matches!(state, Some('Z') | Some('X') | None)
         }
         Err(_) => false,
@@ -248,22 +239,14 @@ pub fn pids_using_dir(dir: &Path) -> Vec<u32> {
             continue;
         }
         let base = e.path();
-        let mut hit = fs::read_link(base.join("cwd"))
-            .map(|p| p.starts_with(dir))
-            .unwrap_or(false);
+        let mut hit = fs::read_link(base.join("cwd")).map(|p| p.starts_with(dir)).unwrap_or(false);
         if !hit {
             if let Ok(fds) = fs::read_dir(base.join("fd")) {
-                hit = fds.flatten().any(|fd| {
-                    fs::read_link(fd.path())
-                        .map(|p| p.starts_with(dir))
-                        .unwrap_or(false)
-                });
+                hit = fds.flatten().any(|fd| fs::read_link(fd.path()).map(|p| p.starts_with(dir)).unwrap_or(false));
             }
         }
         if !hit {
-            hit = fs::read_to_string(base.join("maps"))
-                .map(|m| m.contains(&prefix))
-                .unwrap_or(false);
+            hit = fs::read_to_string(base.join("maps")).map(|m| m.contains(&prefix)).unwrap_or(false);
         }
         if hit {
             out.push(pid);
@@ -274,8 +257,7 @@ pub fn pids_using_dir(dir: &Path) -> Vec<u32> {
 
 /// Paths of all files mapped into a process (from /proc/<pid>/maps).
 pub fn mapped_files(pid: u32) -> Result<Vec<String>, String> {
-    let maps = fs::read_to_string(format!("/proc/{pid}/maps"))
-        .map_err(|e| format!("cannot read /proc/{pid}/maps: {e}"))?;
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| format!("cannot read /proc/{pid}/maps: {e}"))?;
     Ok(paths_in_maps(&maps))
 }
 

@@ -55,20 +55,7 @@ pub fn is_gpu_var(name: &str) -> bool {
         return false;
     }
     let u = name.to_ascii_uppercase();
-    [
-        "GPU",
-        "CUDA",
-        "ROCR_",
-        "ZE_AFFINITY",
-        "ZE_ENABLE",
-        "SHARD",
-        "_MPS",
-        "NVIDIA_",
-        "GRES",
-        "TRES",
-    ]
-    .iter()
-    .any(|p| u.contains(p))
+    ["GPU", "CUDA", "ROCR_", "ZE_AFFINITY", "ZE_ENABLE", "SHARD", "_MPS", "NVIDIA_", "GRES", "TRES"].iter().any(|p| u.contains(p))
 }
 
 /// The shell helper installed as `<cluster>/bin/dump-env` (and exported to
@@ -104,11 +91,7 @@ impl EnvBlock {
     }
     /// Only the GPU-related variables.
     pub fn gpu_vars(&self) -> BTreeMap<String, String> {
-        self.vars
-            .iter()
-            .filter(|(k, _)| is_gpu_var(k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+        self.vars.iter().filter(|(k, _)| is_gpu_var(k)).map(|(k, v)| (k.clone(), v.clone())).collect()
     }
     fn num(&self, k: &str) -> i64 {
         self.get(k).and_then(|v| v.parse().ok()).unwrap_or(-1)
@@ -142,11 +125,7 @@ pub fn collect_dumps(dumps: &Path) -> Vec<EnvBlock> {
     let Ok(rd) = fs::read_dir(dumps) else {
         return v;
     };
-    let mut files: Vec<_> = rd
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().map(|e| e == "env").unwrap_or(false))
-        .collect();
+    let mut files: Vec<_> = rd.flatten().map(|e| e.path()).filter(|p| p.extension().map(|e| e == "env").unwrap_or(false)).collect();
     files.sort();
     for p in files {
         let Ok(bytes) = fs::read(&p) else { continue };
@@ -175,10 +154,7 @@ pub enum RunKind {
     Sbatch { args: Vec<String>, script: String },
     /// `salloc <args> <command...>` (use `$GRES_RS_DUMP_ENV` via
     /// `sh -c` / srun inside the command).
-    Salloc {
-        args: Vec<String>,
-        command: Vec<String>,
-    },
+    Salloc { args: Vec<String>, command: Vec<String> },
     /// `slurmd -G` with the scenario's config; its "Gres Name=" lines are
     /// compared (temp dir normalized). Runs without the cluster.
     SlurmdG,
@@ -196,42 +172,16 @@ pub struct Run {
 
 impl Run {
     pub fn srun(label: &str, args: &[&str]) -> Run {
-        Run {
-            label: label.into(),
-            kind: RunKind::Srun { args: strs(args) },
-            unordered: false,
-            timeout: Duration::from_secs(60),
-        }
+        Run { label: label.into(), kind: RunKind::Srun { args: strs(args) }, unordered: false, timeout: Duration::from_secs(60) }
     }
     pub fn sbatch(label: &str, args: &[&str], script: &str) -> Run {
-        Run {
-            label: label.into(),
-            kind: RunKind::Sbatch {
-                args: strs(args),
-                script: script.into(),
-            },
-            unordered: false,
-            timeout: Duration::from_secs(120),
-        }
+        Run { label: label.into(), kind: RunKind::Sbatch { args: strs(args), script: script.into() }, unordered: false, timeout: Duration::from_secs(120) }
     }
     pub fn salloc(label: &str, args: &[&str], command: &[&str]) -> Run {
-        Run {
-            label: label.into(),
-            kind: RunKind::Salloc {
-                args: strs(args),
-                command: strs(command),
-            },
-            unordered: false,
-            timeout: Duration::from_secs(60),
-        }
+        Run { label: label.into(), kind: RunKind::Salloc { args: strs(args), command: strs(command) }, unordered: false, timeout: Duration::from_secs(60) }
     }
     pub fn slurmd_g(label: &str) -> Run {
-        Run {
-            label: label.into(),
-            kind: RunKind::SlurmdG,
-            unordered: false,
-            timeout: Duration::from_secs(60),
-        }
+        Run { label: label.into(), kind: RunKind::SlurmdG, unordered: false, timeout: Duration::from_secs(60) }
     }
     pub fn unordered(mut self) -> Run {
         self.unordered = true;
@@ -256,23 +206,12 @@ pub struct Scenario {
 
 impl Scenario {
     pub fn new(name: &str, config: ClusterConfig) -> Scenario {
-        let proof = if config.fake_gpus > 0
-            && config
-                .node_gres
-                .as_deref()
-                .map(|g| g.contains("gpu"))
-                .unwrap_or(false)
-        {
+        let proof = if config.fake_gpus > 0 && config.node_gres.as_deref().map(|g| g.contains("gpu")).unwrap_or(false) {
             Some(vec!["--gres=gpu:1".to_string()])
         } else {
             None
         };
-        Scenario {
-            name: name.into(),
-            config,
-            runs: vec![],
-            stepd_proof_args: proof,
-        }
+        Scenario { name: name.into(), config, runs: vec![], stepd_proof_args: proof }
     }
     pub fn run(mut self, r: Run) -> Scenario {
         self.runs.push(r);
@@ -305,18 +244,11 @@ pub struct ScenarioResult {
 
 impl ScenarioResult {
     pub fn run(&self, label: &str) -> &RunResult {
-        self.runs
-            .iter()
-            .find(|r| r.label == label)
-            .unwrap_or_else(|| panic!("no run {label}"))
+        self.runs.iter().find(|r| r.label == label).unwrap_or_else(|| panic!("no run {label}"))
     }
     /// Human-readable dump of all GPU variables per run.
     pub fn report(&self) -> String {
-        let mut s = format!(
-            "### scenario {} on {}\n",
-            self.scenario,
-            self.plugins.label()
-        );
+        let mut s = format!("### scenario {} on {}\n", self.scenario, self.plugins.label());
         for r in &self.runs {
             s.push_str(&format!("-- {} : {}\n", r.label, r.outcome));
             for l in &r.gres_lines {
@@ -341,23 +273,15 @@ pub fn run_scenario(scn: &Scenario, plugins: PluginSet) -> ScenarioResult {
     let mut config = scn.config.clone();
     config.plugins = plugins.clone();
     let needs_cluster = scn.runs.iter().any(|r| !matches!(r.kind, RunKind::SlurmdG));
-    let cluster = if needs_cluster {
-        Some(Cluster::start(config.clone()))
-    } else {
-        None
-    };
+    let cluster = if needs_cluster { Some(Cluster::start(config.clone())) } else { None };
     let mut results = Vec::new();
     for r in &scn.runs {
         let res = match &r.kind {
             RunKind::SlurmdG => {
                 let g = Cluster::slurmd_g(&config);
                 if !plugins.ours().is_empty() {
-                    let names: Vec<String> = config
-                        .gres_types
-                        .split(',')
-                        .map(|t| format!("gres_{}", t.trim()))
-                        .filter(|n| plugins.ours().contains(n))
-                        .collect();
+                    let names: Vec<String> =
+                        config.gres_types.split(',').map(|t| format!("gres_{}", t.trim())).filter(|n| plugins.ours().contains(n)).collect();
                     let names: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
                     g.assert_ours_loaded(&names);
                 }
@@ -393,18 +317,10 @@ pub fn run_scenario(scn: &Scenario, plugins: PluginSet) -> ScenarioResult {
                         let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
                         let (sub, id) = c.sbatch_submit(&a, script);
                         match id {
-                            None => (
-                                format!("sbatch {}", outcome_of(&sub)),
-                                false,
-                                sub.to_string(),
-                            ),
+                            None => (format!("sbatch {}", outcome_of(&sub)), false, sub.to_string()),
                             Some(id) => {
                                 let j = c.wait_job(id, r.timeout);
-                                (
-                                    format!("{} {}", j.state, j.exit_code),
-                                    j.ok(),
-                                    format!("{}\n{}", j.output, j.info),
-                                )
+                                (format!("{} {}", j.state, j.exit_code), j.ok(), format!("{}\n{}", j.output, j.info))
                             }
                         }
                     }
@@ -412,15 +328,7 @@ pub fn run_scenario(scn: &Scenario, plugins: PluginSet) -> ScenarioResult {
                 };
                 c.wait_no_jobs(Duration::from_secs(30));
                 let blocks = c.collect_dumps();
-                RunResult {
-                    label: r.label.clone(),
-                    outcome,
-                    ok,
-                    output,
-                    blocks,
-                    gres_lines: vec![],
-                    unordered: r.unordered,
-                }
+                RunResult { label: r.label.clone(), outcome, ok, output, blocks, gres_lines: vec![], unordered: r.unordered }
             }
         };
         results.push(res);
@@ -434,11 +342,7 @@ pub fn run_scenario(scn: &Scenario, plugins: PluginSet) -> ScenarioResult {
         }
     }
     drop(cluster);
-    ScenarioResult {
-        scenario: scn.name.clone(),
-        plugins,
-        runs: results,
-    }
+    ScenarioResult { scenario: scn.name.clone(), plugins, runs: results }
 }
 
 fn outcome_of(o: &super::CmdOutput) -> String {
@@ -467,54 +371,31 @@ fn sorted_blocks(r: &RunResult) -> Vec<EnvBlock> {
 pub fn compare_envs(stock: &ScenarioResult, ours: &ScenarioResult) -> Vec<String> {
     let mut d = Vec::new();
     if stock.runs.len() != ours.runs.len() {
-        d.push(format!(
-            "number of runs: {} vs {}",
-            stock.runs.len(),
-            ours.runs.len()
-        ));
+        d.push(format!("number of runs: {} vs {}", stock.runs.len(), ours.runs.len()));
     }
     for (a, b) in stock.runs.iter().zip(ours.runs.iter()) {
         let l = &a.label;
         if a.outcome != b.outcome {
-            d.push(format!(
-                "[{l}] outcome: {} = {:?}, {} = {:?}",
-                stock.plugins.label(),
-                a.outcome,
-                ours.plugins.label(),
-                b.outcome
-            ));
+            d.push(format!("[{l}] outcome: {} = {:?}, {} = {:?}", stock.plugins.label(), a.outcome, ours.plugins.label(), b.outcome));
         }
         if a.gres_lines != b.gres_lines {
             let sa: BTreeSet<_> = a.gres_lines.iter().collect();
             let sb: BTreeSet<_> = b.gres_lines.iter().collect();
             for x in sa.difference(&sb) {
-                d.push(format!(
-                    "[{l}] slurmd -G line only with {}: {x}",
-                    stock.plugins.label()
-                ));
+                d.push(format!("[{l}] slurmd -G line only with {}: {x}", stock.plugins.label()));
             }
             for x in sb.difference(&sa) {
-                d.push(format!(
-                    "[{l}] slurmd -G line only with {}: {x}",
-                    ours.plugins.label()
-                ));
+                d.push(format!("[{l}] slurmd -G line only with {}: {x}", ours.plugins.label()));
             }
             if sa == sb {
-                d.push(format!(
-                    "[{l}] slurmd -G lines in a different order:\n  {:?}\n  {:?}",
-                    a.gres_lines, b.gres_lines
-                ));
+                d.push(format!("[{l}] slurmd -G lines in a different order:\n  {:?}\n  {:?}", a.gres_lines, b.gres_lines));
             }
         }
         let ba = sorted_blocks(a);
         let bb = sorted_blocks(b);
         let tags = |v: &[EnvBlock]| v.iter().map(|x| x.tag.clone()).collect::<Vec<_>>();
         if tags(&ba) != tags(&bb) {
-            d.push(format!(
-                "[{l}] recorded environments differ: {:?} vs {:?}",
-                tags(&ba),
-                tags(&bb)
-            ));
+            d.push(format!("[{l}] recorded environments differ: {:?} vs {:?}", tags(&ba), tags(&bb)));
             continue;
         }
         for (i, (x, y)) in ba.iter().zip(bb.iter()).enumerate() {
@@ -529,11 +410,9 @@ pub fn compare_envs(stock: &ScenarioResult, ours: &ScenarioResult) -> Vec<String
                         "[{l}] #{i} {} {k}: {}={} {}={}",
                         x.describe(),
                         stock.plugins.label(),
-                        vx.map(|s| format!("{s:?}"))
-                            .unwrap_or_else(|| "unset".into()),
+                        vx.map(|s| format!("{s:?}")).unwrap_or_else(|| "unset".into()),
                         ours.plugins.label(),
-                        vy.map(|s| format!("{s:?}"))
-                            .unwrap_or_else(|| "unset".into())
+                        vy.map(|s| format!("{s:?}")).unwrap_or_else(|| "unset".into())
                     ));
                 }
             }
@@ -571,12 +450,7 @@ pub fn differential_with(scn: &Scenario, ours_set: PluginSet) -> (ScenarioResult
                 ));
             }
         }
-        panic!(
-            "scenario {}: {} difference(s) between stock and ours:\n  {}\n{outs}",
-            scn.name,
-            diffs.len(),
-            diffs.join("\n  ")
-        );
+        panic!("scenario {}: {} difference(s) between stock and ours:\n  {}\n{outs}", scn.name, diffs.len(), diffs.join("\n  "));
     }
     (stock, ours)
 }

@@ -1,0 +1,937 @@
+//! The line syntax Slurm's configuration files share (slurm.conf, gres.conf),
+//! as Slurm's generic configuration parser reads it:
+//!
+//! - a `#` starts a comment unless escaped as `\#`;
+//! - an odd number of backslashes at the end of a line (trailing blanks
+//!   allowed) continues the line on the next one;
+//! - after that, every backslash escapes the next character (`\\` is one
+//!   backslash);
+//! - a line starting with `include` (any case) and a blank includes a file,
+//!   relative to the including file's directory;
+//! - otherwise a line is `key=value` pairs separated by blanks: keys are made
+//!   of letters, digits, `_` and `.`, blanks may surround `=`, a value is
+//!   either `"quoted, with blanks"` or a run of non-blank characters, and an
+//!   operator character (`+ - * /`) may stand right before `=`.
+//!
+//! Which keys exist and which keys may share a line is the business of each
+//! file's own module; this one only cuts lines into located pairs.  Every
+//! error carries the file, line and byte column of the fault.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+use crate::core::model::{LogLevel, LogLine};
+
+/// Deepest chain of `include`s followed (Slurm has no limit and recurses
+/// until the stack overflows on a cycle).
+pub const MAX_INCLUDE_DEPTH: usize = 16;
+
+/// A place in a configuration file: 1-based line and byte column, and the
+/// number of bytes of that line the fault covers.  `line == 0` means the
+/// whole file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Location {
+    pub path: PathBuf,
+    pub line: usize,
+    pub column: usize,
+    pub len: usize,
+}
+
+impl Location {
+    /// The file as a whole (an unreadable file, for one).
+    pub fn file(path: &Path) -> Self {
+        Location {
+            path: path.to_path_buf(),
+            line: 0,
+            column: 0,
+            len: 0,
+        }
+    }
+    /// A whole line, without column information.
+    pub fn line(path: &Path, line: usize) -> Self {
+        Location {
+            path: path.to_path_buf(),
+            line,
+            column: 1,
+            len: 0,
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}", self.path.display())
+        } else {
+            write!(f, "{}:{}:{}", self.path.display(), self.line, self.column)
+        }
+    }
+}
+
+/// What kind of fault a [`ConfError`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The file (or an included one) could not be read.
+    Io,
+    /// Text that is not `key=value` pairs, or left over after them.
+    Syntax,
+    /// A key the file does not know, or one not allowed where it stands.
+    UnknownKey,
+    /// An `include` that cannot be followed (cycle, depth, bad name).
+    Include,
+    /// A value the file's rules reject: what the stock daemon stops on.
+    Invalid,
+}
+
+/// One error in a configuration file.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[error("{location}: {message}{}", suggestion_suffix(.suggestion))]
+pub struct ConfError {
+    pub kind: ErrorKind,
+    pub location: Location,
+    pub message: String,
+    /// For an unknown key, the closest valid one.
+    pub suggestion: Option<String>,
+}
+
+fn suggestion_suffix(suggestion: &Option<String>) -> String {
+    match suggestion {
+        Some(s) => format!(" (did you mean \"{s}\"?)"),
+        None => String::new(),
+    }
+}
+
+impl ConfError {
+    pub fn new(kind: ErrorKind, location: Location, message: impl Into<String>) -> Self {
+        ConfError {
+            kind,
+            location,
+            message: message.into(),
+            suggestion: None,
+        }
+    }
+}
+
+/// Every error found in a file (parsing goes on after an error, like
+/// Slurm's, so that all of them are reported at once).  Never empty.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[error("{}", join_errors(.0))]
+pub struct ConfErrors(pub Vec<ConfError>);
+
+fn join_errors(errors: &[ConfError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl ConfErrors {
+    pub fn first(&self) -> Option<&ConfError> {
+        self.0.first()
+    }
+}
+
+impl From<ConfError> for ConfErrors {
+    fn from(e: ConfError) -> Self {
+        ConfErrors(vec![e])
+    }
+}
+
+/// A remark that does not stop the daemon (Slurm logs it and goes on).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub level: LogLevel,
+    pub location: Option<Location>,
+    pub message: String,
+}
+
+impl Diagnostic {
+    pub fn new(level: LogLevel, location: Option<Location>, message: impl Into<String>) -> Self {
+        Diagnostic {
+            level,
+            location,
+            message: message.into(),
+        }
+    }
+    /// The message as the plugin logs it: the stock wording, prefixed with
+    /// the place when known.
+    pub fn to_log_line(&self) -> LogLine {
+        match &self.location {
+            Some(loc) => LogLine::new(self.level, format!("{loc}: {}", self.message)),
+            None => LogLine::new(self.level, self.message.clone()),
+        }
+    }
+}
+
+/// A value with the place it was written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spanned {
+    pub value: String,
+    pub location: Location,
+}
+
+/// One `key=value` of a line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pair {
+    pub key: String,
+    pub key_location: Location,
+    /// `+`, `-`, `*` or `/` written right before `=`.
+    pub operator: Option<char>,
+    pub value: Spanned,
+}
+
+/// A logical line (continuations joined, comment and escapes removed) cut
+/// into pairs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParsedLine {
+    /// The line's first non-blank character.
+    pub location: Location,
+    /// The logical line's text, trimmed (for messages).
+    pub text: String,
+    pub pairs: Vec<Pair>,
+    /// Text after the last pair that is not a pair, if any.
+    pub rest: Option<Spanned>,
+}
+
+/// Where file contents come from: the file system, or memory in tests and
+/// fuzzing.
+pub trait ConfReader {
+    fn read(&self, path: &Path) -> std::io::Result<Vec<u8>>;
+}
+
+/// Reads files from the file system.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FsReader;
+
+impl ConfReader for FsReader {
+    fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {
+        std::fs::read(path)
+    }
+}
+
+/// Files held in memory, by path.
+#[derive(Clone, Debug, Default)]
+pub struct MemReader {
+    files: HashMap<PathBuf, Vec<u8>>,
+}
+
+impl MemReader {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn with(mut self, path: impl Into<PathBuf>, contents: impl Into<Vec<u8>>) -> Self {
+        self.files.insert(path.into(), contents.into());
+        self
+    }
+}
+
+impl ConfReader for MemReader {
+    fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {
+        self.files
+            .get(path)
+            .cloned()
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"))
+    }
+}
+
+/// What a file's module does with each line.
+pub trait LineSink {
+    /// One logical line that is not an `include`.  Errors go to `errors`;
+    /// parsing continues with the next line.
+    fn line(&mut self, line: ParsedLine, errors: &mut Vec<ConfError>);
+
+    /// The file name an `include` line names, after any expansion the file
+    /// supports (`%c` in slurm.conf).  The default refuses `%c`, as
+    /// Slurm does where no ClusterName is known.
+    fn include_target(&mut self, raw: &Spanned) -> Result<String, ConfError> {
+        if raw.value.contains("%c") {
+            return Err(ConfError::new(
+                ErrorKind::Include,
+                raw.location.clone(),
+                format!(
+                    "Include path \"{}\" uses %c, but no ClusterName is known here",
+                    raw.value
+                ),
+            ));
+        }
+        Ok(raw.value.clone())
+    }
+}
+
+/// C's `isspace()` in the C locale.
+pub fn is_c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+fn is_key_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'.'
+}
+
+/// A logical line with, for every byte, the physical line and column it came
+/// from.
+struct LogicalLine {
+    bytes: Vec<u8>,
+    origin: Vec<(usize, usize)>,
+    first_line: usize,
+}
+
+/// Cut file contents into logical lines.
+fn logical_lines(contents: &str) -> Vec<LogicalLine> {
+    let mut out = Vec::new();
+    let mut current: Option<LogicalLine> = None;
+    for (index, raw) in contents.split('\n').enumerate() {
+        let line_no = index + 1;
+        let mut phys = raw.as_bytes();
+        // A NUL ends the line for C's string functions.
+        if let Some(nul) = phys.iter().position(|&b| b == 0) {
+            phys = &phys[..nul];
+        }
+        // Comment: the first `#` after an even run of backslashes.
+        let mut escaped = false;
+        for (i, &b) in phys.iter().enumerate() {
+            if b == b'#' && !escaped {
+                phys = &phys[..i];
+                break;
+            }
+            escaped = b == b'\\' && !escaped;
+        }
+        // Continuation: an odd run of backslashes before trailing blanks.
+        let trimmed = phys.len() - phys.iter().rev().take_while(|&&b| is_c_space(b)).count();
+        let run = phys[..trimmed]
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b'\\')
+            .count();
+        let continued = run % 2 == 1;
+        let kept = if continued {
+            &phys[..trimmed - 1]
+        } else {
+            phys
+        };
+
+        let logical = current.get_or_insert_with(|| LogicalLine {
+            bytes: Vec::new(),
+            origin: Vec::new(),
+            first_line: line_no,
+        });
+        for (i, &b) in kept.iter().enumerate() {
+            logical.bytes.push(b);
+            logical.origin.push((line_no, i + 1));
+        }
+        if !continued {
+            out.extend(current.take());
+        }
+    }
+    out.extend(current.take());
+    // Escapes: a backslash keeps the next byte whatever it is.
+    for line in &mut out {
+        let mut bytes = Vec::with_capacity(line.bytes.len());
+        let mut origin = Vec::with_capacity(line.origin.len());
+        let mut i = 0;
+        while i < line.bytes.len() {
+            if line.bytes[i] == b'\\' {
+                i += 1;
+                if i >= line.bytes.len() {
+                    break;
+                }
+            }
+            bytes.push(line.bytes[i]);
+            origin.push(line.origin[i]);
+            i += 1;
+        }
+        line.bytes = bytes;
+        line.origin = origin;
+    }
+    out
+}
+
+impl LogicalLine {
+    /// The location of bytes `start..end` (clipped to the physical line of
+    /// `start`).
+    fn location(&self, path: &Path, start: usize, end: usize) -> Location {
+        let Some(&(line, column)) = self.origin.get(start) else {
+            let (line, column) = self
+                .origin
+                .last()
+                .map(|&(l, c)| (l, c + 1))
+                .unwrap_or((self.first_line, 1));
+            return Location {
+                path: path.to_path_buf(),
+                line,
+                column,
+                len: 0,
+            };
+        };
+        let last = (start..end.min(self.origin.len()))
+            .take_while(|&i| self.origin[i].0 == line)
+            .last()
+            .unwrap_or(start);
+        let len = if end > start {
+            self.origin[last].1 - column + 1
+        } else {
+            0
+        };
+        Location {
+            path: path.to_path_buf(),
+            line,
+            column,
+            len,
+        }
+    }
+
+    fn text(&self, start: usize, end: usize) -> String {
+        String::from_utf8_lossy(&self.bytes[start..end]).into_owned()
+    }
+
+    fn skip_space(&self, mut i: usize) -> usize {
+        while i < self.bytes.len() && is_c_space(self.bytes[i]) {
+            i += 1;
+        }
+        i
+    }
+
+    /// One `key=value` starting at `i` (after optional blanks); the pair and
+    /// the offset after it.
+    fn pair_at(&self, path: &Path, i: usize) -> Option<(Pair, usize)> {
+        let b = &self.bytes;
+        let key_start = self.skip_space(i);
+        let mut key_end = key_start;
+        while key_end < b.len() && is_key_byte(b[key_end]) {
+            key_end += 1;
+        }
+        if key_end == key_start {
+            return None;
+        }
+        let mut at = self.skip_space(key_end);
+        let mut operator = None;
+        if at + 1 < b.len() && matches!(b[at], b'+' | b'-' | b'*' | b'/') && b[at + 1] == b'=' {
+            operator = Some(b[at] as char);
+            at += 1;
+        }
+        if at >= b.len() || b[at] != b'=' {
+            return None;
+        }
+        let value_start = self.skip_space(at + 1);
+        if value_start >= b.len() {
+            return None;
+        }
+        // A quoted value counts only when a blank or the end follows it.
+        if b[value_start] == b'"' {
+            if let Some(close) = b[value_start + 1..]
+                .iter()
+                .position(|&c| c == b'"')
+                .map(|p| p + value_start + 1)
+            {
+                if close + 1 == b.len() || is_c_space(b[close + 1]) {
+                    let value = Spanned {
+                        value: self.text(value_start + 1, close),
+                        location: self.location(path, value_start, close + 1),
+                    };
+                    let pair = Pair {
+                        key: self.text(key_start, key_end),
+                        key_location: self.location(path, key_start, key_end),
+                        operator,
+                        value,
+                    };
+                    return Some((pair, close + 1));
+                }
+            }
+        }
+        let mut value_end = value_start;
+        while value_end < b.len() && !is_c_space(b[value_end]) {
+            value_end += 1;
+        }
+        let pair = Pair {
+            key: self.text(key_start, key_end),
+            key_location: self.location(path, key_start, key_end),
+            operator,
+            value: Spanned {
+                value: self.text(value_start, value_end),
+                location: self.location(path, value_start, value_end),
+            },
+        };
+        Some((pair, value_end))
+    }
+
+    fn parse(&self, path: &Path) -> ParsedLine {
+        let mut pairs = Vec::new();
+        let mut at = 0;
+        while let Some((pair, next)) = self.pair_at(path, at) {
+            pairs.push(pair);
+            at = next;
+        }
+        let rest_start = self.skip_space(at);
+        let rest = (rest_start < self.bytes.len()).then(|| {
+            let end = self.bytes.len()
+                - self
+                    .bytes
+                    .iter()
+                    .rev()
+                    .take_while(|&&b| is_c_space(b))
+                    .count();
+            Spanned {
+                value: self.text(rest_start, end),
+                location: self.location(path, rest_start, end),
+            }
+        });
+        let start = self.skip_space(0);
+        let end = self.bytes.len()
+            - self
+                .bytes
+                .iter()
+                .rev()
+                .take_while(|&&b| is_c_space(b))
+                .count();
+        ParsedLine {
+            location: self.location(path, start, start.max(end).min(start + 1)),
+            text: self.text(start, end.max(start)),
+            pairs,
+            rest,
+        }
+    }
+
+    /// `include FILE`: the file name, if this line is an include.
+    fn include(&self, path: &Path) -> Option<Result<Spanned, ConfError>> {
+        const WORD: &[u8] = b"include";
+        let b = &self.bytes;
+        if b.len() <= WORD.len()
+            || !b[..WORD.len()].eq_ignore_ascii_case(WORD)
+            || !is_c_space(b[WORD.len()])
+        {
+            return None;
+        }
+        let start = self.skip_space(WORD.len());
+        let mut end = start;
+        while end < b.len() && !is_c_space(b[end]) {
+            end += 1;
+        }
+        if end == start {
+            return Some(Err(ConfError::new(
+                ErrorKind::Include,
+                self.location(path, 0, WORD.len()),
+                "Include without a file name",
+            )));
+        }
+        let after = self.skip_space(end);
+        if after < b.len() {
+            let tail_end = b.len() - b.iter().rev().take_while(|&&c| is_c_space(c)).count();
+            return Some(Err(ConfError::new(
+                ErrorKind::Syntax,
+                self.location(path, after, tail_end),
+                format!(
+                    "Parse error: \"{}\" after the Include file name",
+                    self.text(after, tail_end)
+                ),
+            )));
+        }
+        Some(Ok(Spanned {
+            value: self.text(start, end),
+            location: self.location(path, start, end),
+        }))
+    }
+}
+
+/// Where an included file is: as written when absolute, else next to the
+/// including file.
+pub fn include_path(including: &Path, target: &str) -> PathBuf {
+    let target = Path::new(target);
+    if target.is_absolute() {
+        return target.to_path_buf();
+    }
+    match including.parent() {
+        Some(dir) => dir.join(target),
+        None => target.to_path_buf(),
+    }
+}
+
+/// Parse `path` and the files it includes, handing each line to `sink`.
+pub fn parse_file(
+    reader: &dyn ConfReader,
+    path: &Path,
+    sink: &mut dyn LineSink,
+) -> Result<(), ConfErrors> {
+    let bytes = reader.read(path).map_err(|e| {
+        ConfError::new(
+            ErrorKind::Io,
+            Location::file(path),
+            format!("unable to read \"{}\": {e}", path.display()),
+        )
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    parse_text(reader, path, &text, sink)
+}
+
+/// Parse already-read `text` as if it were the file `path` (includes are
+/// read through `reader`).
+pub fn parse_text(
+    reader: &dyn ConfReader,
+    path: &Path,
+    text: &str,
+    sink: &mut dyn LineSink,
+) -> Result<(), ConfErrors> {
+    let mut errors = Vec::new();
+    let mut stack = vec![path.to_path_buf()];
+    walk(reader, path, text, sink, &mut stack, &mut errors);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfErrors(errors))
+    }
+}
+
+fn walk(
+    reader: &dyn ConfReader,
+    path: &Path,
+    text: &str,
+    sink: &mut dyn LineSink,
+    stack: &mut Vec<PathBuf>,
+    errors: &mut Vec<ConfError>,
+) {
+    for logical in logical_lines(text) {
+        if logical.bytes.iter().all(|&b| is_c_space(b)) {
+            continue;
+        }
+        match logical.include(path) {
+            None => sink.line(logical.parse(path), errors),
+            Some(Err(e)) => errors.push(e),
+            Some(Ok(target)) => {
+                let name = match sink.include_target(&target) {
+                    Ok(name) => name,
+                    Err(e) => {
+                        errors.push(e);
+                        continue;
+                    }
+                };
+                let included = include_path(path, &name);
+                if stack.contains(&included) {
+                    errors.push(ConfError::new(
+                        ErrorKind::Include,
+                        target.location.clone(),
+                        format!("Include of \"{}\" is a cycle", included.display()),
+                    ));
+                    continue;
+                }
+                if stack.len() > MAX_INCLUDE_DEPTH {
+                    errors.push(ConfError::new(
+                        ErrorKind::Include,
+                        target.location.clone(),
+                        format!(
+                            "Include of \"{}\" nests deeper than {MAX_INCLUDE_DEPTH} files",
+                            included.display()
+                        ),
+                    ));
+                    continue;
+                }
+                match reader.read(&included) {
+                    Ok(bytes) => {
+                        let text = String::from_utf8_lossy(&bytes);
+                        stack.push(included.clone());
+                        walk(reader, &included, &text, sink, stack, errors);
+                        stack.pop();
+                    }
+                    Err(e) => errors.push(ConfError::new(
+                        ErrorKind::Io,
+                        target.location.clone(),
+                        format!(
+                            "\"Include\" failed: unable to read \"{}\": {e}",
+                            included.display()
+                        ),
+                    )),
+                }
+            }
+        }
+    }
+}
+
+/// Levenshtein distance of two ASCII-case-folded strings.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<u8> = a.bytes().map(|c| c.to_ascii_lowercase()).collect();
+    let b: Vec<u8> = b.bytes().map(|c| c.to_ascii_lowercase()).collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, &ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitute = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = substitute.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+/// The valid key closest to an unknown one, when close enough to be a typo
+/// (at most a third of the word, and at least 2, edits away).
+pub fn closest_key<'a>(unknown: &str, valid: &[&'a str]) -> Option<&'a str> {
+    let limit = (unknown.len() / 3).max(2);
+    valid
+        .iter()
+        .map(|k| (edit_distance(unknown, k), *k))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// An "unknown key" error with a suggestion.
+pub fn unknown_key(pair: &Pair, valid: &[&str], context: &str) -> ConfError {
+    ConfError {
+        kind: ErrorKind::UnknownKey,
+        location: pair.key_location.clone(),
+        message: format!("Parsing error at unrecognized key: {}{context}", pair.key),
+        suggestion: closest_key(&pair.key, valid).map(str::to_string),
+    }
+}
+
+/// The error for text left on a line that is not a pair.
+pub fn leftover_error(rest: &Spanned) -> ConfError {
+    ConfError::new(
+        ErrorKind::Syntax,
+        rest.location.clone(),
+        format!("Parse error: \"{}\"", rest.value),
+    )
+}
+
+/// Slurm's `suffix_mult()`: the multiplier of a count suffix (`k`/`kib`
+/// 1024, `kb` 1000, up to `p`/`pib`/`pb`), any case; `None` if unknown.
+pub fn suffix_mult(suffix: &str) -> Option<u64> {
+    const K: u64 = 1024;
+    const KB: u64 = 1000;
+    let s = suffix.to_ascii_lowercase();
+    Some(match s.as_str() {
+        "" => 1,
+        "k" | "kib" => K,
+        "kb" => KB,
+        "m" | "mib" => K.pow(2),
+        "mb" => KB.pow(2),
+        "g" | "gib" => K.pow(3),
+        "gb" => KB.pow(3),
+        "t" | "tib" => K.pow(4),
+        "tb" => KB.pow(4),
+        "p" | "pib" => K.pow(5),
+        "pb" => KB.pow(5),
+        _ => return None,
+    })
+}
+
+/// A count with an optional suffix (`4`, `10G`, `2kb`): digits (an optional
+/// leading `+`), then a [`suffix_mult`] suffix.  `None` for anything else,
+/// including negative numbers and products past `u64`.
+pub fn parse_count(text: &str) -> Option<u64> {
+    let body = text.strip_prefix('+').unwrap_or(text);
+    let digits = body.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
+    }
+    let number: u64 = body[..digits].parse().ok()?;
+    number.checked_mul(suffix_mult(&body[digits..])?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Collect {
+        lines: Vec<ParsedLine>,
+    }
+
+    impl LineSink for Collect {
+        fn line(&mut self, line: ParsedLine, _errors: &mut Vec<ConfError>) {
+            self.lines.push(line);
+        }
+    }
+
+    fn parse(text: &str) -> Vec<ParsedLine> {
+        let mut sink = Collect { lines: Vec::new() };
+        parse_text(&MemReader::new(), Path::new("/etc/x.conf"), text, &mut sink).unwrap();
+        sink.lines
+    }
+
+    fn kv(line: &ParsedLine) -> Vec<(&str, &str)> {
+        line.pairs
+            .iter()
+            .map(|p| (p.key.as_str(), p.value.value.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn pairs_comments_and_quotes() {
+        let lines = parse("# header\n\nName=gpu  File = /dev/nvidia0 # trailing\n  Reason=\"two words\" X=\"a\"b\n");
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            kv(&lines[0]),
+            vec![("Name", "gpu"), ("File", "/dev/nvidia0")]
+        );
+        assert_eq!(lines[0].rest, None);
+        assert_eq!(
+            kv(&lines[1]),
+            vec![("Reason", "two words"), ("X", "\"a\"b")]
+        );
+        assert_eq!(lines[1].location.line, 4);
+        assert_eq!(lines[1].location.column, 3);
+    }
+
+    #[test]
+    fn locations_point_at_keys_and_values() {
+        let lines = parse("Name=gpu Type=a100\n");
+        let p = &lines[0].pairs[1];
+        assert_eq!(
+            (
+                p.key_location.line,
+                p.key_location.column,
+                p.key_location.len
+            ),
+            (1, 10, 4)
+        );
+        assert_eq!((p.value.location.column, p.value.location.len), (15, 4));
+    }
+
+    #[test]
+    fn continuation_joins_lines_and_keeps_origin() {
+        let lines = parse("Name=gpu \\\n  File=/dev/nvidia0 \\  \nType=x\nCount=1\n");
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            kv(&lines[0]),
+            vec![("Name", "gpu"), ("File", "/dev/nvidia0"), ("Type", "x")]
+        );
+        assert_eq!(lines[0].pairs[1].key_location.line, 2);
+        assert_eq!(lines[0].pairs[1].key_location.column, 3);
+        assert_eq!(lines[0].pairs[2].key_location.line, 3);
+        assert_eq!(lines[1].location.line, 4);
+    }
+
+    #[test]
+    fn even_backslashes_do_not_continue_and_unescape() {
+        let lines = parse("A=x\\\\\nB=y\\#z # c\n");
+        assert_eq!(kv(&lines[0]), vec![("A", "x\\")]);
+        assert_eq!(kv(&lines[1]), vec![("B", "y#z")]);
+    }
+
+    #[test]
+    fn comment_hides_continuation_and_crlf_is_blank() {
+        let lines = parse("A=1 # not continued \\\r\nB=2\r\n");
+        assert_eq!(lines.len(), 2);
+        assert_eq!(kv(&lines[1]), vec![("B", "2")]);
+        assert_eq!(lines[1].rest, None);
+    }
+
+    #[test]
+    fn operators_and_leftovers() {
+        let lines = parse("Count+=4 junk here\nName=\nfoo\n");
+        assert_eq!(lines[0].pairs[0].operator, Some('+'));
+        assert_eq!(lines[0].rest.as_ref().unwrap().value, "junk here");
+        assert_eq!(lines[0].rest.as_ref().unwrap().location.column, 10);
+        assert!(lines[1].pairs.is_empty());
+        assert_eq!(lines[1].rest.as_ref().unwrap().value, "Name=");
+        assert_eq!(lines[2].rest.as_ref().unwrap().value, "foo");
+    }
+
+    #[test]
+    fn nul_truncates_a_line() {
+        let lines = parse("A=1\0B=2\nC=3\n");
+        assert_eq!(kv(&lines[0]), vec![("A", "1")]);
+        assert_eq!(kv(&lines[1]), vec![("C", "3")]);
+    }
+
+    #[test]
+    fn includes_are_followed_relative_to_the_includer() {
+        let reader = MemReader::new()
+            .with("/etc/slurm/main.conf", "A=1\nInclude sub.conf\nB=2\n")
+            .with("/etc/slurm/sub.conf", "C=3\n");
+        let mut sink = Collect { lines: Vec::new() };
+        parse_file(&reader, Path::new("/etc/slurm/main.conf"), &mut sink).unwrap();
+        let keys: Vec<_> = sink.lines.iter().map(|l| l.pairs[0].key.clone()).collect();
+        assert_eq!(keys, ["A", "C", "B"]);
+        assert_eq!(
+            sink.lines[1].location.path,
+            Path::new("/etc/slurm/sub.conf")
+        );
+    }
+
+    #[test]
+    fn include_errors() {
+        let reader = MemReader::new()
+            .with("/a.conf", "include /b.conf\nINCLUDE missing.conf\ninclude /a.conf\ninclude x y\ninclude %c.conf\n")
+            .with("/b.conf", "include /a.conf\n");
+        let mut sink = Collect { lines: Vec::new() };
+        let errs = parse_file(&reader, Path::new("/a.conf"), &mut sink)
+            .unwrap_err()
+            .0;
+        let kinds: Vec<_> = errs
+            .iter()
+            .map(|e| (e.kind, e.location.path.clone(), e.location.line))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (ErrorKind::Include, PathBuf::from("/b.conf"), 1),
+                (ErrorKind::Io, PathBuf::from("/a.conf"), 2),
+                (ErrorKind::Include, PathBuf::from("/a.conf"), 3),
+                (ErrorKind::Syntax, PathBuf::from("/a.conf"), 4),
+                (ErrorKind::Include, PathBuf::from("/a.conf"), 5),
+            ]
+        );
+        assert!(errs[1].message.contains("/missing.conf"));
+    }
+
+    #[test]
+    fn unreadable_file_is_an_io_error() {
+        let mut sink = Collect { lines: Vec::new() };
+        let e = parse_file(&MemReader::new(), Path::new("/nope"), &mut sink).unwrap_err();
+        assert_eq!(e.0[0].kind, ErrorKind::Io);
+        assert_eq!(e.0[0].location.line, 0);
+        assert!(e.to_string().starts_with("/nope: unable to read"));
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(
+            closest_key("Fils", &["File", "Files", "Flags"]),
+            Some("File")
+        );
+        assert_eq!(
+            closest_key("nodname", &["Name", "NodeName"]),
+            Some("NodeName")
+        );
+        assert_eq!(closest_key("xyz", &["Name", "Type"]), None);
+        assert_eq!(closest_key("COUNT", &["Count"]), Some("Count"));
+    }
+
+    #[test]
+    fn counts_and_suffixes() {
+        assert_eq!(parse_count("4"), Some(4));
+        assert_eq!(parse_count("+4"), Some(4));
+        assert_eq!(parse_count("10G"), Some(10 << 30));
+        assert_eq!(parse_count("2kb"), Some(2000));
+        assert_eq!(parse_count("1PiB"), Some(1 << 50));
+        assert_eq!(parse_count("-1"), None);
+        assert_eq!(parse_count("K"), None);
+        assert_eq!(parse_count("4x"), None);
+        assert_eq!(parse_count("99999999999P"), None);
+        assert_eq!(parse_count("99999999999999999999"), None);
+        assert_eq!(suffix_mult("MB"), Some(1_000_000));
+        assert_eq!(suffix_mult("q"), None);
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        for text in [
+            "\\",
+            "\"",
+            "=\"",
+            "a=\"",
+            "a=\"\"",
+            "\\\n\\\n",
+            "include",
+            "include ",
+            "include\t",
+            "a\u{e9}=b",
+            "x=\u{e9}\\\u{e9}",
+        ] {
+            let mut sink = Collect { lines: Vec::new() };
+            let _ = parse_text(&MemReader::new(), Path::new("x"), text, &mut sink);
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! The pure rules of NVML detection, as Slurm 22.05's gpu/nvml applies
+//! them: GPU type names, MIG profile names and ids, CPU affinity masks,
+//! NVLink strings, the `mig-minors` file, and the record of one detected
+//! GPU.  No NVML call here: `crate::nvml` does those.
+
+use super::gres_conf::rules::add_gres_record;
+use super::model::{Bitmap, ConfFlags, GresRecord};
+
+/// CPUs an NVML affinity mask can describe (Slurm's `MAX_CPUS`).
+pub const MAX_CPUS: usize = 0x8000;
+/// Bits of a word of NVML's affinity mask (a C `unsigned long`).
+pub const ULONG_BITS: usize = std::ffi::c_ulong::BITS as usize;
+/// Words in such a mask.
+pub const CPU_SET_WORDS: usize = MAX_CPUS / ULONG_BITS;
+/// Where the NVIDIA driver lists the minor numbers of MIG capability files.
+pub const MIG_MINORS_PATH: &str = "/proc/driver/nvidia-caps/mig-minors";
+/// The device file of a GPU is this followed by its minor number.
+pub const DEVICE_FILE_PREFIX: &str = "/dev/nvidia";
+/// MIG capability files are this followed by their minor number.
+pub const CAP_FILE_PREFIX: &str = "/dev/nvidia-caps/nvidia-cap";
+/// The first driver whose MIG devices have their own `MIG-<uuid>` UUIDs.
+pub const MIG_UUID_DRIVER: (u32, u32, u32) = (470, 42, 1);
+
+/// Slurm's GPU type for an NVML device name: ASCII lower case, blanks to
+/// `_` ("NVIDIA H100 80GB HBM3" -> "nvidia_h100_80gb_hbm3").
+pub fn gpu_type_from_name(name: &str) -> String {
+    name.chars().map(|c| if c == ' ' { '_' } else { c.to_ascii_lowercase() }).collect()
+}
+
+/// The type of a MIG device: the parent's type up to its first `-`, then
+/// `_<slices>g.<GiB>gb` with the memory rounded to whole GiB
+/// ("nvidia_a100-sxm4-80gb", 1 slice, 9728 MiB -> "nvidia_a100_1g.10gb").
+pub fn mig_type(gpu_type: &str, slices: u32, memory_mib: u64) -> String {
+    let base = gpu_type.split('-').next().unwrap_or(gpu_type);
+    let gib = memory_mib / 1024 + u64::from(memory_mib % 1024 >= 512);
+    format!("{base}_{slices}g.{gib}gb")
+}
+
+/// A driver version's first three numbers ("535.104.05" -> 535, 104, 5);
+/// missing numbers read as 0, `None` when there is no leading number.
+pub fn driver_version_triple(v: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = v.trim().split('.').map(|p| {
+        let end = p.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(p.len());
+        p[..end].parse::<u32>().ok()
+    });
+    let major = parts.next().flatten()?;
+    let minor = parts.next().flatten().unwrap_or(0);
+    let rev = parts.next().flatten().unwrap_or(0);
+    Some((major, minor, rev))
+}
+
+/// Whether a MIG device's UniqueId is its own UUID (drivers from 470.42.01
+/// on) rather than `MIG-<GPU uuid>/<GI>/<CI>`.  An unreadable version
+/// counts as new: every driver with MIG enumeration still in use is.
+pub fn use_mig_uuid(driver_version: &str) -> bool {
+    driver_version_triple(driver_version).map(|v| v >= MIG_UUID_DRIVER).unwrap_or(true)
+}
+
+/// The UniqueId of a MIG device.
+pub fn mig_unique_id(driver_version: &str, mig_uuid: &str, gpu_uuid: &str, gi: u32, ci: u32) -> String {
+    if use_mig_uuid(driver_version) {
+        mig_uuid.to_string()
+    } else {
+        format!("MIG-{gpu_uuid}/{gi}/{ci}")
+    }
+}
+
+/// The CPUs of an NVML affinity mask ([`ULONG_BITS`] CPUs a word, CPU 0
+/// in bit 0 of word 0), as a bitmap of [`MAX_CPUS`] bits.
+pub fn cpu_mask_to_bitmap(words: &[u64]) -> Bitmap {
+    let mut b = Bitmap::new(MAX_CPUS);
+    for (w, &word) in words.iter().enumerate().take(CPU_SET_WORDS) {
+        for bit in 0..ULONG_BITS {
+            if word & (1u64 << bit) != 0 {
+                b.set(w * ULONG_BITS + bit);
+            }
+        }
+    }
+    b
+}
+
+/// An all-ones `unsigned long`.
+const ALL_ONES: u64 = u64::MAX >> (64 - ULONG_BITS);
+
+/// Slurm's `gpu_p_test_cpu_conv()` masks for `fake_gpus.conf` (`~zero`,
+/// `~max`, `~one`, `~three`, `~half`, `~XX...` = that many all-ones
+/// words): the machine CPU range, or `None` for an unknown keyword.
+/// (`~zero` describes no CPU, which Slurm refuses fatally; here it is
+/// `Some("")`.)
+pub fn test_cpu_mask(keyword: &str) -> Option<String> {
+    let mut words = vec![0u64; CPU_SET_WORDS];
+    let rest = keyword.strip_prefix('~')?;
+    match rest {
+        "zero" => {}
+        "max" => words.iter_mut().for_each(|w| *w = ALL_ONES),
+        "one" => words[0] = 1,
+        "three" => words[0] = 3,
+        "half" => words[0] = 0xff00,
+        _ if rest.starts_with('X') => {
+            let n = rest.len().min(CPU_SET_WORDS);
+            words[..n].iter_mut().for_each(|w| *w = ALL_ONES);
+        }
+        _ => return None,
+    }
+    Some(cpu_mask_to_bitmap(&words).to_ranges())
+}
+
+/// Slurm's NVLink string of GPU `index` among `count` GPUs: per GPU (in
+/// NVML index order) the number of active links to it, `-1` for the GPU
+/// itself.  `remote` holds each active link's remote PCI bus id; `lut` the
+/// bus id of every GPU (`None` where the GPU could not be read).  Links to
+/// anything else (NVSwitches, CPUs) are not counted.
+pub fn links_string(index: usize, count: usize, lut: &[Option<String>], remote: &[String]) -> String {
+    let mut links = vec![0i64; count];
+    if let Some(me) = links.get_mut(index) {
+        *me = -1;
+    }
+    for bus in remote {
+        if let Some(k) = lut.iter().take(count).position(|b| b.as_deref() == Some(bus.as_str())) {
+            if k != index {
+                links[k] += 1;
+            }
+        }
+    }
+    join_links(&links)
+}
+
+/// Slurm's `gres_links_create_empty()`: `-1` at `index`, 0 elsewhere.
+pub fn empty_links(index: usize, count: usize) -> String {
+    let links: Vec<i64> = (0..count).map(|i| if i == index { -1 } else { 0 }).collect();
+    join_links(&links)
+}
+
+fn join_links(links: &[i64]) -> String {
+    links.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(",")
+}
+
+/// Minor numbers of a MIG device's GPU-instance and compute-instance
+/// capability files, from the text of the driver's `mig-minors` file
+/// (pairs `gpu<minor>/gi<GI>/access <N>` and
+/// `gpu<minor>/gi<GI>/ci<CI>/access <N>`).  The error is the line to log.
+pub fn mig_cap_minors(text: &str, gpu_minor: u32, gi: u32, ci: u32) -> Result<(u32, u32), String> {
+    let gi_key = format!("gpu{gpu_minor}/gi{gi}/access");
+    let ci_key = format!("gpu{gpu_minor}/gi{gi}/ci{ci}/access");
+    let (mut gi_minor, mut ci_minor) = (None, None);
+    let mut words = text.split_whitespace();
+    let mut pair = 0;
+    while let Some(key) = words.next() {
+        pair += 1;
+        let Some(value) = words.next().and_then(|v| v.parse::<u32>().ok()) else {
+            return Err(format!("mig-minors: {pair}: Could not find tmp_str and/or tmp_val"));
+        };
+        if key == gi_key {
+            gi_minor = Some(value);
+        } else if key == ci_key {
+            ci_minor = Some(value);
+        }
+        if let (Some(g), Some(c)) = (gi_minor, ci_minor) {
+            return Ok((g, c));
+        }
+    }
+    Err(format!("mig-minors: {}: Reached end of file. Could not find GPU={gpu_minor}|GI={gi}|CI={ci}", pair + 1))
+}
+
+/// The device files of a MIG device: its GPU's file, then the GPU-instance
+/// and compute-instance capability files.
+pub fn mig_files(gpu_file: &str, gi_minor: u32, ci_minor: u32) -> String {
+    format!("{gpu_file},{CAP_FILE_PREFIX}{gi_minor},{CAP_FILE_PREFIX}{ci_minor}")
+}
+
+/// What describes one detected GPU, for [`system_gpu_record`].
+#[derive(Clone, Debug, Default)]
+pub struct SystemGpu<'a> {
+    pub cpu_cnt: u32,
+    /// Abstract core range (`Cores=`).
+    pub cpus: Option<&'a str>,
+    /// Affinity as a machine CPU bitmap (Slurm keeps this form in the
+    /// record's bitmap, while `cpus` is abstract).
+    pub cpus_mac: Option<&'a Bitmap>,
+    pub file: Option<&'a str>,
+    pub type_name: Option<&'a str>,
+    pub links: Option<&'a str>,
+    pub unique_id: Option<&'a str>,
+    pub flags: u32,
+}
+
+/// The record Slurm's `add_gres_to_list()` builds for one detected `gpu`
+/// (count 1), through [`add_gres_record`]: the bitmap resized to
+/// `cpu_cnt` bits, `HAS_FILE` (and `HAS_MULT` for several files) and
+/// `HAS_TYPE` added to `flags`.  `Err` (the line to log) when the affinity
+/// names a CPU past `cpu_cnt`, where Slurm stops slurmd.
+pub fn system_gpu_record(g: &SystemGpu<'_>) -> Result<GresRecord, String> {
+    let rec = GresRecord {
+        flags: ConfFlags(g.flags),
+        count: 1,
+        cpu_cnt: g.cpu_cnt,
+        cpus: g.cpus.map(str::to_string),
+        cpus_bitmap: g.cpus_mac.cloned(),
+        file: g.file.map(str::to_string),
+        links: g.links.map(str::to_string),
+        name: "gpu".to_string(),
+        type_name: g.type_name.map(str::to_string),
+        unique_id: g.unique_id.map(str::to_string),
+        plugin_id: 0,
+    };
+    add_gres_record(rec).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::model::gres_build_id;
+
+    #[test]
+    fn type_names() {
+        assert_eq!(gpu_type_from_name("NVIDIA H100 80GB HBM3"), "nvidia_h100_80gb_hbm3");
+        assert_eq!(gpu_type_from_name("NVIDIA A100-SXM4-80GB"), "nvidia_a100-sxm4-80gb");
+        assert_eq!(gpu_type_from_name("Tesla V100-PCIE-32GB"), "tesla_v100-pcie-32gb");
+        assert_eq!(gpu_type_from_name(""), "");
+        assert_eq!(mig_type("nvidia_a100-sxm4-80gb", 1, 9728), "nvidia_a100_1g.10gb");
+        assert_eq!(mig_type("nvidia_a100-sxm4-40gb", 1, 4864), "nvidia_a100_1g.5gb");
+        assert_eq!(mig_type("nvidia_a100-sxm4-40gb", 3, 19968), "nvidia_a100_3g.20gb");
+        assert_eq!(mig_type("nvidia_h100_80gb_hbm3", 7, 81559), "nvidia_h100_80gb_hbm3_7g.80gb");
+        assert_eq!(mig_type("x", 1, 1535), "x_1g.1gb");
+        assert_eq!(mig_type("x", 1, 1536), "x_1g.2gb");
+    }
+
+    #[test]
+    fn mig_ids_by_driver() {
+        assert_eq!(driver_version_triple("535.104.05"), Some((535, 104, 5)));
+        assert_eq!(driver_version_triple("550.54"), Some((550, 54, 0)));
+        assert_eq!(driver_version_triple(""), None);
+        assert!(use_mig_uuid("470.42.01"));
+        assert!(!use_mig_uuid("470.42.00"));
+        assert!(!use_mig_uuid("460.106.00"));
+        assert!(use_mig_uuid("470.57.02"));
+        assert!(use_mig_uuid("garbage"));
+        assert_eq!(mig_unique_id("535.104.05", "MIG-abc", "GPU-1", 7, 0), "MIG-abc");
+        assert_eq!(mig_unique_id("460.32.03", "MIG-GPU-1/7/0", "GPU-1", 7, 0), "MIG-GPU-1/7/0");
+    }
+
+    #[test]
+    fn cpu_masks() {
+        let b = cpu_mask_to_bitmap(&[0xff, 0, 1 << 3]);
+        assert_eq!(b.size(), MAX_CPUS);
+        assert_eq!(b.to_ranges(), format!("0-7,{}", 2 * ULONG_BITS + 3));
+        assert_eq!(test_cpu_mask("~one").unwrap(), "0");
+        assert_eq!(test_cpu_mask("~three").unwrap(), "0-1");
+        assert_eq!(test_cpu_mask("~half").unwrap(), "8-15");
+        assert_eq!(test_cpu_mask("~XX").unwrap(), format!("0-{}", 2 * ULONG_BITS - 1));
+        assert_eq!(test_cpu_mask("~max").unwrap(), format!("0-{}", MAX_CPUS - 1));
+        assert_eq!(test_cpu_mask("~zero").unwrap(), "");
+        assert_eq!(test_cpu_mask("~what"), None);
+        assert_eq!(test_cpu_mask("F0"), None);
+    }
+
+    #[test]
+    fn links() {
+        let lut: Vec<Option<String>> = ["A", "B", "C"].iter().map(|s| Some(s.to_string())).collect();
+        let remote: Vec<String> = ["B", "B", "C", "X", "A"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(links_string(0, 3, &lut, &remote), "-1,2,1");
+        assert_eq!(links_string(1, 3, &lut, &[]), "0,-1,0");
+        let holes = vec![Some("A".to_string()), None];
+        assert_eq!(links_string(0, 2, &holes, &["A".to_string()]), "-1,0");
+        assert_eq!(empty_links(2, 4), "0,0,-1,0");
+        assert_eq!(empty_links(0, 1), "-1");
+    }
+
+    #[test]
+    fn mig_minors() {
+        let text = "config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\ngpu1/gi1/access 147\ngpu1/gi1/ci0/access 148\n";
+        assert_eq!(mig_cap_minors(text, 0, 1, 0), Ok((12, 13)));
+        assert_eq!(mig_cap_minors(text, 1, 1, 0), Ok((147, 148)));
+        let e = mig_cap_minors(text, 2, 1, 0).unwrap_err();
+        assert!(e.contains("Reached end of file. Could not find GPU=2|GI=1|CI=0"), "{e}");
+        assert!(mig_cap_minors("gpu0/gi1/access x", 0, 1, 0).unwrap_err().contains("Could not find tmp_str"));
+        assert_eq!(mig_files("/dev/nvidia0", 12, 13), "/dev/nvidia0,/dev/nvidia-caps/nvidia-cap12,/dev/nvidia-caps/nvidia-cap13");
+    }
+
+    #[test]
+    fn records_like_add_gres_to_list() {
+        let mac = Bitmap::from_ranges(MAX_CPUS, "0-3").unwrap();
+        let r = system_gpu_record(&SystemGpu {
+            cpu_cnt: 8,
+            cpus: Some("0-3"),
+            cpus_mac: Some(&mac),
+            file: Some("/dev/nvidia0"),
+            type_name: Some("nvidia_h100_80gb_hbm3"),
+            links: Some("-1,0"),
+            unique_id: None,
+            flags: ConfFlags::ENV_NVML,
+        })
+        .unwrap();
+        assert_eq!(r.flags, ConfFlags(ConfFlags::ENV_NVML | ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE));
+        assert_eq!(r.cpus_bitmap.as_ref().unwrap().size(), 8);
+        assert_eq!(r.cpus_bitmap.as_ref().unwrap().to_ranges(), "0-3");
+        assert_eq!((r.name.as_str(), r.count, r.plugin_id), ("gpu", 1, gres_build_id("gpu")));
+
+        let m = system_gpu_record(&SystemGpu { cpu_cnt: 8, file: Some(&mig_files("/dev/nvidia0", 1, 2)), flags: ConfFlags::ENV_NVML, ..Default::default() })
+            .unwrap();
+        assert!(m.flags.has(ConfFlags::HAS_MULT) && m.flags.has(ConfFlags::HAS_FILE) && !m.flags.has(ConfFlags::HAS_TYPE));
+
+        let null = system_gpu_record(&SystemGpu { cpu_cnt: 8, flags: ConfFlags::ENV_NVML, ..Default::default() }).unwrap();
+        assert_eq!(null.flags, ConfFlags(ConfFlags::ENV_NVML));
+        assert_eq!((null.file.clone(), null.cpus_bitmap.clone()), (None, None));
+
+        let wide = Bitmap::from_ranges(MAX_CPUS, "0-15").unwrap();
+        let e = system_gpu_record(&SystemGpu { cpu_cnt: 8, cpus_mac: Some(&wide), ..Default::default() }).unwrap_err();
+        assert!(e.starts_with("This CPU affinity bitmask (0xFFFF) does not fit"), "{e}");
+    }
+}

@@ -1,0 +1,123 @@
+//! The gpu/nvml plugin's other calls against the NVML stand-in:
+//! `--gpu-freq` clock setting and reset, device count, energy, the
+//! `fake_gpus.conf` mask test.  Needs `cc`; no GPU, no Slurm.
+
+#[path = "nvml-standin/standin.rs"]
+mod standin;
+
+use slurm_gpu_gres::core::model::{Bitmap, GpuEnergy};
+use slurm_gpu_gres::nvml::clocks::{set_step_freqs, StepFreqContext};
+use slurm_gpu_gres::nvml::Log;
+use slurm_gpu_gres::plugins::gpu_nvml::GpuNvml;
+use slurm_gpu_gres::plugins::GpuPlugin;
+use standin::Standin;
+
+/// The stand-in's calls of the clock setters, without the function name
+/// prefix ("gpu1 2619 210").
+fn sets(s: &Standin, f: &str) -> Vec<String> {
+    s.calls().iter().filter_map(|c| c.strip_prefix(&format!("{f} ")).map(str::to_string)).collect()
+}
+
+const SET: &str = "nvmlDeviceSetApplicationsClocks";
+const RESET: &str = "nvmlDeviceResetApplicationsClocks";
+
+#[test]
+fn step_sets_and_resets_its_gpus() {
+    let s = Standin::new("h100x8.conf");
+    let usable = Bitmap::from_indices(8, &[1, 3]);
+    GpuNvml::step_hardware_init(Some(&usable), Some("gpu:low,memory=high"));
+    assert_eq!(sets(&s, SET), vec!["gpu1 2619 210", "gpu3 2619 210"]);
+    assert!(sets(&s, RESET).is_empty());
+    GpuNvml::step_hardware_fini();
+    assert_eq!(sets(&s, RESET), vec!["gpu1", "gpu3"]);
+    // Nothing saved any more: a second fini does nothing.
+    GpuNvml::step_hardware_fini();
+    assert_eq!(sets(&s, RESET).len(), 2);
+}
+
+#[test]
+fn step_numbers_round_up_and_levels_pick() {
+    let s = Standin::new("h100x8.conf");
+    let usable = Bitmap::from_indices(8, &[0]);
+    // H100 fixture: graphics 1980, 1965, ..., 210 (119 clocks), memory 2619.
+    for (spec, want) in [
+        ("cpu:high;gpu:1501;mem:x", "gpu0 2619 1515"),
+        ("gpu:medium,memory=medium", "gpu0 2619 1095"),
+        ("gpu:highm1", "gpu0 2619 1965"),
+        ("gpu:5000", "gpu0 2619 1980"),
+        ("gpu:1", "gpu0 2619 210"),
+        // GpuFreqDef's default (high,memory=high) fills in.
+        ("gpu:verbose", "gpu0 2619 1980"),
+    ] {
+        let before = sets(&s, SET).len();
+        GpuNvml::step_hardware_init(Some(&usable), Some(spec));
+        GpuNvml::step_hardware_fini();
+        assert_eq!(sets(&s, SET)[before..], [want.to_string()], "{spec}");
+    }
+    // No GPU part, no GPUs or no settings: nothing happens, nothing to reset.
+    let calls = s.calls().len();
+    GpuNvml::step_hardware_init(Some(&usable), Some("cpu:high"));
+    GpuNvml::step_hardware_init(None, Some("gpu:low"));
+    GpuNvml::step_hardware_init(Some(&usable), None);
+    GpuNvml::step_hardware_fini();
+    assert_eq!(s.calls().len(), calls);
+}
+
+#[test]
+fn local_ids_and_outcome() {
+    let s = Standin::new("h100x8.conf");
+    let ctx = StepFreqContext { local_ids: true, debug_gres: true, ..Default::default() };
+    let mut log = Log::default();
+    let out = set_step_freqs(&Bitmap::from_indices(8, &[5, 6]), "high,verbose", &ctx, &mut log);
+    assert_eq!(out.gpus, vec![0, 1]);
+    assert_eq!(out.set, 2);
+    assert_eq!(out.stderr, vec!["GpuFreq=memory_freq:2619,graphics_freq:1980"]);
+    assert_eq!(sets(&s, SET), vec!["gpu0 2619 1980", "gpu1 2619 1980"]);
+    let msgs: Vec<&str> = log.lines.iter().map(|l| l.message.as_str()).collect();
+    assert!(msgs.contains(&"GRES: Successfully set GPU[1] memory_freq:2619,graphics_freq:1980"), "{msgs:#?}");
+    assert!(msgs.contains(&"Memory frequency before set: 2619"), "{msgs:#?}");
+    assert!(msgs.contains(&"Graphics frequency before set: 1755"), "{msgs:#?}");
+    assert!(msgs.contains(&"Graphics frequency after set: 1980"), "{msgs:#?}");
+
+    // No GpuFreqDef and only a memory request: nothing to set.
+    let ctx = StepFreqContext { freq_def: None, ..Default::default() };
+    let out = set_step_freqs(&Bitmap::from_indices(8, &[0]), "memory=low", &ctx, &mut Log::default());
+    assert_eq!((out.gpus.len(), out.set), (0, 0));
+}
+
+#[test]
+fn failed_set_is_reported_on_stderr() {
+    let s = Standin::from_text(
+        "gpu\nname NVIDIA H100 PCIe\nminor 0\ncpus 0\nmem_clocks 1593\ngfx_clocks 1593 1755,1000\napp_clocks 1593 1000\nfail nvmlDeviceSetApplicationsClocks 4\n",
+    );
+    let mut log = Log::default();
+    let out = set_step_freqs(&Bitmap::from_indices(1, &[0]), "low", &StepFreqContext::default(), &mut log);
+    assert_eq!(out.set, 0);
+    assert_eq!(out.stderr, vec!["Could not set frequencies for all GPUs. Set 0/1 total GPUs"]);
+    assert!(log
+        .lines
+        .iter()
+        .any(|l| l.message == "_nvml_set_freqs: Failed to set memory and graphics clock frequency pair (1593, 1000) for the GPU: Insufficient Permissions"));
+    assert_eq!(sets(&s, SET), vec!["gpu0 1593 1000"]);
+}
+
+#[test]
+fn count_energy_and_cpu_masks() {
+    let _s = Standin::new("h100x8.conf");
+    assert_eq!(GpuNvml::device_count(), Some(8));
+    assert_eq!(GpuNvml::energy_read(2), Some(GpuEnergy { consumed_energy_j: (123_456_789 + 2 * 1_000_003) / 1000, current_watts: 73 }));
+    assert_eq!(GpuNvml::energy_read(8), None);
+    assert_eq!(GpuNvml::test_cpu_conv("~half").as_deref(), Some("8-15"));
+    assert_eq!(GpuNvml::test_cpu_conv("~nonsense").as_deref(), Some(""));
+    assert_eq!(GpuNvml::test_cpu_conv("0-3").as_deref(), Some(""));
+}
+
+#[test]
+fn no_driver() {
+    let _s = Standin::with_fixture(None);
+    assert_eq!(GpuNvml::device_count(), None);
+    assert_eq!(GpuNvml::energy_read(0), None);
+    // The step goes on; the clocks are just not set.
+    GpuNvml::step_hardware_init(Some(&Bitmap::from_indices(2, &[0])), Some("gpu:low"));
+    GpuNvml::step_hardware_fini();
+}
