@@ -7,7 +7,7 @@ mod standin;
 
 use slurm_gpu_gres::core::model::{Bitmap, GpuEnergy};
 use slurm_gpu_gres::nvml::clocks::{set_step_freqs, StepFreqContext};
-use slurm_gpu_gres::nvml::Log;
+use slurm_gpu_gres::nvml::{Log, StandaloneHost};
 use slurm_gpu_gres::plugins::gpu_nvml::GpuNvml;
 use slurm_gpu_gres::plugins::GpuPlugin;
 use standin::Standin;
@@ -25,13 +25,13 @@ const RESET: &str = "nvmlDeviceResetApplicationsClocks";
 fn step_sets_and_resets_its_gpus() {
     let s = Standin::new("h100x8.conf");
     let usable = Bitmap::from_indices(8, &[1, 3]);
-    GpuNvml::step_hardware_init(Some(&usable), Some("gpu:low,memory=high"));
+    GpuNvml::step_hardware_init(&StandaloneHost, Some(&usable), Some("gpu:low,memory=high"));
     assert_eq!(sets(&s, SET), vec!["gpu1 2619 210", "gpu3 2619 210"]);
     assert!(sets(&s, RESET).is_empty());
-    GpuNvml::step_hardware_fini();
+    GpuNvml::step_hardware_fini(&StandaloneHost);
     assert_eq!(sets(&s, RESET), vec!["gpu1", "gpu3"]);
     // Nothing saved any more: a second fini does nothing.
-    GpuNvml::step_hardware_fini();
+    GpuNvml::step_hardware_fini(&StandaloneHost);
     assert_eq!(sets(&s, RESET).len(), 2);
 }
 
@@ -50,16 +50,16 @@ fn step_numbers_round_up_and_levels_pick() {
         ("gpu:verbose", "gpu0 2619 1980"),
     ] {
         let before = sets(&s, SET).len();
-        GpuNvml::step_hardware_init(Some(&usable), Some(spec));
-        GpuNvml::step_hardware_fini();
+        GpuNvml::step_hardware_init(&StandaloneHost, Some(&usable), Some(spec));
+        GpuNvml::step_hardware_fini(&StandaloneHost);
         assert_eq!(sets(&s, SET)[before..], [want.to_string()], "{spec}");
     }
     // No GPU part, no GPUs or no settings: nothing happens, nothing to reset.
     let calls = s.calls().len();
-    GpuNvml::step_hardware_init(Some(&usable), Some("cpu:high"));
-    GpuNvml::step_hardware_init(None, Some("gpu:low"));
-    GpuNvml::step_hardware_init(Some(&usable), None);
-    GpuNvml::step_hardware_fini();
+    GpuNvml::step_hardware_init(&StandaloneHost, Some(&usable), Some("cpu:high"));
+    GpuNvml::step_hardware_init(&StandaloneHost, None, Some("gpu:low"));
+    GpuNvml::step_hardware_init(&StandaloneHost, Some(&usable), None);
+    GpuNvml::step_hardware_fini(&StandaloneHost);
     assert_eq!(s.calls().len(), calls);
 }
 
@@ -118,6 +118,6 @@ fn no_driver() {
     assert_eq!(GpuNvml::device_count(), None);
     assert_eq!(GpuNvml::energy_read(0), None);
     // The step goes on; the clocks are just not set.
-    GpuNvml::step_hardware_init(Some(&Bitmap::from_indices(2, &[0])), Some("gpu:low"));
-    GpuNvml::step_hardware_fini();
+    GpuNvml::step_hardware_init(&StandaloneHost, Some(&Bitmap::from_indices(2, &[0])), Some("gpu:low"));
+    GpuNvml::step_hardware_fini(&StandaloneHost);
 }

@@ -43,11 +43,6 @@ pub const MAX_LINE_LEN: usize = 255;
 /// written; gpu/nvml itself handles at most 32768 CPUs).
 pub const MAX_CPU_COUNT: u32 = 1 << 16;
 
-/// How gpu/nvml sizes its affinity arrays (`MAX_CPUS`).
-const NVML_MAX_CPUS: usize = 0x8000;
-/// Bits of a C `unsigned long`, the word of NVML's affinity array.
-const ULONG_BITS: usize = std::ffi::c_ulong::BITS as usize;
-
 /// Which GPU plugin's `gpu_p_test_cpu_conv()` turns `~` ranges into CPUs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CpuConv {
@@ -150,31 +145,14 @@ fn nvml_test_cpu_conv(
         Some(location.clone()),
         format!("gpu_p_test_cpu_conv: cpu_range: {range}"),
     ));
-    let words = NVML_MAX_CPUS.div_ceil(ULONG_BITS);
-    let set: Vec<usize> = match range {
-        "~zero" => Vec::new(),
-        "~max" => (0..words * ULONG_BITS).collect(),
-        "~one" => vec![0],
-        "~three" => vec![0, 1],
-        "~half" => (8..16).collect(),
-        _ if range.as_bytes().get(1) == Some(&b'X') => {
-            (0..(range.len() - 1).min(words) * ULONG_BITS).collect()
+    match super::nvml_model::test_cpu_mask(range) {
+        None => {
+            diagnostics.push(Diagnostic::new(LogLevel::Error, Some(location.clone()), "Unknown test keyword"));
+            Ok(String::new())
         }
-        _ => {
-            diagnostics.push(Diagnostic::new(
-                LogLevel::Error,
-                Some(location.clone()),
-                "Unknown test keyword",
-            ));
-            return Ok(String::new());
-        }
-    };
-    if set.is_empty() {
-        return Err(FakeGpusError::EmptyAffinity {
-            location: location.clone(),
-        });
+        Some(r) if r.is_empty() => Err(FakeGpusError::EmptyAffinity { location: location.clone() }),
+        Some(r) => Ok(r),
     }
-    Ok(Bitmap::from_indices(words * ULONG_BITS, &set).to_ranges())
 }
 
 /// Parse the contents of a fake_gpus.conf (`path` only names it in
@@ -500,6 +478,7 @@ mod tests {
 
     #[test]
     fn nvml_test_keywords() {
+        const ULONG_BITS: usize = u64::BITS as usize;
         let cpus = |range: &str, cnt: u32| {
             parse(&format!("t|{cnt}|{range}|(null)|/dev/x\n")).records[0]
                 .cpus

@@ -67,12 +67,12 @@ pub unsafe fn step_hardware_init<P: GpuPlugin>(usable: *mut sys::bitstr_t, setti
         let usable = unsafe { slurm::bitmap_from_c(usable) };
         // SAFETY: per the contract.
         let settings = unsafe { slurm::string_from_c(settings) };
-        P::step_hardware_init(usable.as_ref(), settings.as_deref());
+        P::step_hardware_init(&SlurmHost::plain(), usable.as_ref(), settings.as_deref());
     })
 }
 
 pub fn step_hardware_fini<P: GpuPlugin>() {
-    guard(P::PLUGIN_TYPE, "step_hardware_fini", (), P::step_hardware_fini)
+    guard(P::PLUGIN_TYPE, "step_hardware_fini", (), || P::step_hardware_fini(&SlurmHost::plain()))
 }
 
 /// # Safety
@@ -87,19 +87,28 @@ pub unsafe fn test_cpu_conv<P: GpuPlugin>(range: *mut c_char) -> *mut c_char {
 
 /// # Safety
 /// `gpu` NULL or a valid `gpu_status_t` to fill.
+///
+/// As gpu/rsmi does: the current power goes to `last_update_watt` with the
+/// time of the reading (the previous time moves to `previous_update_time`),
+/// from which acct_gather_energy/gpu integrates the energy; a failed
+/// reading sets `current_watts` to NO_VAL.
 pub unsafe fn energy_read<P: GpuPlugin>(dv_ind: u32, gpu: *mut sys::gpu_status_t) -> c_int {
     guard(P::PLUGIN_TYPE, "energy_read", SLURM_ERROR, || {
         if gpu.is_null() {
             return SLURM_ERROR;
         }
+        // SAFETY: valid per the contract; plain field writes.
+        let g = unsafe { &mut *gpu };
         match P::energy_read(dv_ind) {
-            None => SLURM_ERROR,
+            None => {
+                g.energy.current_watts = crate::core::model::NO_VAL;
+                SLURM_ERROR
+            }
             Some(e) => {
-                // SAFETY: valid per the contract; plain field writes.
-                let g = unsafe { &mut *gpu };
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
                 g.last_update_watt = e.current_watts;
-                g.energy.current_watts = e.current_watts;
-                g.energy.consumed_energy = e.consumed_energy_j;
+                g.previous_update_time = g.last_update_time;
+                g.last_update_time = now;
                 SLURM_SUCCESS
             }
         }

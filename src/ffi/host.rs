@@ -88,6 +88,12 @@ impl Host for SlurmHost {
         unsafe { sys::gpu_g_step_hardware_fini() };
     }
 
+    fn gpu_freq_def(&self) -> Option<String> {
+        // SAFETY: the shim returns slurm_conf.gpu_freq_def (NULL or a
+        // string owned by slurmd's configuration), copied at once.
+        unsafe { string_from_c(sys::gres_rs_gpu_freq_def()) }
+    }
+
     fn test_cpu_conv(&self, mask: &str) -> Option<String> {
         let c = CString::new(mask).ok()?;
         // SAFETY: valid string; the result is xmalloc'd or NULL.

@@ -24,3 +24,8 @@ char *gres_rs_extra_conf_path(const char *name)
 {
 	return slurm_get_extra_conf_path((char *) name);
 }
+
+const char *gres_rs_gpu_freq_def(void)
+{
+	return slurm_conf.gpu_freq_def;
+}

@@ -7,22 +7,17 @@ use crate::core::model::{Bitmap, GpuEnergy, GresRecord};
 use crate::core::{gpu_freq, nvml_model};
 use crate::nvml::clocks::{self, StepFreqContext};
 use crate::nvml::{self, Log};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
-/// Where the step's [`StepFreqContext`] comes from (slurm.conf's
-/// `GpuFreqDef` and `DebugFlags`, cgroup.conf's `ConstrainDevices` with
-/// task/cgroup): set by the FFI layer, which can read Slurm's
-/// configuration.  Without it, Slurm's defaults apply (`high,memory=high`,
-/// global GPU ids, no Gres debug lines).
-static STEP_CONTEXT: OnceLock<fn() -> StepFreqContext> = OnceLock::new();
-
-/// Install the source of [`StepFreqContext`] (once per process).
-pub fn set_step_context_source(f: fn() -> StepFreqContext) {
-    let _ = STEP_CONTEXT.set(f);
-}
-
-fn step_context() -> StepFreqContext {
-    STEP_CONTEXT.get().map(|f| f()).unwrap_or_default()
+/// The step's clock-setting context from slurmd's configuration
+/// (slurm.conf `GpuFreqDef` and `DebugFlags`, cgroup device constraint).
+fn step_context(host: &dyn Host) -> StepFreqContext {
+    let default = StepFreqContext::default();
+    StepFreqContext {
+        freq_def: host.gpu_freq_def().or(default.freq_def),
+        local_ids: host.use_local_device_index(),
+        debug_gres: host.debug_gres(),
+    }
 }
 
 /// The step's GPUs whose clocks were changed, to reset in fini (Slurm's
@@ -59,10 +54,10 @@ impl GpuPlugin for GpuNvml {
         nvml::system_gpu_list(host, cfg)
     }
 
-    fn step_hardware_init(usable: Option<&Bitmap>, settings: Option<&str>) {
+    fn step_hardware_init(host: &dyn Host, usable: Option<&Bitmap>, settings: Option<&str>) {
         let (Some(usable), Some(settings)) = (usable, settings) else { return };
         let Some(spec) = gpu_freq::gpu_part_of_tres_freq(settings) else { return };
-        let ctx = step_context();
+        let ctx = step_context(host);
         let mut log = Log::default();
         let out = clocks::set_step_freqs(usable, spec, &ctx, &mut log);
         // Slurm resets every GPU of the step at fini once a GPU frequency
@@ -72,9 +67,9 @@ impl GpuPlugin for GpuNvml {
         to_stderr(&out.stderr);
     }
 
-    fn step_hardware_fini() {
+    fn step_hardware_fini(host: &dyn Host) {
         let Some(gpus) = SAVED.lock().unwrap_or_else(PoisonError::into_inner).take() else { return };
-        let ctx = step_context();
+        let ctx = step_context(host);
         let mut stderr = Vec::new();
         clocks::reset_step_freqs(&gpus, &ctx, &mut Log::default(), &mut stderr);
         to_stderr(&stderr);

@@ -46,6 +46,10 @@ pub trait Host {
     fn gpu_step_hardware_fini(&self);
     /// Slurm's `gpu_g_test_cpu_conv` for `fake_gpus.conf` CPU masks.
     fn test_cpu_conv(&self, mask: &str) -> Option<String>;
+    /// slurm.conf `GpuFreqDef`, if set.
+    fn gpu_freq_def(&self) -> Option<String> {
+        None
+    }
 }
 
 /// `node_config_load` arguments beside the record list.
@@ -116,8 +120,8 @@ pub trait GpuPlugin: 'static {
     fn reconfig() {}
     /// The GPUs of this node, or `None` when detection is impossible.
     fn system_gpu_list(host: &dyn Host, cfg: NodeConfig) -> Option<Vec<GresRecord>>;
-    fn step_hardware_init(usable: Option<&Bitmap>, settings: Option<&str>);
-    fn step_hardware_fini();
+    fn step_hardware_init(host: &dyn Host, usable: Option<&Bitmap>, settings: Option<&str>);
+    fn step_hardware_fini(host: &dyn Host);
     /// `fake_gpus.conf` CPU mask (`~F0`) to a CPU range.
     fn test_cpu_conv(mask: &str) -> Option<String>;
     fn device_count() -> Option<u32>;
