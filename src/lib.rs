@@ -14,6 +14,7 @@
 pub mod core;
 #[allow(unsafe_code)]
 pub mod ffi;
+pub mod log;
 pub mod nvml;
 pub mod plugins;
 

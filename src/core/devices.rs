@@ -45,11 +45,21 @@ pub fn trailing_number(path: &str) -> Option<i32> {
     Some(tail.parse::<i64>().map(|n| n.min(i32::MAX as i64) as i32).unwrap_or(i32::MAX))
 }
 
+/// An OS error as C's `%m` prints it ("No such file or directory"), without
+/// std's " (os error 2)".
+fn os_error_text(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(i) if text.ends_with(')') => text[..i].to_string(),
+        _ => text,
+    }
+}
+
 /// `stat()` a device file through std, the real-machine implementation of
 /// the `stat` argument of [`build_device_list`].
 pub fn stat_device(path: &str) -> Result<DevStat, String> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let meta = std::fs::metadata(path).map_err(|e| format!("stat({path}): {e}"))?;
+    let meta = std::fs::metadata(path).map_err(|e| format!("stat({path}): {}", os_error_text(&e)))?;
     let rdev = meta.rdev();
     // glibc's major()/minor() encoding of dev_t.
     let major = (((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff)) as u32;

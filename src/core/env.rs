@@ -19,6 +19,28 @@ pub const VENDOR_VARS: [(u32, &str); 4] = [
     (ConfFlags::ENV_OPENCL, "GPU_DEVICE_ORDINAL"),
 ];
 
+/// Set by every GPU, MPS and shard allocation with devices, and cleared by
+/// gres/gpu when a job or step has none: how a shared plugin (mps, shard)
+/// without an allocation knows that another plugin of the same job or step
+/// has already set the device variables (see `core::shared::shared_env`).
+pub const GPUS_ON_NODE_VAR: &str = "SLURM_GPUS_ON_NODE";
+/// CUDA's device numbering order, and the value that makes it match NVML's
+/// and Slurm's (gres.shtml, "GPU Management").
+pub const DEVICE_ORDER_VAR: &str = "CUDA_DEVICE_ORDER";
+pub const DEVICE_ORDER_PCI: &str = "PCI_BUS_ID";
+
+/// `CUDA_DEVICE_ORDER=PCI_BUS_ID` when `ops` set `CUDA_VISIBLE_DEVICES`
+/// and neither the environment nor `ops` already name an order: CUDA then
+/// numbers the GPUs as NVML and Slurm do (gres.shtml, "GPU Management").
+pub fn device_order_op(ops: &[EnvOp], current: &dyn Fn(&str) -> Option<String>) -> Option<EnvOp> {
+    let sets = |name: &str| ops.iter().any(|op| matches!(op, EnvOp::Set(k, _) if k == name));
+    let (_, cuda) = VENDOR_VARS.iter().find(|(bit, _)| *bit == ConfFlags::ENV_NVML)?;
+    if !sets(cuda) || sets(DEVICE_ORDER_VAR) || current(DEVICE_ORDER_VAR).is_some() {
+        return None;
+    }
+    Some(EnvOp::Set(DEVICE_ORDER_VAR.into(), DEVICE_ORDER_PCI.into()))
+}
+
 /// Whom the environment is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope<'a> {
@@ -150,9 +172,9 @@ pub fn gpu_env(req: &GpuEnvRequest<'_>, state: &mut EnvState, current: &dyn Fn(&
     let ops = &mut change.ops;
     let count = req.alloc.map(Bitmap::count).unwrap_or(0);
     if count > 0 {
-        ops.push(EnvOp::Set("SLURM_GPUS_ON_NODE".into(), count.to_string()));
+        ops.push(EnvOp::Set(GPUS_ON_NODE_VAR.into(), count.to_string()));
     } else if !protect {
-        ops.push(EnvOp::Unset("SLURM_GPUS_ON_NODE".into()));
+        ops.push(EnvOp::Unset(GPUS_ON_NODE_VAR.into()));
     }
     match global {
         Some(g) => ops.push(EnvOp::Set(slurm_var.into(), g)),
@@ -176,6 +198,9 @@ pub fn gpu_env(req: &GpuEnvRequest<'_>, state: &mut EnvState, current: &dyn Fn(&
             }
         }
         None => {}
+    }
+    if let Some(op) = device_order_op(&change.ops, current) {
+        change.ops.push(op);
     }
     change
 }

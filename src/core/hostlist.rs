@@ -15,8 +15,13 @@ pub enum HostlistError {
     TooLarge { expr: String, range: String, max: usize },
 }
 
-/// Upper bound on the names one expression may expand to (Slurm's own limit
-/// for a hostlist range is 64k).
+/// Most names one bracket range may hold: Slurm's `MAX_RANGE` (64K hosts);
+/// a larger range is an error ("Too many hosts in range"), as in Slurm.
+pub const MAX_RANGE: u64 = 64 * 1024;
+
+/// Upper bound on the names a whole expression may expand to (ranges,
+/// lists and cartesian products together), so that no expression can
+/// exhaust memory.
 pub const MAX_EXPANSION: usize = 1 << 20;
 
 /// Split at commas that are outside brackets.
@@ -69,7 +74,10 @@ fn expand_ranges(expr: &str, body: &str) -> Result<Vec<String>, HostlistError> {
         if b < a {
             return Err(bad(range));
         }
-        if (b - a) as usize >= MAX_EXPANSION || out.len() + ((b - a) as usize) >= MAX_EXPANSION {
+        if b - a >= MAX_RANGE {
+            return Err(HostlistError::TooLarge { expr: expr.to_string(), range: range.to_string(), max: MAX_RANGE as usize });
+        }
+        if out.len() + ((b - a) as usize) >= MAX_EXPANSION {
             return Err(HostlistError::TooLarge { expr: expr.to_string(), range: range.to_string(), max: MAX_EXPANSION });
         }
         for n in a..=b {
@@ -110,7 +118,11 @@ fn expand_one(expr: &str, name: &str) -> Result<Vec<String>, HostlistError> {
 pub fn expand(expr: &str) -> Result<Vec<String>, HostlistError> {
     let mut out = Vec::new();
     for part in split_top_level(expr)? {
-        out.extend(expand_one(expr, part)?);
+        let names = expand_one(expr, part)?;
+        if out.len() + names.len() > MAX_EXPANSION {
+            return Err(HostlistError::TooLarge { expr: expr.to_string(), range: part.to_string(), max: MAX_EXPANSION });
+        }
+        out.extend(names);
     }
     Ok(out)
 }
@@ -143,5 +155,18 @@ mod tests {
         assert!(matches!(expand("a[3-1]"), Err(HostlistError::BadRange { .. })));
         assert!(matches!(expand("a[x]"), Err(HostlistError::BadRange { .. })));
         assert!(matches!(expand("a[0-99999999]"), Err(HostlistError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn limits_as_in_slurm() {
+        // Slurm's MAX_RANGE: at most 64K names per bracket range.
+        assert_eq!(expand("a[0-65535]").unwrap().len(), 65536);
+        assert!(matches!(expand("a[0-65536]"), Err(HostlistError::TooLarge { max: 65536, .. })));
+        assert!(matches!(expand("a[1-999999]"), Err(HostlistError::TooLarge { .. })));
+        // The total, across a list and products, stays bounded.
+        let list = vec!["x[0-65535]"; 17].join(",");
+        assert!(matches!(expand(&list), Err(HostlistError::TooLarge { .. })));
+        assert!(matches!(expand("a[0-2047]b[0-1023]"), Err(HostlistError::TooLarge { .. })));
+        assert_eq!(expand(&vec!["x[0-65535]"; 16].join(",")).unwrap().len(), MAX_EXPANSION);
     }
 }

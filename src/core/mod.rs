@@ -9,6 +9,8 @@ pub mod gres_conf;
 pub mod hostlist;
 pub mod merge;
 pub mod model;
+pub mod node_conf;
 pub mod nvml_model;
+pub mod shared;
 pub mod slurm_conf;
 pub mod wire;

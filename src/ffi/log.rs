@@ -3,11 +3,10 @@
 //! format string), prefixed with the plugin type like Slurm's plugins
 //! (`gres/gpu: ...`), and only formatted when slurmd's log level wants them.
 //!
-//! Levels: ERROR -> error, WARN and INFO -> info, DEBUG -> debug,
-//! TRACE -> debug2.  Events with target `slurm::verbose` log at verbose,
-//! `slurm::debug3` at debug3.
+//! Levels and the special targets are described in [`crate::log`].
 
 use super::sys;
+use crate::log as targets;
 use std::cell::Cell;
 use std::ffi::CString;
 use std::fmt::Write as _;
@@ -43,8 +42,10 @@ pub fn in_guard() -> bool {
 
 fn slurm_level(meta: &Metadata<'_>) -> sys::log_level_t {
     match meta.target() {
-        "slurm::verbose" => return sys::LOG_LEVEL_VERBOSE,
-        "slurm::debug3" => return sys::LOG_LEVEL_DEBUG3,
+        t if t == targets::FATAL => return sys::LOG_LEVEL_FATAL,
+        t if t == targets::UNPREFIXED => return sys::LOG_LEVEL_INFO,
+        t if t == targets::VERBOSE => return sys::LOG_LEVEL_VERBOSE,
+        t if t == targets::DEBUG3 => return sys::LOG_LEVEL_DEBUG3,
         _ => {}
     }
     match *meta.level() {
@@ -120,7 +121,11 @@ impl Subscriber for SlurmLog {
     fn event(&self, event: &Event<'_>) {
         let mut v = MessageVisitor { message: String::new(), fields: String::new() };
         event.record(&mut v);
-        emit(slurm_level(event.metadata()), &format!("{}: {}{}", self.prefix, v.message, v.fields));
+        let meta = event.metadata();
+        // Lines other tools parse (Slurm's testsuite reads GRES_PARSABLE
+        // lines) are logged exactly as the stock plugins log them.
+        let prefix = if meta.target() == targets::UNPREFIXED { String::new() } else { format!("{}: ", self.prefix) };
+        emit(slurm_level(meta), &format!("{prefix}{}{}", v.message, v.fields));
     }
     fn enter(&self, _span: &Id) {}
     fn exit(&self, _span: &Id) {}

@@ -53,15 +53,9 @@ pub struct Log {
 
 impl Log {
     pub fn line(&mut self, level: LogLevel, message: String) {
-        match level {
-            LogLevel::Error => tracing::error!("{message}"),
-            LogLevel::Info => tracing::info!("{message}"),
-            LogLevel::Verbose => tracing::info!(target: "slurm::verbose", "{message}"),
-            LogLevel::Debug => tracing::debug!("{message}"),
-            LogLevel::Debug2 => tracing::trace!("{message}"),
-            LogLevel::Debug3 => tracing::trace!(target: "slurm::debug3", "{message}"),
-        }
-        self.lines.push(LogLine { level, message });
+        let line = LogLine { level, message };
+        crate::log::emit(&line);
+        self.lines.push(line);
     }
     pub fn error(&mut self, m: impl Into<String>) {
         self.line(LogLevel::Error, m.into());

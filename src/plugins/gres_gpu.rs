@@ -53,6 +53,22 @@ pub(crate) fn report_device_problems(list: &DeviceList, plugin_name: &str) -> Re
     }
 }
 
+/// Merge the detected GPUs into `records` and build the device list; on a
+/// fatal problem the device list is left as it was.
+fn load_config(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>, st: &mut State) -> Result<(), String> {
+    super::gpu_detect::merge_detected_gpus(host, cfg, records, GresGpu::PLUGIN_NAME)?;
+    let list = devices::build_device_list(records, GresGpu::GRES_NAME, cfg.in_slurmd, &devices::stat_device);
+    if host.debug_gres() {
+        for d in &list.devices {
+            tracing::info!(target: crate::log::VERBOSE, "GRES: {} device number {}({}):{}", GresGpu::GRES_NAME, d.dev_num, d.path, devices::device_id_string(d));
+        }
+    }
+    report_device_problems(&list, GresGpu::PLUGIN_NAME)?;
+    let flags = devices::node_env_flags(records);
+    GresGpu::set_devices(st, list.devices, flags);
+    Ok(())
+}
+
 impl GresPlugin for GresGpu {
     const PLUGIN_NAME: &'static str = "Gres GPU plugin";
     const PLUGIN_TYPE: &'static str = "gres/gpu";
@@ -71,26 +87,27 @@ impl GresPlugin for GresGpu {
 
     fn node_config_load(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>) -> Result<(), String> {
         let mut st = state();
-        if !st.devices.is_empty() {
+        let reconfiguring = !st.devices.is_empty();
+        if reconfiguring {
             tracing::debug!("{}: Resetting gres_devices", Self::PLUGIN_NAME);
         }
-        super::gpu_detect::merge_detected_gpus(host, cfg, records, Self::PLUGIN_NAME)?;
-        let list = devices::build_device_list(records, Self::GRES_NAME, cfg.in_slurmd, &devices::stat_device);
-        if host.debug_gres() {
-            for d in &list.devices {
-                tracing::info!(target: "slurm::verbose", "GRES: {} device number {}({}):{}", Self::GRES_NAME, d.dev_num, d.path, devices::device_id_string(d));
+        match load_config(host, cfg, records, &mut st) {
+            Err(e) if reconfiguring => {
+                // A reconfiguration with a broken configuration: slurmd
+                // keeps running, and so do the jobs on the devices we
+                // already had.  (The caller logs `e`.)
+                tracing::error!("keeping the previous device list until gres.conf is fixed");
+                Err(e)
             }
+            // On the first load (slurmd's start, `slurmd -G`, slurmctld
+            // for a cloud node) the stock plugin stops the process, and so
+            // does ours: slurmd -G and the daemons end as they do with it.
+            Err(e) => {
+                drop(st);
+                super::fatal(&e)
+            }
+            Ok(()) => Ok(()),
         }
-        let result = report_device_problems(&list, Self::PLUGIN_NAME);
-        if result.is_err() && !st.devices.is_empty() {
-            // A reconfiguration with a broken gres.conf: slurmd keeps
-            // running, and so do the jobs on the devices we already had.
-            tracing::error!("keeping the previous device list until gres.conf is fixed");
-            return result;
-        }
-        let flags = devices::node_env_flags(records);
-        Self::set_devices(&mut st, list.devices, flags);
-        result
     }
 
     fn devices() -> Vec<GresDevice> {

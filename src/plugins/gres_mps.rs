@@ -1,15 +1,18 @@
-//! `gres_mps.so`: GPU sharing through mps.  Loads and keeps the node's
-//! mps device files; the sharing environment is being written (issue 4).
+//! `gres_mps.so`: GPU sharing through CUDA's Multi-Process Service.  A
+//! node's mps count is spread over its GPUs; a job gets part of one GPU and
+//! `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` with its share (gres.shtml, "MPS
+//! Management").
 
-use super::gres_gpu::report_device_problems;
+use super::shared::{self, SharedState};
 use super::{EnvTarget, GresPlugin, Host, NodeConfig, SetEnv};
-use crate::core::devices;
 use crate::core::env::{EnvChange, EnvOp};
 use crate::core::model::{EpilogInfo, GresDevice, GresRecord, JobAlloc};
-use crate::core::wire::{self, WireError, WireReader, WireWriter};
+use crate::core::shared::SharedKind;
+use crate::core::wire::{WireError, WireReader, WireWriter};
 use std::sync::Mutex;
 
-static STATE: Mutex<(Vec<GresDevice>, u64)> = Mutex::new((Vec::new(), 0));
+static STATE: Mutex<SharedState> = Mutex::new(SharedState::new());
+const KIND: SharedKind = SharedKind::Mps;
 
 pub struct GresMps;
 
@@ -18,45 +21,36 @@ impl GresPlugin for GresMps {
     const PLUGIN_TYPE: &'static str = "gres/mps";
     const GRES_NAME: &'static str = "mps";
 
-    fn node_config_load(_host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>) -> Result<(), String> {
-        let list = devices::build_device_list(records, Self::GRES_NAME, cfg.in_slurmd, &devices::stat_device);
-        let result = report_device_problems(&list, Self::PLUGIN_NAME);
-        let mut st = STATE.lock().unwrap_or_else(|p| p.into_inner());
-        st.0 = list.devices;
-        st.1 += 1;
-        result
+    fn init() -> Result<(), String> {
+        tracing::debug!("loaded");
+        Ok(())
+    }
+    fn fini() {
+        tracing::debug!("unloading");
+    }
+    fn node_config_load(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>) -> Result<(), String> {
+        shared::node_config_load(KIND, &STATE, host, cfg, records)
     }
     fn devices() -> Vec<GresDevice> {
-        STATE.lock().unwrap_or_else(|p| p.into_inner()).0.clone()
+        shared::devices(&STATE)
     }
     fn devices_generation() -> u64 {
-        STATE.lock().unwrap_or_else(|p| p.into_inner()).1
+        shared::devices_generation(&STATE)
     }
-    fn set_env(_host: &dyn Host, _target: EnvTarget<'_>, _req: &SetEnv<'_>) -> EnvChange {
-        EnvChange::default()
+    fn set_env(host: &dyn Host, target: EnvTarget<'_>, req: &SetEnv<'_>) -> EnvChange {
+        shared::set_env(KIND, &STATE, host, target, req)
     }
     fn send_stepd(w: &mut dyn WireWriter) {
-        wire::write_devices(w, &Self::devices());
+        shared::send_stepd(KIND, &STATE, w)
     }
     fn recv_stepd(r: &mut dyn WireReader) -> Result<(), WireError> {
-        let devices = wire::read_devices(r);
-        let mut st = STATE.lock().unwrap_or_else(|p| p.into_inner());
-        st.1 += 1;
-        match devices {
-            Ok(d) => {
-                st.0 = d;
-                Ok(())
-            }
-            Err(e) => {
-                st.0.clear();
-                Err(e)
-            }
-        }
+        shared::recv_stepd(KIND, &STATE, r)
     }
-    fn epilog_build_env(_job: &JobAlloc) -> Option<EpilogInfo> {
-        None
+    fn epilog_build_env(job: &JobAlloc) -> Option<EpilogInfo> {
+        shared::epilog_build_env(job)
     }
-    fn epilog_set_env(_info: &EpilogInfo, _node_inx: usize) -> Vec<EnvOp> {
-        Vec::new()
+    fn epilog_set_env(info: &EpilogInfo, node_inx: usize) -> Vec<EnvOp> {
+        shared::epilog_set_env(KIND, &STATE, info, node_inx)
     }
+    // No step_hardware_init: jobs using MPS cannot ask for a GPU frequency.
 }

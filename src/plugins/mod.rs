@@ -3,7 +3,7 @@
 //! each `plugins/<name>/` crate is one line that declares its file.
 
 use crate::core::env::{EnvChange, EnvOp};
-use crate::core::model::{Bitmap, EpilogInfo, GresDevice, GresRecord, InternalFlags, JobAlloc, LogLevel, LogLine};
+use crate::core::model::{Bitmap, EpilogInfo, GresDevice, GresRecord, InternalFlags, JobAlloc, LogLine};
 use crate::core::wire::{WireError, WireReader, WireWriter};
 
 pub mod gpu_nvml;
@@ -15,15 +15,15 @@ pub mod shared;
 
 /// Send a core log line to the log at its level.
 pub(crate) fn log_line(line: &LogLine) {
-    let m = &line.message;
-    match line.level {
-        LogLevel::Error => tracing::error!("{m}"),
-        LogLevel::Info => tracing::info!("{m}"),
-        LogLevel::Verbose => tracing::info!(target: "slurm::verbose", "{m}"),
-        LogLevel::Debug => tracing::debug!("{m}"),
-        LogLevel::Debug2 => tracing::trace!("{m}"),
-        LogLevel::Debug3 => tracing::trace!(target: "slurm::debug3", "{m}"),
-    }
+    crate::log::emit(line);
+}
+
+/// Stop the process as Slurm's `fatal()` does: the message at the fatal
+/// level ("fatal: ..."), then `exit(1)`.  Only for a broken configuration
+/// on the first load, where the stock plugins stop slurmd too.
+pub(crate) fn fatal(message: &str) -> ! {
+    tracing::error!(target: crate::log::FATAL, "{message}");
+    std::process::exit(1)
 }
 
 /// What slurmd offers a plugin besides the arguments of a call.  The real

@@ -1,2 +1,282 @@
 //! What gres/mps and gres/shard have in common: a shared GRES whose count is
-//! spread over the node's GPUs.  (Being written: see issue 4.)
+//! spread over the node's GPUs.  Each plugin file keeps one [`SharedState`]
+//! and forwards its [`super::GresPlugin`] functions here with its
+//! [`SharedKind`]; the rules themselves are in [`crate::core::shared`].
+
+use super::{EnvTarget, Host, NodeConfig, SetEnv};
+use crate::core::devices;
+use crate::core::env::{EnvChange, EnvOp, EnvState, Scope};
+use crate::core::model::{ConfFlags, EpilogInfo, GresDevice, GresRecord, JobAlloc, LogLine};
+use crate::core::shared::{self, LoadInput, SharedDev, SharedEnvRequest, SharedKind, StepdInfo};
+use crate::core::wire::{WireError, WireReader, WireWriter};
+use std::sync::{Mutex, MutexGuard};
+
+/// A shared plugin's state in this process (slurmd, or one slurmstepd).
+pub struct SharedState {
+    devices: Vec<GresDevice>,
+    counts: Vec<SharedDev>,
+    node_flags: ConfFlags,
+    generation: u64,
+    step_env: EnvState,
+    task_env: EnvState,
+}
+
+impl SharedState {
+    pub const fn new() -> SharedState {
+        SharedState {
+            devices: Vec::new(),
+            counts: Vec::new(),
+            node_flags: ConfFlags(0),
+            generation: 0,
+            step_env: EnvState { already_seen: false, local_inx: 0 },
+            task_env: EnvState { already_seen: false, local_inx: 0 },
+        }
+    }
+
+    fn replace(&mut self, devices: Vec<GresDevice>, counts: Vec<SharedDev>, node_flags: ConfFlags) {
+        self.devices = devices;
+        self.counts = counts;
+        self.node_flags = node_flags;
+        self.generation += 1;
+    }
+}
+
+impl Default for SharedState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A poisoned lock only means a panic was caught while it was held; the
+/// state is replaced as a whole, so it is always consistent.
+pub fn lock(state: &'static Mutex<SharedState>) -> MutexGuard<'static, SharedState> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn log_lines(lines: &[LogLine]) {
+    lines.iter().for_each(super::log_line);
+}
+
+pub fn node_config_load(
+    kind: SharedKind,
+    state: &'static Mutex<SharedState>,
+    host: &dyn Host,
+    cfg: NodeConfig,
+    records: &mut Vec<GresRecord>,
+) -> Result<(), String> {
+    let mut st = lock(state);
+    if !st.devices.is_empty() {
+        tracing::debug!("Resetting share_devices");
+    }
+    let fake_gpus = host.extra_conf_path("fake_gpus.conf").is_some_and(|p| std::path::Path::new(&p).exists());
+    let input = LoadInput { records, kind, in_slurmd: cfg.in_slurmd, debug_gres: host.debug_gres(), fake_gpus, stat: &devices::stat_device };
+    let (result, logs) = shared::load(&input);
+    log_lines(&logs);
+    match result {
+        Ok(loaded) => {
+            *records = loaded.records;
+            st.replace(loaded.devices, loaded.counts, loaded.node_flags);
+            Ok(())
+        }
+        // On a reconfiguration the node keeps what it had and slurmd runs
+        // on; on the first load the process stops, as with the stock
+        // plugin's fatal().
+        Err(e) if !st.devices.is_empty() => {
+            tracing::error!("keeping the previous device list until gres.conf is fixed");
+            Err(e)
+        }
+        Err(e) => {
+            drop(st);
+            super::fatal(&e)
+        }
+    }
+}
+
+pub fn devices(state: &'static Mutex<SharedState>) -> Vec<GresDevice> {
+    lock(state).devices.clone()
+}
+
+pub fn devices_generation(state: &'static Mutex<SharedState>) -> u64 {
+    lock(state).generation
+}
+
+pub fn set_env(kind: SharedKind, state: &'static Mutex<SharedState>, host: &dyn Host, target: EnvTarget<'_>, req: &SetEnv<'_>) -> EnvChange {
+    let mut st = lock(state);
+    let st = &mut *st;
+    let mut job_state = EnvState::default();
+    let (scope, env_state) = match target {
+        // Computed afresh for each call: slurmd prepares many jobs.
+        EnvTarget::Job => (Scope::Job, &mut job_state),
+        EnvTarget::Step => (Scope::Step, &mut st.step_env),
+        EnvTarget::Task { usable } => (Scope::Task(usable), &mut st.task_env),
+    };
+    let request = SharedEnvRequest {
+        kind,
+        devices: &st.devices,
+        counts: &st.counts,
+        alloc: req.alloc,
+        gres_cnt: req.gres_cnt,
+        scope,
+        flags: req.flags,
+        node_flags: st.node_flags,
+        use_local_dev_index: host.use_local_device_index(),
+    };
+    let out = shared::shared_env(&request, env_state, req.current);
+    log_lines(&out.logs);
+    out.change
+}
+
+pub fn send_stepd(kind: SharedKind, state: &'static Mutex<SharedState>, w: &mut dyn WireWriter) {
+    let st = lock(state);
+    let info = StepdInfo { devices: st.devices.clone(), node_flags: st.node_flags, counts: st.counts.clone() };
+    shared::write_stepd(w, kind, &info);
+}
+
+pub fn recv_stepd(kind: SharedKind, state: &'static Mutex<SharedState>, r: &mut dyn WireReader) -> Result<(), WireError> {
+    let mut st = lock(state);
+    match shared::read_stepd(r, kind) {
+        Ok(info) => {
+            st.replace(info.devices, info.counts, info.node_flags);
+            Ok(())
+        }
+        Err(e) => {
+            // No device is better than a wrong one.
+            st.replace(Vec::new(), Vec::new(), ConfFlags(0));
+            Err(e)
+        }
+    }
+}
+
+pub fn epilog_build_env(job: &JobAlloc) -> Option<EpilogInfo> {
+    Some(shared::epilog_info(job))
+}
+
+pub fn epilog_set_env(kind: SharedKind, state: &'static Mutex<SharedState>, info: &EpilogInfo, node_inx: usize) -> Vec<EnvOp> {
+    let st = lock(state);
+    let (ops, logs) = shared::shared_epilog_env(kind, &st.devices, &st.counts, st.node_flags, info, node_inx);
+    log_lines(&logs);
+    ops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::model::{Bitmap, DevType, InternalFlags};
+    use crate::core::shared::SharedDev;
+    use crate::core::wire::MemWire;
+
+    struct TestHost;
+
+    impl Host for TestHost {
+        fn autodetect_flags(&self) -> u32 {
+            0
+        }
+        fn gpu_plugin_system_gpus(&self) -> Option<Vec<GresRecord>> {
+            None
+        }
+        fn extra_conf_path(&self, name: &str) -> Option<String> {
+            Some(format!("/nonexistent/{name}"))
+        }
+        fn mac_to_abs(&self, mac: &str) -> Option<String> {
+            Some(mac.to_string())
+        }
+        fn use_local_device_index(&self) -> bool {
+            false
+        }
+        fn debug_gres(&self) -> bool {
+            false
+        }
+        fn gpu_step_hardware_init(&self, _usable: Option<&Bitmap>, _settings: Option<&str>) {}
+        fn gpu_step_hardware_fini(&self) {}
+        fn test_cpu_conv(&self, _mask: &str) -> Option<String> {
+            None
+        }
+    }
+
+    fn gpus() -> GresRecord {
+        GresRecord {
+            name: "gpu".into(),
+            count: 2,
+            cpu_cnt: 4,
+            file: Some("/dev/nvidia[0-1]".into()),
+            flags: ConfFlags(ConfFlags::HAS_FILE | ConfFlags::ENV_NVML),
+            ..Default::default()
+        }
+    }
+
+    fn nvidia(n: u32) -> Vec<GresDevice> {
+        (0..n)
+            .map(|i| GresDevice {
+                index: i,
+                dev_num: i as i32,
+                dev_type: DevType::Char,
+                major: 195,
+                minor: i,
+                path: format!("/dev/nvidia{i}"),
+                unique_id: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn load_rewrites_records_and_keeps_counts() {
+        static STATE: Mutex<SharedState> = Mutex::new(SharedState::new());
+        let mps = GresRecord { name: "mps".into(), count: 300, cpu_cnt: 4, ..Default::default() };
+        let mut records = vec![gpus(), mps];
+        let cfg = NodeConfig { cpu_cnt: 4, in_slurmd: false };
+        node_config_load(SharedKind::Mps, &STATE, &TestHost, cfg, &mut records).unwrap();
+        assert_eq!(records.len(), 4);
+        assert_eq!(lock(&STATE).counts, vec![SharedDev { id: 0, count: 150 }, SharedDev { id: 1, count: 150 }]);
+        let generation = devices_generation(&STATE);
+
+        // A broken configuration leaves records and state as they were.
+        let mut bad = vec![GresRecord { name: "mps".into(), count: 1, ..Default::default() }];
+        let before = bad.clone();
+        assert!(node_config_load(SharedKind::Mps, &STATE, &TestHost, cfg, &mut bad).is_err());
+        assert_eq!(bad, before);
+        assert_eq!(lock(&STATE).counts.len(), 2);
+        assert_eq!(devices_generation(&STATE), generation);
+    }
+
+    #[test]
+    fn stepd_state_drives_the_environment() {
+        static SLURMD: Mutex<SharedState> = Mutex::new(SharedState::new());
+        static STEPD: Mutex<SharedState> = Mutex::new(SharedState::new());
+        lock(&SLURMD).replace(nvidia(2), vec![SharedDev { id: 0, count: 1300 }, SharedDev { id: 1, count: 1200 }], ConfFlags(0));
+        let mut w = MemWire::default();
+        send_stepd(SharedKind::Mps, &SLURMD, &mut w);
+        recv_stepd(SharedKind::Mps, &STEPD, &mut w).unwrap();
+        assert_eq!(super::devices(&STEPD), nvidia(2));
+
+        let alloc = Bitmap::from_indices(2, &[1]);
+        let none = |_: &str| None;
+        let req = SetEnv { alloc: Some(&alloc), gres_cnt: 200, flags: InternalFlags(0), current: &none };
+        let change = set_env(SharedKind::Mps, &STEPD, &TestHost, EnvTarget::Step, &req);
+        assert!(change.ops.contains(&EnvOp::Set("CUDA_VISIBLE_DEVICES".into(), "1".into())));
+        assert!(change.ops.contains(&EnvOp::Set("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), "16".into())));
+
+        // A truncated message leaves no device behind.
+        let mut w = MemWire::default();
+        send_stepd(SharedKind::Mps, &SLURMD, &mut w);
+        w.bytes.truncate(w.bytes.len() - 3);
+        assert!(recv_stepd(SharedKind::Mps, &STEPD, &mut w).is_err());
+        assert!(super::devices(&STEPD).is_empty());
+    }
+
+    #[test]
+    fn epilog_of_a_shard_job() {
+        static STATE: Mutex<SharedState> = Mutex::new(SharedState::new());
+        lock(&STATE).replace(nvidia(2), Vec::new(), ConfFlags(ConfFlags::ENV_NVML | ConfFlags::ENV_RSMI));
+        let job = JobAlloc { node_cnt: 1, bit_alloc: vec![Some(Bitmap::from_indices(2, &[0]))], cnt_node_alloc: Some(vec![3]) };
+        let info = epilog_build_env(&job).unwrap();
+        let ops = epilog_set_env(SharedKind::Shard, &STATE, &info, 0);
+        assert_eq!(
+            ops,
+            vec![
+                EnvOp::Set("CUDA_VISIBLE_DEVICES".into(), "0".into()),
+                EnvOp::Set("ROCR_VISIBLE_DEVICES".into(), "0".into()),
+                EnvOp::Set("SLURM_JOB_GPUS".into(), "0".into()),
+            ]
+        );
+    }
+}

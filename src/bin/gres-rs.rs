@@ -1,0 +1,283 @@
+//! `gres-rs`: the command-line companion of the slurm-gpu-gres plugins.
+//!
+//! - `gres-rs check`: the GRES table slurmd 22.05 would configure for a node
+//!   (the lines `slurmd -G` prints) and every problem with slurm.conf and
+//!   gres.conf that slurmd would only show as a drained node or a log line.
+//! - `gres-rs detect`: the GPUs NVML reports, as a table or gres.conf lines.
+//! - `gres-rs install`: put the plugin files where slurmd loads them.
+//!
+//! Everything this tool knows about Slurm is in the library; this binary
+//! only reads files, asks the host, and prints.
+
+#[path = "gres-rs/check.rs"]
+mod check;
+#[path = "gres-rs/detect.rs"]
+mod detect;
+#[path = "gres-rs/host.rs"]
+mod host;
+#[path = "gres-rs/install.rs"]
+mod install;
+#[path = "gres-rs/render.rs"]
+mod render;
+#[path = "gres-rs/sliced.rs"]
+mod sliced;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Exit status: everything fine.
+pub const EXIT_OK: u8 = 0;
+/// Exit status: problems found (check), nothing detected (detect), a file
+/// refused (install).
+pub const EXIT_PROBLEMS: u8 = 1;
+/// Exit status: bad usage, or a file that cannot be read or written.
+pub const EXIT_USAGE: u8 = 2;
+
+const LONG_ABOUT: &str = "\
+NAME
+    gres-rs - check, detect and install Slurm 22.05 GPU GRES configurations
+
+DESCRIPTION
+    gres-rs works with the memory-safe replacements of Slurm's gres/gpu,
+    gres/mps, gres/shard and gpu/nvml plugins.  It reads slurm.conf and
+    gres.conf exactly as slurmd 22.05 does, so that a configuration can be
+    checked before a node is drained by it.
+
+EXAMPLES
+    gres-rs check
+        Check this host's node in /etc/slurm/slurm.conf and gres.conf.
+    gres-rs check --all-nodes --slurm-conf ./slurm.conf
+        Check every node of a configuration in progress.
+    gres-rs detect --format gres-conf
+        Print gres.conf lines for the GPUs of this host.
+    gres-rs install --plugin-dir /opt/gres-rs/plugins
+        Install the plugin files and print the PluginDir= line to use.
+
+EXIT STATUS
+    0   no problem found (or the command succeeded)
+    1   problems found: an error in a configuration, no GPU detected, a
+        plugin file refused
+    2   usage error, or a file that cannot be read or written";
+
+const CHECK_LONG_ABOUT: &str = "\
+Predict, for each node, the GRES table slurmd would configure: the same
+`Gres Name=... Type=... Count=... Index=... ID=... File=...` lines that
+`slurmd -G` prints, after slurm.conf and gres.conf are merged and the GRES
+plugins have done their part (GPUs merged with fake_gpus.conf or NVML
+detection, MPS and shard counts spread over the GPUs).
+
+Then report every problem slurmd would only show as a log line or a
+drained node: counts that disagree with slurm.conf, File= that is not a
+device node of this host, duplicate device files, typed and untyped records
+mixed, MPS/shard counts that do not divide over their GPUs, conflicting
+environment flags, a Type no detected GPU matches, a GRES name missing from
+GresTypes, AutoDetect=nvml where slurmd would fall back to gpu/generic.
+Errors point at the file, line and column, with a caret under the fault
+and a suggestion where one is known.
+
+The GRES table goes to standard output, problems to standard error.
+
+DEFAULTS
+    slurm.conf is $SLURM_CONF, else /etc/slurm/slurm.conf; gres.conf and
+    fake_gpus.conf are read next to it.  The node is the one whose NodeName
+    or NodeHostname is this host's short name.  Device files are looked at
+    and NVML is asked only for the node of this host.
+
+EXAMPLES
+    gres-rs check
+    gres-rs check --node gpu07 --format json
+    gres-rs check --all-nodes --no-device-check --slurm-conf new/slurm.conf
+
+EXIT STATUS
+    0   no fatal problem and no error (warnings allowed)
+    1   slurmd would stop, or errors were found
+    2   usage error, unreadable file, node not in slurm.conf";
+
+const DETECT_LONG_ABOUT: &str = "\
+Ask NVML (libnvidia-ml.so.1, or $GRES_RS_NVML_LIB) for the GPUs of this host,
+with the same names, device files, CPU affinity and NVLinks as gres/gpu with
+AutoDetect=nvml sees them, MIG devices included.
+
+EXAMPLES
+    gres-rs detect
+    gres-rs detect --format gres-conf --node-name gpu07 >> gres.conf
+
+EXIT STATUS
+    0   GPUs were detected
+    1   NVML is not available, or it reports no GPU
+    2   usage error";
+
+const INSTALL_LONG_ABOUT: &str = "\
+Copy gres_gpu.so, gres_mps.so, gres_shard.so and gpu_nvml.so into DIR under
+the names slurmd loads.  Each file is written to a temporary file in DIR
+and renamed over the old one, so that a running slurmd or slurmstepd that
+has the old file mapped keeps its copy (overwriting a mapped library in
+place crashes the daemon).
+
+The files are taken from --from DIR, else from the directory of this
+executable (cargo's target/<profile>/, where they are built as
+libgres_gpu.so etc.).  A file whose plugin_version is not the installed
+slurmd's release is refused, since slurmd would not load it; --force
+installs it anyway.
+
+Prints the PluginDir= line for slurm.conf: DIR first, then the directory
+Slurm's own plugins are in.
+
+EXAMPLES
+    gres-rs install --plugin-dir /usr/local/lib/slurm-gres-rs
+    gres-rs install --plugin-dir /opt/p --from target/release
+
+ENVIRONMENT
+    GRES_RS_SLURMD_VERSION   the installed release (e.g. 22.05.8), instead
+                             of asking `slurmd -V`
+
+EXIT STATUS
+    0   installed
+    1   a file was refused (version mismatch, not a plugin)
+    2   usage error, file missing, DIR not writable";
+
+#[derive(Parser, Debug)]
+#[command(name = "gres-rs", version, about = "Check, detect and install Slurm 22.05 GPU GRES configurations", long_about = LONG_ABOUT)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Predict slurmd's GRES table for nodes and report configuration problems
+    #[command(long_about = CHECK_LONG_ABOUT)]
+    Check(CheckArgs),
+    /// Show the GPUs NVML reports, as a table or gres.conf lines
+    #[command(long_about = DETECT_LONG_ABOUT)]
+    Detect(DetectArgs),
+    /// Install the plugin files where slurmd loads them
+    #[command(long_about = INSTALL_LONG_ABOUT)]
+    Install(InstallArgs),
+}
+
+/// Output formats of `check`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CheckFormat {
+    Text,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// slurm.conf to read [default: $SLURM_CONF or /etc/slurm/slurm.conf]
+    #[arg(long, value_name = "FILE")]
+    pub slurm_conf: Option<PathBuf>,
+    /// gres.conf to read [default: gres.conf next to slurm.conf]
+    #[arg(long, value_name = "FILE")]
+    pub gres_conf: Option<PathBuf>,
+    /// Node to check [default: this host's node]
+    #[arg(short = 'n', long, value_name = "NAME", conflicts_with = "all_nodes")]
+    pub node: Option<String>,
+    /// Check every node of slurm.conf
+    #[arg(short = 'a', long)]
+    pub all_nodes: bool,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+    pub format: CheckFormat,
+    /// Do not look at device files (for a configuration of another host)
+    #[arg(long)]
+    pub no_device_check: bool,
+    /// Do not ask NVML for this host's GPUs
+    #[arg(long)]
+    pub no_detect: bool,
+    /// Also show notes (what slurmd logs at info and debug level)
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Print only problems, not the GRES table
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// Output formats of `detect`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DetectFormat {
+    Table,
+    GresConf,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct DetectArgs {
+    /// Output format
+    #[arg(long, value_enum, default_value_t = DetectFormat::Table)]
+    pub format: DetectFormat,
+    /// NodeName= for the gres.conf lines [default: none, lines for every node]
+    #[arg(long, value_name = "NAME")]
+    pub node_name: Option<String>,
+    /// Also print NVML's log (debug lines included)
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct InstallArgs {
+    /// Directory to install the plugin files into
+    #[arg(long, value_name = "DIR")]
+    pub plugin_dir: PathBuf,
+    /// Directory holding the built plugins [default: this executable's directory]
+    #[arg(long, value_name = "DIR")]
+    pub from: Option<PathBuf>,
+    /// Install files whose plugin_version differs from the installed slurmd's
+    #[arg(long)]
+    pub force: bool,
+    /// slurm.conf whose PluginDir to extend [default: $SLURM_CONF or /etc/slurm/slurm.conf]
+    #[arg(long, value_name = "FILE")]
+    pub slurm_conf: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Check(args) => check::run(&args),
+        Command::Detect(args) => detect::run(&args),
+        Command::Install(args) => install::run(&args),
+    };
+    ExitCode::from(code)
+}
+
+/// An error of the tool itself, in the style of Slurm's commands.
+pub fn tool_error(message: impl std::fmt::Display) {
+    eprintln!("gres-rs: error: {message}");
+}
+
+/// slurm.conf as slurmd finds it: `$SLURM_CONF`, else the default path.
+pub fn default_slurm_conf() -> PathBuf {
+    std::env::var_os("SLURM_CONF").filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn node_and_all_nodes_conflict() {
+        let e = Cli::try_parse_from(["gres-rs", "check", "--node", "a", "--all-nodes"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
+        assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn long_help_has_sections() {
+        let help = Cli::command().render_long_help().to_string();
+        for section in ["DESCRIPTION", "EXAMPLES", "EXIT STATUS"] {
+            assert!(help.contains(section), "{section} missing:\n{help}");
+        }
+        let mut cmd = Cli::command();
+        let check = cmd.find_subcommand_mut("check").unwrap().render_long_help().to_string();
+        assert!(check.contains("EXIT STATUS") && check.contains("--no-device-check"), "{check}");
+    }
+}

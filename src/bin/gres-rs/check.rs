@@ -1,0 +1,569 @@
+//! `gres-rs check`: slurmd's GRES table for nodes, and the problems slurmd
+//! and slurmctld would have with their configuration.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use slurm_gpu_gres::core::devices::{stat_device, DevStat};
+use slurm_gpu_gres::core::fake_gpus::{self, CpuConv};
+use slurm_gpu_gres::core::gres_conf::syntax::{ConfError, ConfErrors, ErrorKind, Location};
+use slurm_gpu_gres::core::gres_conf::{AutoDetect, GresConf, NodeContext};
+use slurm_gpu_gres::core::hostlist;
+use slurm_gpu_gres::core::node_conf::{self, CpuMap, NodeInput, Prediction, Problem, Severity};
+use slurm_gpu_gres::core::slurm_conf::SlurmConf;
+use slurm_gpu_gres::nvml::StandaloneHost;
+use slurm_gpu_gres::plugins::NodeConfig;
+
+use crate::host::{self, LocalCpus};
+use crate::render::{self, JsonProblem, JsonRecord, Sources};
+use crate::sliced::{SliceError, Sliced};
+use crate::{default_slurm_conf, tool_error, CheckArgs, CheckFormat, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};
+
+/// One node of slurm.conf.
+#[derive(Clone, Debug)]
+struct NodeEntry {
+    name: String,
+    /// Index of its `NodeName` line in slurm.conf.
+    line: usize,
+    hostname: String,
+}
+
+/// The nodes of slurm.conf, each once, in order.
+struct Nodes {
+    entries: Vec<NodeEntry>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Nodes {
+    fn new(conf: &SlurmConf, problems: &mut Vec<Problem>) -> Nodes {
+        let mut nodes = Nodes { entries: Vec::new(), by_name: HashMap::new() };
+        for (i, line) in conf.nodes().iter().enumerate() {
+            let names = match hostlist::expand(&line.names.value) {
+                Ok(n) => n,
+                Err(e) => {
+                    problems.push(Problem::new(
+                        Severity::Fatal,
+                        Some(line.names.location.clone()),
+                        format!("Unable to create NodeName list from {}: {e}", line.names.value),
+                    ));
+                    continue;
+                }
+            };
+            let hostnames = line.get("NodeHostname").and_then(|h| hostlist::expand(&h.value).ok()).unwrap_or_else(|| names.clone());
+            for (j, name) in names.iter().enumerate() {
+                if nodes.by_name.contains_key(name) {
+                    continue;
+                }
+                let hostname = hostnames.get(j).or(hostnames.first()).unwrap_or(name);
+                nodes.by_name.insert(name.clone(), nodes.entries.len());
+                nodes.entries.push(NodeEntry { name: name.clone(), line: i, hostname: host::short_name(hostname).to_string() });
+            }
+        }
+        nodes
+    }
+}
+
+/// What was found for a group of nodes that read the same lines.
+struct Outcome {
+    cpus: u32,
+    local: bool,
+    prediction: Prediction,
+    problems: Vec<Problem>,
+}
+
+impl Outcome {
+    fn fatal(&self) -> bool {
+        self.problems.iter().any(|p| p.severity == Severity::Fatal)
+    }
+}
+
+struct Group {
+    nodes: Vec<usize>,
+    outcome: Outcome,
+}
+
+/// Everything a check run found.
+#[derive(Default)]
+struct Report {
+    slurm_conf: PathBuf,
+    gres_conf: Option<PathBuf>,
+    /// Problems of the files as a whole.
+    file_problems: Vec<Problem>,
+    groups: Vec<Group>,
+    entries: Vec<NodeEntry>,
+}
+
+pub fn run(args: &CheckArgs) -> u8 {
+    let mut report = Report { slurm_conf: args.slurm_conf.clone().unwrap_or_else(default_slurm_conf), ..Default::default() };
+    let code = match check(args, &mut report) {
+        Ok(()) => output(args, &report),
+        Err(code) => code,
+    };
+    // The process ends now: freeing a large configuration piece by piece
+    // would only take time.
+    std::mem::forget(report);
+    code
+}
+
+/// Read an unreadable-file error as a usage error (`Err`), other errors as
+/// what stops slurmd.
+fn conf_errors(errors: &ConfErrors, path: &Path, report: &mut Report) -> Result<(), u8> {
+    if let Some(e) = errors.0.iter().find(|e| e.kind == ErrorKind::Io && e.location.line == 0 && e.location.path == path) {
+        tool_error(&e.message);
+        return Err(EXIT_USAGE);
+    }
+    report.file_problems.extend(errors.0.iter().map(Problem::from_conf_error));
+    Ok(())
+}
+
+fn check(args: &CheckArgs, report: &mut Report) -> Result<(), u8> {
+    let slurm_path = report.slurm_conf.clone();
+    let slurm = match SlurmConf::load(&slurm_path) {
+        Ok(c) => c,
+        Err(errors) => return conf_errors(&errors, &slurm_path, report),
+    };
+    report.file_problems.extend(slurm.diagnostics().iter().map(Problem::from_diagnostic));
+    let types = match slurm.gres_types() {
+        Ok(t) => {
+            report.file_problems.extend(t.diagnostics.iter().map(Problem::from_diagnostic));
+            t.names
+        }
+        Err(e) => {
+            report.file_problems.push(Problem::from_conf_error(&e));
+            return Ok(());
+        }
+    };
+    let nodes = Nodes::new(&slurm, &mut report.file_problems);
+    let this_host = host::short_hostname();
+    let is_local = |e: &NodeEntry| e.name == this_host || e.hostname == this_host;
+    let selected: Vec<usize> = if args.all_nodes {
+        (0..nodes.entries.len()).collect()
+    } else if let Some(name) = &args.node {
+        match nodes.by_name.get(name) {
+            Some(&i) => vec![i],
+            None => {
+                tool_error(format!("node {name} is not in {}", slurm_path.display()));
+                return Err(EXIT_USAGE);
+            }
+        }
+    } else {
+        let found = nodes.entries.iter().position(|e| e.name == this_host).or_else(|| nodes.entries.iter().position(|e| e.hostname == this_host));
+        match found {
+            Some(i) => vec![i],
+            None => {
+                tool_error(format!("this host ({this_host}) is no node of {}: use --node NAME or --all-nodes", slurm_path.display()));
+                return Err(EXIT_USAGE);
+            }
+        }
+    };
+
+    // gres.conf: missing is fine (slurmd then uses slurm.conf alone),
+    // unless it was named.
+    let gres_path = args.gres_conf.clone().unwrap_or_else(|| slurm_path.with_file_name("gres.conf"));
+    let gres_exists = std::fs::metadata(&gres_path).is_ok();
+    if !gres_exists && args.gres_conf.is_some() {
+        tool_error(format!("cannot read {}: no such file", gres_path.display()));
+        return Err(EXIT_USAGE);
+    }
+    if !gres_exists {
+        report.file_problems.push(Problem::new(Severity::Note, None, format!("Can not stat gres.conf file ({}), using slurm.conf data", gres_path.display())));
+    } else {
+        report.gres_conf = Some(gres_path.clone());
+    }
+    if report.file_problems.iter().any(|p| p.severity == Severity::Fatal) {
+        return Ok(());
+    }
+
+    let fake_path = slurm_path.with_file_name("fake_gpus.conf");
+    let fake_exists = std::fs::metadata(&fake_path).is_ok();
+    let config_overrides = slurm.get("SlurmdParameters").is_some_and(|v| v.to_ascii_lowercase().contains("config_overrides"));
+
+    // gres.conf is read per node from an index of its lines (see
+    // sliced.rs); the lines no checked node reads are read as well, for
+    // their syntax.  With `include` lines, the whole file is also read the
+    // ordinary way (on another thread), for the errors of the includes.
+    let sliced = gres_exists.then(|| Sliced::load(&gres_path));
+    let env = Env {
+        slurm: &slurm,
+        types: &types,
+        sliced: sliced.as_ref(),
+        fake_path: fake_exists.then_some(fake_path.as_path()),
+        local_cpus: host::local_cpus(),
+        config_overrides,
+        global_autodetect: sliced.as_ref().and_then(|s| s.global_autodetect().cloned()),
+        args,
+    };
+    let whole_file = sliced.as_ref().is_some_and(|s| s.has_includes);
+    let (full, mut evaluated) = std::thread::scope(|scope| {
+        let full = scope.spawn(|| whole_file.then(|| GresConf::load(&gres_path)));
+        let evaluated = env.evaluate_all(&nodes, &selected, &is_local);
+        (full.join(), evaluated)
+    });
+    match full {
+        Ok(None) => {}
+        Ok(Some(Ok(full))) => std::mem::forget(full),
+        Ok(Some(Err(errors))) => return conf_errors(&errors, &gres_path, report),
+        Err(_) => {
+            tool_error("reading gres.conf failed");
+            return Err(EXIT_USAGE);
+        }
+    }
+    if let Some(s) = &sliced {
+        // Lines of the same text but for NodeName= have the same syntax:
+        // each text is read once.
+        let mut texts = HashSet::new();
+        let unread: Vec<usize> = (0..s.len()).filter(|i| !evaluated.read.contains(i) && texts.insert(s.line_key(*i))).collect();
+        if !unread.is_empty() {
+            match s.check_lines(&unread) {
+                Ok(diagnostics) => report.file_problems.extend(diagnostics.iter().map(Problem::from_diagnostic)),
+                Err(errors) => evaluated.syntax.extend(errors),
+            }
+        }
+    }
+    if !evaluated.syntax.is_empty() {
+        // slurmd refuses the whole file, on every node.
+        let mut errors = std::mem::take(&mut evaluated.syntax);
+        errors.sort_by(|a, b| (&a.location.path, a.location.line, a.location.column).cmp(&(&b.location.path, b.location.line, b.location.column)));
+        errors.dedup();
+        report.file_problems.extend(errors.iter().map(Problem::from_conf_error));
+        std::mem::forget(evaluated);
+        return Ok(());
+    }
+    // A remark that several sets of nodes share is reported once.
+    let mut seen: HashMap<(Option<Location>, String), usize> = HashMap::new();
+    for p in evaluated.groups.iter().flat_map(|g| g.outcome.problems.iter()) {
+        *seen.entry((p.location.clone(), p.message.clone())).or_default() += 1;
+    }
+    let mut file_level: HashSet<(Option<Location>, String)> = report.file_problems.iter().map(|p| (p.location.clone(), p.message.clone())).collect();
+    if evaluated.groups.len() > 1 {
+        for g in &evaluated.groups {
+            for p in &g.outcome.problems {
+                let key = (p.location.clone(), p.message.clone());
+                if seen.get(&key).copied().unwrap_or(0) > 1 && p.location.is_some() && file_level.insert(key) {
+                    report.file_problems.push(p.clone());
+                }
+            }
+        }
+    }
+    report.groups = std::mem::take(&mut evaluated.groups);
+    for g in &mut report.groups {
+        g.outcome.problems.retain(|p| !file_level.contains(&(p.location.clone(), p.message.clone())));
+    }
+    std::mem::forget(sliced);
+    std::mem::forget(evaluated);
+    report.entries = nodes.entries;
+    std::mem::forget(nodes.by_name);
+    std::mem::forget(slurm);
+    Ok(())
+}
+
+/// The groups of nodes evaluated, and what was read on the way.
+struct Evaluated {
+    groups: Vec<Group>,
+    /// Syntax errors of gres.conf lines.
+    syntax: Vec<ConfError>,
+    /// The logical lines of gres.conf read for some node.
+    read: HashSet<usize>,
+}
+
+/// What every node's evaluation shares.
+struct Env<'a> {
+    slurm: &'a SlurmConf,
+    types: &'a [String],
+    sliced: Option<&'a Sliced>,
+    fake_path: Option<&'a Path>,
+    local_cpus: Option<LocalCpus>,
+    config_overrides: bool,
+    global_autodetect: Option<Location>,
+    args: &'a CheckArgs,
+}
+
+impl Env<'_> {
+    /// Evaluate the `selected` nodes, once for each set of nodes that read
+    /// lines of the same content from both files.
+    fn evaluate_all(&self, nodes: &Nodes, selected: &[usize], is_local: &dyn Fn(&NodeEntry) -> bool) -> Evaluated {
+        let wanted: HashSet<&str> = selected.iter().map(|&i| nodes.entries[i].name.as_str()).collect();
+        let node_lines = self.sliced.map(|s| s.node_lines(&wanted)).unwrap_or_default();
+        let no_lines = Vec::new();
+        let mut keys: HashMap<(String, usize, bool), usize> = HashMap::new();
+        let mut members: Vec<(Vec<usize>, &Vec<usize>)> = Vec::new();
+        for &i in selected {
+            let e = &nodes.entries[i];
+            let lines = node_lines.get(&e.name).unwrap_or(&no_lines);
+            let content = match self.sliced {
+                Some(s) => s.content_key(lines).unwrap_or_else(|| format!("{lines:?}")),
+                None => String::new(),
+            };
+            let g = *keys.entry((content, e.line, is_local(e))).or_insert_with(|| {
+                members.push((Vec::new(), lines));
+                members.len() - 1
+            });
+            members[g].0.push(i);
+        }
+        let mut out = Evaluated { groups: Vec::new(), syntax: Vec::new(), read: HashSet::new() };
+        if let Some(s) = self.sliced {
+            // Lines of nodes evaluated through another node with the same
+            // content count as read: their text is the same.
+            out.read.extend(s.chosen(&[]));
+            out.read.extend(node_lines.values().flatten().copied());
+        }
+        for (nodes_of, lines) in members {
+            let first = &nodes.entries[nodes_of[0]];
+            let (outcome, syntax) = self.evaluate(first, lines, is_local(first));
+            out.syntax.extend(syntax);
+            out.groups.push(Group { outcome, nodes: nodes_of });
+        }
+        out
+    }
+
+    fn evaluate(&self, entry: &NodeEntry, lines: &[usize], local: bool) -> (Outcome, Vec<ConfError>) {
+        let line = &self.slurm.nodes()[entry.line];
+        let (hw, mut problems) = node_conf::node_hw(line);
+        let actual = if local { self.local_cpus.map(|c| (c.cpus, c.cores)) } else { None };
+        let cpus = hw.cpus.max(actual.map_or(0, |(c, _)| c));
+        let map = CpuMap::for_node(&hw, actual, self.config_overrides);
+        let abs_to_mac = move |r: &str| map.abs_to_mac(r);
+        let ctx = NodeContext { node_name: &entry.name, cpu_cnt: cpus, gres_types: Some(self.types), abs_to_mac: Some(&abs_to_mac) };
+        let mut outcome = Outcome { cpus, local, prediction: Prediction::default(), problems: Vec::new() };
+        let gres_node = match self.sliced.map(|s| s.node_config(lines, &ctx)) {
+            None => None,
+            Some(Ok(g)) => Some(g),
+            Some(Err(SliceError::Node(e))) => {
+                problems.push(Problem::from_conf_error(&e));
+                outcome.problems = problems;
+                return (outcome, Vec::new());
+            }
+            Some(Err(SliceError::Syntax(errors))) => return (outcome, errors),
+        };
+        let gres_value = line.gres();
+        let (slurm_gres, gres_problems) = node_conf::node_slurm_gres(&entry.name, gres_value.map(|g| (g.value.as_str(), &g.location)), self.types);
+        problems.extend(gres_problems);
+        let autodetect = gres_node.as_ref().map_or(AutoDetect::Unset, |g| g.autodetect);
+        let mut system = None;
+        if let Some(path) = self.fake_path {
+            let conv = if autodetect == AutoDetect::Nvml { CpuConv::Nvml } else { CpuConv::Unsupported };
+            match fake_gpus::load_fake_gpus(path, conv) {
+                Ok(Some(fake)) => {
+                    problems.extend(fake.diagnostics.iter().map(Problem::from_diagnostic));
+                    system = Some(fake.records);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    problems.push(Problem::new(Severity::Fatal, None, e.to_string()));
+                    outcome.problems = problems;
+                    return (outcome, Vec::new());
+                }
+            }
+        } else if local && autodetect == AutoDetect::Nvml && !self.args.no_detect {
+            system = slurm_gpu_gres::nvml::system_gpu_list(&StandaloneHost, NodeConfig { cpu_cnt: cpus, in_slurmd: true });
+        }
+        if self.fake_path.is_none() {
+            problems.extend(self.autodetect_problems(autodetect, local, system.is_some()));
+        }
+        let detection_pending = !local && system.is_none() && matches!(autodetect, AutoDetect::Nvml | AutoDetect::Rsmi | AutoDetect::OneApi);
+        let stat = |p: &str| -> Result<DevStat, String> { stat_device(p) };
+        let device_check = local && !self.args.no_device_check;
+        let mut prediction = node_conf::predict(NodeInput {
+            gres_types: self.types,
+            slurm: Some(&slurm_gres),
+            cpu_cnt: cpus,
+            gres_conf: gres_node.as_ref(),
+            system_gpus: system,
+            fake_gpus: self.fake_path.is_some(),
+            stat: device_check.then_some(&stat as &dyn Fn(&str) -> Result<DevStat, String>),
+        });
+        // slurmd's log lines are not shown (problems are); with many nodes
+        // they would only take memory.
+        prediction.log = Vec::new();
+        problems.extend(std::mem::take(&mut prediction.problems));
+        if problems.iter().all(|p| p.severity != Severity::Fatal) {
+            problems.extend(node_conf::registration_problems(&slurm_gres, &prediction.records, gres_value.map(|g| &g.location), detection_pending));
+        }
+        if !local && !self.args.no_device_check && prediction.records.iter().any(|r| r.file.is_some()) {
+            problems.push(Problem::new(Severity::Note, None, format!("device files not checked: {} is not this host", entry.name)));
+        }
+        outcome.prediction = prediction;
+        outcome.problems = problems;
+        (outcome, Vec::new())
+    }
+
+    fn autodetect_problems(&self, autodetect: AutoDetect, local: bool, detected: bool) -> Vec<Problem> {
+        let mut out = Vec::new();
+        match autodetect {
+            AutoDetect::Nvml if local && !host::library_loadable("libnvidia-ml.so") => out.push(
+                Problem::new(
+                    Severity::Warning,
+                    self.global_autodetect.clone(),
+                    "AutoDetect=nvml, but libnvidia-ml.so (unversioned) cannot be loaded here: the stock slurmd falls back to gpu/generic and detects no GPU",
+                )
+                .with_help("install the driver's development link (Debian: apt install libnvidia-ml-dev, or ln -s libnvidia-ml.so.1 libnvidia-ml.so next to it); gres-rs's gres_gpu.so asks NVML through libnvidia-ml.so.1 itself"),
+            ),
+            AutoDetect::Nvml if local && !detected && !self.args.no_detect => out.push(Problem::new(
+                Severity::Warning,
+                self.global_autodetect.clone(),
+                "AutoDetect=nvml, but NVML reports no GPU on this host (see `gres-rs detect`)",
+            )),
+            AutoDetect::OneApi => out.push(Problem::new(
+                Severity::Warning,
+                self.global_autodetect.clone(),
+                "AutoDetect=oneapi: this Slurm build has no gpu/oneapi plugin, slurmd uses gpu/generic and detects no GPU",
+            )),
+            _ => {}
+        }
+        out
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Output
+// ---------------------------------------------------------------------------
+
+#[derive(Serialize)]
+struct JsonNodes {
+    names: Vec<String>,
+    hostlist: String,
+    local: bool,
+    cpus: u32,
+    autodetect: &'static str,
+    /// slurmd starts (no fatal problem).
+    starts: bool,
+    gres: Vec<JsonRecord>,
+    lines: Vec<String>,
+    problems: Vec<JsonProblem>,
+}
+
+#[derive(Serialize, Default)]
+struct Summary {
+    nodes: usize,
+    fatal: usize,
+    errors: usize,
+    warnings: usize,
+}
+
+#[derive(Serialize)]
+struct JsonReport {
+    slurm_conf: String,
+    gres_conf: Option<String>,
+    nodes: Vec<JsonNodes>,
+    problems: Vec<JsonProblem>,
+    summary: Summary,
+}
+
+impl Summary {
+    fn count(&mut self, p: &Problem) {
+        match p.severity {
+            Severity::Fatal => self.fatal += 1,
+            Severity::Error => self.errors += 1,
+            Severity::Warning => self.warnings += 1,
+            Severity::Note => {}
+        }
+    }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn output(args: &CheckArgs, report: &Report) -> u8 {
+    let mut summary = Summary { nodes: report.groups.iter().map(|g| g.nodes.len()).sum(), ..Default::default() };
+    report.file_problems.iter().for_each(|p| summary.count(p));
+    report.groups.iter().flat_map(|g| g.outcome.problems.iter()).for_each(|p| summary.count(p));
+    let shown = |p: &&Problem| args.verbose || p.severity != Severity::Note;
+    let mut sources = Sources::default();
+    let names = |g: &Group| -> Vec<String> { g.nodes.iter().map(|&i| report.entries[i].name.clone()).collect() };
+    let several = summary.nodes > 1;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let written = match args.format {
+        CheckFormat::Json => {
+            let json = JsonReport {
+                slurm_conf: report.slurm_conf.display().to_string(),
+                gres_conf: report.gres_conf.as_ref().map(|p| p.display().to_string()),
+                nodes: report
+                    .groups
+                    .iter()
+                    .map(|g| {
+                        let names = names(g);
+                        let hostlist = node_conf::ranged_string(&names);
+                        let o = &g.outcome;
+                        JsonNodes {
+                            hostlist: hostlist.clone(),
+                            names,
+                            local: o.local,
+                            cpus: o.cpus,
+                            autodetect: o.prediction.autodetect.as_str(),
+                            starts: !o.fatal(),
+                            gres: o.prediction.records.iter().map(JsonRecord::new).collect(),
+                            lines: o.prediction.lines.clone(),
+                            problems: o.problems.iter().filter(shown).map(|p| render::json_problem(p, Some(&hostlist), &mut sources)).collect(),
+                        }
+                    })
+                    .collect(),
+                problems: report.file_problems.iter().filter(shown).map(|p| render::json_problem(p, None, &mut sources)).collect(),
+                summary,
+            };
+            let r = serde_json::to_writer_pretty(&mut out, &json).map_err(std::io::Error::from).and_then(|()| writeln!(out));
+            let code = exit_code(&json.summary);
+            return finish(r.and_then(|()| out.flush()), code);
+        }
+        CheckFormat::Text => {
+            let styled = render::styled_stderr();
+            let mut err = String::new();
+            for p in report.file_problems.iter().filter(shown) {
+                err.push_str(&render::render_text(p, None, &mut sources, styled));
+                err.push_str("\n\n");
+            }
+            let mut r = Ok(());
+            for g in &report.groups {
+                let names = names(g);
+                let hostlist = node_conf::ranged_string(&names);
+                let o = &g.outcome;
+                if !args.quiet {
+                    let state = if o.fatal() { " (slurmd stops, see below)" } else { "" };
+                    r = r.and_then(|()| writeln!(out, "NodeName={hostlist} CPUs={} AutoDetect={}{state}", o.cpus, o.prediction.autodetect.as_str()));
+                    for l in &o.prediction.lines {
+                        r = r.and_then(|()| writeln!(out, "{l}"));
+                    }
+                }
+                for p in o.problems.iter().filter(shown) {
+                    let label = several.then_some(hostlist.as_str());
+                    err.push_str(&render::render_text(p, label, &mut sources, styled));
+                    err.push_str("\n\n");
+                }
+            }
+            r = r.and_then(|()| out.flush());
+            eprint!("{err}");
+            eprintln!(
+                "gres-rs: check: {}: {} fatal, {}, {}",
+                plural(summary.nodes, "node", "nodes"),
+                summary.fatal,
+                plural(summary.errors, "error", "errors"),
+                plural(summary.warnings, "warning", "warnings")
+            );
+            (r, exit_code(&summary))
+        }
+    };
+    finish(written.0, written.1)
+}
+
+fn exit_code(s: &Summary) -> u8 {
+    if s.fatal + s.errors > 0 {
+        EXIT_PROBLEMS
+    } else {
+        EXIT_OK
+    }
+}
+
+fn finish(written: std::io::Result<()>, code: u8) -> u8 {
+    match written {
+        Ok(()) => code,
+        // A closed pipe (`| head`) is not an error of the check.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => code,
+        Err(e) => {
+            tool_error(format!("writing the report: {e}"));
+            EXIT_USAGE
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! `gres-rs detect`: the GPUs NVML reports.
+
+use serde::Serialize;
+use slurm_gpu_gres::core::model::LogLevel;
+use slurm_gpu_gres::nvml::{self, DetectReport, StandaloneHost};
+use slurm_gpu_gres::plugins::NodeConfig;
+
+use crate::render::JsonRecord;
+use crate::{host, DetectArgs, DetectFormat, EXIT_OK, EXIT_PROBLEMS};
+
+#[derive(Serialize)]
+struct JsonDetect {
+    library: String,
+    driver_version: Option<String>,
+    nvml_version: Option<String>,
+    device_count: u32,
+    gpus: Vec<JsonRecord>,
+    error: Option<String>,
+}
+
+fn level_name(level: LogLevel) -> &'static str {
+    match level {
+        LogLevel::Error => "error",
+        LogLevel::Info => "info",
+        LogLevel::Verbose => "verbose",
+        LogLevel::Debug => "debug",
+        LogLevel::Debug2 => "debug2",
+        LogLevel::Debug3 => "debug3",
+    }
+}
+
+/// The text printed for a report in `format` (standard output), and
+/// whether GPUs were found.
+fn render(report: &DetectReport, args: &DetectArgs) -> (String, bool) {
+    let found = report.error.is_none() && !report.gpus.is_empty();
+    let text = match args.format {
+        DetectFormat::Json => {
+            let json = JsonDetect {
+                library: report.library.clone(),
+                driver_version: report.driver_version.clone(),
+                nvml_version: report.nvml_version.clone(),
+                device_count: report.device_count,
+                gpus: report.gpus.iter().map(JsonRecord::new).collect(),
+                error: report.error.as_ref().map(ToString::to_string),
+            };
+            let mut s = serde_json::to_string_pretty(&json).unwrap_or_default();
+            s.push('\n');
+            s
+        }
+        _ if report.error.is_some() => String::new(),
+        DetectFormat::Table => report.table(),
+        DetectFormat::GresConf => {
+            let mut s = format!(
+                "# GPUs NVML reports on this host (driver {}, NVML {}), as gres.conf lines.\n# With AutoDetect=nvml slurmd finds the same; written out, they also work with gpu/generic.\n",
+                report.driver_version.as_deref().unwrap_or("?"),
+                report.nvml_version.as_deref().unwrap_or("?")
+            );
+            for l in report.gres_conf_lines(args.node_name.as_deref()) {
+                s.push_str(&l);
+                s.push('\n');
+            }
+            s
+        }
+    };
+    (text, found)
+}
+
+pub fn run(args: &DetectArgs) -> u8 {
+    let cpus = host::local_cpus().map_or(1, |c| c.cpus);
+    let report = nvml::detect_report(&StandaloneHost, NodeConfig { cpu_cnt: cpus, in_slurmd: true });
+    if args.verbose {
+        for l in &report.log {
+            eprintln!("gres-rs: {}: {}", level_name(l.level), l.message);
+        }
+    }
+    let (text, found) = render(&report, args);
+    print!("{text}");
+    if let Some(e) = &report.error {
+        eprintln!("gres-rs: error: NVML is not available: {e}");
+        eprintln!("gres-rs: GPU detection needs the NVIDIA driver and its NVML library ({}); set {} to load another one", nvml::DEFAULT_LIB, nvml::LIB_ENV);
+        return EXIT_PROBLEMS;
+    }
+    if !args.verbose {
+        for p in report.problems() {
+            eprintln!("gres-rs: error: {p}");
+        }
+    }
+    if !found {
+        eprintln!("gres-rs: NVML reports no GPU on this host");
+        return EXIT_PROBLEMS;
+    }
+    EXIT_OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slurm_gpu_gres::core::nvml_model::{system_gpu_record, SystemGpu};
+    use slurm_gpu_gres::nvml::DetectError;
+
+    fn args(format: DetectFormat) -> DetectArgs {
+        DetectArgs { format, node_name: Some("gpu01".into()), verbose: false }
+    }
+
+    fn report() -> DetectReport {
+        let gpu = system_gpu_record(&SystemGpu {
+            cpu_cnt: 8,
+            cpus: Some("0-3"),
+            file: Some("/dev/nvidia0"),
+            type_name: Some("nvidia_a100-sxm4-80gb"),
+            links: Some("-1"),
+            ..Default::default()
+        })
+        .unwrap();
+        DetectReport {
+            library: "libnvidia-ml.so.1".into(),
+            driver_version: Some("550.54".into()),
+            nvml_version: Some("12.550.54".into()),
+            device_count: 1,
+            gpus: vec![gpu],
+            error: None,
+            log: vec![],
+        }
+    }
+
+    #[test]
+    fn formats() {
+        let (t, found) = render(&report(), &args(DetectFormat::GresConf));
+        assert!(found);
+        assert!(t.contains("\nNodeName=gpu01 Name=gpu Type=nvidia_a100-sxm4-80gb File=/dev/nvidia0 Cores=0-3 Links=-1\n"), "{t}");
+        let (t, _) = render(&report(), &args(DetectFormat::Json));
+        let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+        assert_eq!(v["gpus"][0]["type"], "nvidia_a100-sxm4-80gb");
+        assert_eq!(v["gpus"][0]["file"], "/dev/nvidia0");
+        assert!(v["error"].is_null());
+        let (t, _) = render(&report(), &args(DetectFormat::Table));
+        assert!(t.contains("nvidia_a100-sxm4-80gb"), "{t}");
+    }
+
+    #[test]
+    fn no_nvml() {
+        let mut r = report();
+        r.gpus.clear();
+        r.error = Some(DetectError::Library { path: "libnvidia-ml.so.1".into(), reason: "not found".into() });
+        let (t, found) = render(&r, &args(DetectFormat::Table));
+        assert!(!found);
+        assert!(t.is_empty());
+        let (t, _) = render(&r, &args(DetectFormat::Json));
+        assert!(t.contains("Cannot load the NVML library"), "{t}");
+    }
+}

@@ -1,0 +1,279 @@
+//! Problems as people and programs read them: compiler-style text with the
+//! faulty line and a caret under the fault, or JSON.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use annotate_snippets::{Level, Renderer, Snippet};
+use serde::Serialize;
+use slurm_gpu_gres::core::gres_conf::syntax::Location;
+use slurm_gpu_gres::core::model::{flags_to_string, GresRecord};
+use slurm_gpu_gres::core::node_conf::{Problem, Severity};
+
+/// The lines of the configuration files, read once each.
+#[derive(Default)]
+pub struct Sources {
+    files: HashMap<PathBuf, Option<Vec<String>>>,
+}
+
+impl Sources {
+    /// Physical line `n` (1-based) of `path`, without its newline.
+    pub fn line(&mut self, path: &Path, n: usize) -> Option<&str> {
+        let lines = self.files.entry(path.to_path_buf()).or_insert_with(|| {
+            std::fs::read(path).ok().map(|b| String::from_utf8_lossy(&b).split('\n').map(|l| l.trim_end_matches('\r').to_string()).collect())
+        });
+        lines.as_ref()?.get(n.checked_sub(1)?).map(String::as_str)
+    }
+}
+
+/// Whether standard error gets colors.
+pub fn styled_stderr() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// Byte offset of `needle` in `hay`, ignoring ASCII case.
+fn find_ignore_case(hay: &str, needle: &str) -> Option<usize> {
+    if needle.is_empty() || needle.len() > hay.len() {
+        return None;
+    }
+    (0..=hay.len() - needle.len()).find(|&i| hay.is_char_boundary(i) && hay.as_bytes()[i..i + needle.len()].eq_ignore_ascii_case(needle.as_bytes()))
+}
+
+/// The value of `key=` on a line: byte range.
+fn key_value(line: &str, key: &str) -> Option<(usize, usize)> {
+    let mut from = 0;
+    while let Some(at) = find_ignore_case(&line[from..], &format!("{key}=")) {
+        let start = from + at;
+        // A whole key: not the end of a longer one (`Files=` for `File=`).
+        let whole = start == 0 || !line.as_bytes()[start - 1].is_ascii_alphanumeric();
+        let value = start + key.len() + 1;
+        if whole {
+            let end = line[value..].find(|c: char| c.is_whitespace() || c == '#').map_or(line.len(), |e| value + e);
+            if end > value {
+                return Some((value, end));
+            }
+        }
+        from = value;
+    }
+    None
+}
+
+/// Put a location that covers a whole line (or its first character) on the
+/// word of that line the message is about: a file name, or a `Key=value`
+/// the message quotes; else the whole line.
+pub fn refine(loc: &Location, message: &str, line: &str) -> Location {
+    if loc.line == 0 || loc.len > 1 {
+        return loc.clone();
+    }
+    let at = |start: usize, end: usize| Location { path: loc.path.clone(), line: loc.line, column: start + 1, len: end - start };
+    let words = message.split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | '"' | '\'' | '`'));
+    let mut file_mentioned = false;
+    for word in words {
+        let word = word.trim_end_matches([',', ':', ';', '.']);
+        if word.len() < 2 {
+            continue;
+        }
+        if let Some((key, value)) = word.split_once('=') {
+            if let Some((s, e)) = key_value(line, key) {
+                if line[s..e].eq_ignore_ascii_case(value) || value.is_empty() {
+                    return at(s, e);
+                }
+            }
+            continue;
+        }
+        if word.contains('/') {
+            file_mentioned = true;
+            if let Some(s) = line.find(word) {
+                return at(s, s + word.len());
+            }
+        }
+    }
+    if file_mentioned {
+        for key in ["MultipleFiles", "Files", "File"] {
+            if let Some((s, e)) = key_value(line, key) {
+                return at(s, e);
+            }
+        }
+    }
+    let start = loc.column.saturating_sub(1).min(line.len());
+    let content = line[start..].split('#').next().unwrap_or("").trim_end();
+    at(start, start + content.len().max(1).min(line.len() - start))
+}
+
+fn level(severity: Severity) -> Level {
+    match severity {
+        Severity::Fatal | Severity::Error => Level::Error,
+        Severity::Warning => Level::Warning,
+        Severity::Note => Level::Note,
+    }
+}
+
+/// A location with the word it points at found (when the source is there).
+pub fn place(loc: &Location, message: &str, sources: &mut Sources) -> Location {
+    match sources.line(&loc.path, loc.line) {
+        Some(line) => refine(loc, message, line),
+        None => loc.clone(),
+    }
+}
+
+/// A problem as text: `error: message`, then `--> file:line:col`, the line
+/// and a caret under the fault, then suggestion and help.  `nodes` names the
+/// nodes it concerns, when not all of them.
+pub fn render_text(p: &Problem, nodes: Option<&str>, sources: &mut Sources, styled: bool) -> String {
+    let lvl = level(p.severity);
+    let title = match nodes {
+        Some(n) => format!("{} [{n}]", p.message),
+        None => p.message.clone(),
+    };
+    let located = p.location.as_ref().map(|l| place(l, &p.message, sources));
+    let source = located.as_ref().and_then(|l| sources.line(&l.path, l.line).map(str::to_string));
+    let origin = located.as_ref().map(|l| l.path.display().to_string()).unwrap_or_default();
+    let where_ = located.as_ref().map(ToString::to_string);
+    let suggestion = p.suggestion.as_ref().map(|s| format!("did you mean `{s}`?"));
+    let mut msg = lvl.title(&title);
+    if p.severity == Severity::Fatal {
+        msg = msg.id("fatal");
+    }
+    match (&located, &source) {
+        (Some(l), Some(src)) if l.line > 0 => {
+            let start = l.column.saturating_sub(1).min(src.len());
+            let end = (start + l.len.max(1)).min(src.len()).max(start);
+            let label = suggestion.as_deref().unwrap_or("");
+            msg = msg.snippet(Snippet::source(src).line_start(l.line).origin(&origin).annotation(lvl.span(start..end).label(label)));
+        }
+        _ => {
+            if let Some(w) = &where_ {
+                msg = msg.footer(Level::Note.title(w));
+            }
+            if let Some(s) = &suggestion {
+                msg = msg.footer(Level::Help.title(s));
+            }
+        }
+    }
+    if let Some(h) = &p.help {
+        msg = msg.footer(Level::Help.title(h));
+    }
+    let renderer = if styled { Renderer::styled() } else { Renderer::plain() };
+    let text = renderer.render(msg).to_string();
+    text
+}
+
+/// A problem as JSON.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct JsonProblem {
+    pub severity: &'static str,
+    pub message: String,
+    pub file: Option<String>,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub len: Option<usize>,
+    pub suggestion: Option<String>,
+    pub help: Option<String>,
+    /// The nodes it concerns (a hostlist), when not the whole file.
+    pub nodes: Option<String>,
+}
+
+pub fn json_problem(p: &Problem, nodes: Option<&str>, sources: &mut Sources) -> JsonProblem {
+    let l = p.location.as_ref().map(|l| place(l, &p.message, sources));
+    JsonProblem {
+        severity: p.severity.as_str(),
+        message: p.message.clone(),
+        file: l.as_ref().map(|l| l.path.display().to_string()),
+        line: l.as_ref().filter(|l| l.line > 0).map(|l| l.line),
+        column: l.as_ref().filter(|l| l.line > 0).map(|l| l.column),
+        len: l.as_ref().filter(|l| l.line > 0).map(|l| l.len),
+        suggestion: p.suggestion.clone(),
+        help: p.help.clone(),
+        nodes: nodes.map(str::to_string),
+    }
+}
+
+/// A GRES record as JSON.
+#[derive(Serialize)]
+pub struct JsonRecord {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub type_name: Option<String>,
+    pub count: u64,
+    pub id: u32,
+    pub file: Option<String>,
+    pub cores: Option<String>,
+    pub core_cnt: u32,
+    pub links: Option<String>,
+    pub unique_id: Option<String>,
+    pub flags: String,
+}
+
+impl JsonRecord {
+    pub fn new(r: &GresRecord) -> Self {
+        JsonRecord {
+            name: r.name.clone(),
+            type_name: r.type_name.clone(),
+            count: r.count,
+            id: r.plugin_id,
+            file: r.file.clone(),
+            cores: r.cpus.clone(),
+            core_cnt: r.cpu_cnt,
+            links: r.links.clone(),
+            unique_id: r.unique_id.clone(),
+            flags: flags_to_string(r.flags),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line_loc(line: usize, column: usize) -> Location {
+        Location { path: PathBuf::from("/etc/slurm/gres.conf"), line, column, len: 1 }
+    }
+
+    #[test]
+    fn refines_to_the_word() {
+        let line = "NodeName=n1 Name=gpu Type=a100 File=/dev/nvidia[0-3] Cores=0-3";
+        let l = refine(&line_loc(3, 1), "/dev/nvidia2 is not a valid character or block device", line);
+        assert_eq!((l.column, l.len), (37, 16));
+        let l = refine(&line_loc(3, 1), "Type=A100 matches no detected GPU", line);
+        assert_eq!(&line[l.column - 1..l.column - 1 + l.len], "a100");
+        let l = refine(&line_loc(3, 1), "stat(/dev/nvidia[0-3]): No such file", line);
+        assert_eq!(&line[l.column - 1..l.column - 1 + l.len], "/dev/nvidia[0-3]");
+        let l = refine(&line_loc(3, 5), "something else", "    Name=mps Count=10 # c");
+        assert_eq!((l.column, l.len), (5, 17));
+        let wide = Location { len: 4, ..line_loc(3, 2) };
+        assert_eq!(refine(&wide, "/dev/x", line), wide);
+        assert_eq!(key_value("Files=/a File=/b", "File"), Some((14, 16)));
+        assert_eq!(key_value("x=1", "File"), None);
+    }
+
+    #[test]
+    fn renders_a_caret() {
+        let dir = std::env::temp_dir().join(format!("gres-rs-render-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("gres.conf");
+        std::fs::write(&path, "# x\nName=gpu Tpye=a100 File=/dev/nvidia0\n").unwrap();
+        let p = Problem {
+            severity: Severity::Fatal,
+            location: Some(Location { path: path.clone(), line: 2, column: 10, len: 4 }),
+            message: "Parsing error at unrecognized key: Tpye".into(),
+            suggestion: Some("Type".into()),
+            help: Some("keys are case-insensitive".into()),
+        };
+        let mut sources = Sources::default();
+        let text = render_text(&p, None, &mut sources, false);
+        assert!(text.starts_with("error[fatal]: Parsing error at unrecognized key: Tpye"), "{text}");
+        assert!(text.contains(&format!("{}:2:10", path.display())), "{text}");
+        assert!(text.contains("2 | Name=gpu Tpye=a100"), "{text}");
+        assert!(text.contains("^^^^ did you mean `Type`?"), "{text}");
+        assert!(text.contains("help: keys are case-insensitive"), "{text}");
+        let j = json_problem(&p, Some("n[1-2]"), &mut sources);
+        assert_eq!((j.line, j.column, j.len), (Some(2), Some(10), Some(4)));
+        assert_eq!(j.severity, "fatal");
+        let elsewhere = Problem::new(Severity::Warning, Some(Location::file(Path::new("/nonexistent"))), "w");
+        let text = render_text(&elsewhere, Some("n1"), &mut sources, false);
+        assert!(text.starts_with("warning: w [n1]"), "{text}");
+        assert!(text.contains("/nonexistent"), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

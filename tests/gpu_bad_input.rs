@@ -1,0 +1,433 @@
+//! gres/gpu with bad input, stock plugin and ours side by side on real
+//! Slurm: gres.conf records the plugin must refuse or skip, and malformed
+//! fake_gpus.conf lines. Ours must end the way the stock plugin does (same
+//! exit, same final GRES lines) -- or, where the stock plugin crashes or
+//! reads garbage, in a clean and clearer way -- and never crash.
+//!
+//! Needs root, the Debian Slurm packages and `cargo build --workspace`.
+
+mod gpu_common;
+mod harness;
+
+use gpu_common::*;
+use harness::*;
+
+/// What ours must do with a case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    /// Same outcome, GRES lines, GRES_PARSABLE lines and messages.
+    Same,
+    /// Same outcome and lines; the messages may differ.
+    SameOutcome,
+    /// Ours refuses the input (non-zero exit, no crash) with a message
+    /// containing this text, whatever the stock plugin does.
+    OursRefuses(&'static str),
+}
+
+struct BadCase {
+    name: &'static str,
+    node_gres: &'static str,
+    gres_conf: &'static str,
+    fake_gpus: Option<&'static str>,
+    devices: u32,
+    expect: Expect,
+}
+
+impl BadCase {
+    fn config(&self) -> ClusterConfig {
+        let mut c = ClusterConfig::gpus(PluginSet::Stock, self.devices);
+        c.node_gres = Some(self.node_gres.to_string());
+        c.gres_conf = self.gres_conf.to_string();
+        c.fake_gpus_conf = self.fake_gpus.map(|s| s.to_string());
+        c
+    }
+}
+
+const GOOD_CONF: &str = "Name=gpu File={DEV}/nvidia[0-1]\n";
+
+const BAD_CASES: &[BadCase] = &[
+    // ---- gres.conf ---------------------------------------------------
+    BadCase {
+        name: "file-is-a-regular-file",
+        node_gres: "gpu:2",
+        gres_conf: "Name=gpu File={DEV}/nvidia0,{ETC}/gres.conf\n",
+        fake_gpus: None,
+        devices: 1,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "file-is-a-directory",
+        node_gres: "gpu:2",
+        gres_conf: "Name=gpu File={DEV},{DEV}/nvidia1\n",
+        fake_gpus: None,
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "file-without-number",
+        node_gres: "gpu:2",
+        gres_conf: "Name=gpu File={DEV}/nvidia1,/dev/null\n",
+        fake_gpus: None,
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "duplicate-files-across-records",
+        node_gres: "gpu:3",
+        gres_conf: "Name=gpu File={DEV}/nvidia[0-1]\nName=gpu File={DEV}/nvidia1\n",
+        fake_gpus: None,
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "duplicate-files-in-one-record",
+        node_gres: "gpu:3",
+        gres_conf: "Name=gpu File={DEV}/nvidia[0-1],{DEV}/nvidia0\n",
+        fake_gpus: None,
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "typed-and-untyped-records",
+        node_gres: "gpu:2",
+        gres_conf: "Name=gpu Type=tesla File={DEV}/nvidia0\nName=gpu File={DEV}/nvidia1\n",
+        fake_gpus: None,
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "files-and-no-files",
+        node_gres: "gpu:3",
+        gres_conf: "Name=gpu File={DEV}/nvidia[0-1]\nName=gpu Count=1\n",
+        fake_gpus: None,
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "unknown-flag",
+        node_gres: "gpu:2",
+        gres_conf: "Name=gpu File={DEV}/nvidia[0-1] Flags=bogus_flag\n",
+        fake_gpus: None,
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "unknown-flag-beside-known",
+        node_gres: "gpu:2",
+        gres_conf: "Name=gpu File={DEV}/nvidia[0-1] Flags=amd_gpu_env,bogus_flag\n",
+        fake_gpus: None,
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "no-gpu-env-with-other-env",
+        node_gres: "gpu:2",
+        gres_conf: "Name=gpu File={DEV}/nvidia[0-1] Flags=no_gpu_env,nvidia_gpu_env\n",
+        fake_gpus: None,
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "env-flags-disagree",
+        node_gres: "gpu:2",
+        gres_conf: "Name=gpu File={DEV}/nvidia0 Flags=nvidia_gpu_env\n\
+                    Name=gpu File={DEV}/nvidia1 Flags=amd_gpu_env\n",
+        fake_gpus: None,
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "more-configured-than-declared",
+        node_gres: "gpu:2",
+        gres_conf: "Name=gpu File={DEV}/nvidia[0-3]\n",
+        fake_gpus: None,
+        devices: 4,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "more-configured-than-declared-typed",
+        node_gres: "gpu:tesla:1,gpu:k80:1",
+        gres_conf: "Name=gpu Type=tesla File={DEV}/nvidia[0-1]\nName=gpu Type=k80 File={DEV}/nvidia[2-3]\n",
+        fake_gpus: None,
+        devices: 4,
+        expect: Expect::Same,
+    },
+    BadCase { name: "fewer-configured-than-declared", node_gres: "gpu:4", gres_conf: GOOD_CONF, fake_gpus: None, devices: 4, expect: Expect::Same },
+    BadCase {
+        name: "bad-cores",
+        node_gres: "gpu:2",
+        gres_conf: "Name=gpu File={DEV}/nvidia[0-1] Cores=0-9\n",
+        fake_gpus: None,
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "bad-links",
+        node_gres: "gpu:2",
+        gres_conf: "Name=gpu File={DEV}/nvidia0 Links=a,b\nName=gpu File={DEV}/nvidia1 Links=0,0,0\n",
+        fake_gpus: None,
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "bad-autodetect",
+        node_gres: "gpu:2",
+        gres_conf: "AutoDetect=bogus\nName=gpu File={DEV}/nvidia[0-1]\n",
+        fake_gpus: None,
+        devices: 2,
+        expect: Expect::Same,
+    },
+    // ---- fake_gpus.conf ----------------------------------------------
+    BadCase {
+        name: "fake-empty-token",
+        node_gres: "gpu:2",
+        gres_conf: GOOD_CONF,
+        fake_gpus: Some("(null)|4||(null)|{DEV}/nvidia0\n(null)|4|0-3|(null)|{DEV}/nvidia1\n"),
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "fake-too-few-fields",
+        node_gres: "gpu:2",
+        gres_conf: GOOD_CONF,
+        fake_gpus: Some("(null)|4|0-3\n(null)|4|0-3|(null)|{DEV}/nvidia1\n"),
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "fake-too-many-fields",
+        node_gres: "gpu:2",
+        gres_conf: GOOD_CONF,
+        fake_gpus: Some("(null)|4|0-3|(null)|{DEV}/nvidia0|(null)|(null)|extra\n(null)|4|0-3|(null)|{DEV}/nvidia1\n"),
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "fake-only-separators",
+        node_gres: "gpu:2",
+        gres_conf: GOOD_CONF,
+        fake_gpus: Some("|||||\n(null)|4|0-3|(null)|{DEV}/nvidia1\n"),
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "fake-whitespace-line",
+        node_gres: "gpu:2",
+        gres_conf: GOOD_CONF,
+        fake_gpus: Some("   \n(null)|4|0-3|(null)|{DEV}/nvidia1\n"),
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "fake-crlf",
+        node_gres: "gpu:2",
+        gres_conf: GOOD_CONF,
+        fake_gpus: Some("(null)|4|0-1|(null)|{DEV}/nvidia0\r\n(null)|4|2-3|(null)|{DEV}/nvidia1\r\n"),
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "fake-no-final-newline",
+        node_gres: "gpu:2",
+        gres_conf: GOOD_CONF,
+        fake_gpus: Some("(null)|4|0-1|(null)|{DEV}/nvidia0\n(null)|4|2-3|(null)|{DEV}/nvidia1"),
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "fake-unknown-flag",
+        node_gres: "gpu:2",
+        gres_conf: GOOD_CONF,
+        fake_gpus: Some("(null)|4|0-3|(null)|{DEV}/nvidia0|(null)|bogus\n(null)|4|0-3|(null)|{DEV}/nvidia1|(null)|nvidia_gpu_env,bogus\n"),
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "fake-missing-device-file",
+        node_gres: "gpu:2",
+        gres_conf: "Name=gpu Count=2\n",
+        fake_gpus: Some("(null)|4|0-3|(null)|{DEV}/nvidia0\n(null)|4|0-3|(null)|{DEV}/nvidia7\n"),
+        devices: 2,
+        expect: Expect::Same,
+    },
+    BadCase {
+        name: "fake-cpu-range-too-big",
+        node_gres: "gpu:2",
+        gres_conf: GOOD_CONF,
+        fake_gpus: Some("(null)|4|0-9|(null)|{DEV}/nvidia0\n"),
+        devices: 2,
+        expect: Expect::SameOutcome,
+    },
+    BadCase {
+        name: "fake-cpu-count-not-a-number",
+        node_gres: "gpu:2",
+        gres_conf: GOOD_CONF,
+        fake_gpus: Some("(null)|four|0-1|(null)|{DEV}/nvidia0\n"),
+        devices: 2,
+        expect: Expect::SameOutcome,
+    },
+    BadCase {
+        // The stock plugin reads "zero-one" as CPU 0 (letters skipped) and
+        // reports Cores=zero-one; ours refuses the range.
+        name: "fake-cpu-range-garbage",
+        node_gres: "gpu:2",
+        gres_conf: GOOD_CONF,
+        fake_gpus: Some("(null)|4|zero-one|(null)|{DEV}/nvidia0\n"),
+        devices: 2,
+        expect: Expect::OursRefuses("bit_unfmt() failed for CPU range: zero-one"),
+    },
+    BadCase {
+        // The stock plugin hands -4 to bit_alloc() and then fails on the
+        // range; ours refuses the count itself.
+        name: "fake-negative-cpu-count",
+        node_gres: "gpu:2",
+        gres_conf: GOOD_CONF,
+        fake_gpus: Some("(null)|-4|0-1|(null)|{DEV}/nvidia0\n"),
+        devices: 2,
+        expect: Expect::OursRefuses("invalid CPU count"),
+    },
+];
+
+/// A line longer than the stock plugin's 256-byte read buffer, which the
+/// stock plugin cuts in two lines; ours skips it with an error.
+fn long_line_case() -> ClusterConfig {
+    let mut c = ClusterConfig::gpus(PluginSet::Stock, 2);
+    let long = format!("(null)|4|0-3|(null)|{{DEV}}/nvidia0|GPU-{}\n(null)|4|0-3|(null)|{{DEV}}/nvidia1\n", "a".repeat(300));
+    c.fake_gpus_conf = Some(long);
+    c
+}
+
+fn judge(name: &str, expect: Expect, stock: &GReport, ours: &GReport) -> Vec<String> {
+    let mut d: Vec<String> = Vec::new();
+    if ours.crashed {
+        d.push("ours crashed".into());
+    }
+    match expect {
+        Expect::Same => d.extend(compare_g(stock, ours, true)),
+        Expect::SameOutcome => d.extend(compare_g(stock, ours, false)),
+        Expect::OursRefuses(text) => {
+            if ours.outcome == "exit 0" {
+                d.push(format!("ours accepted it ({})", ours.outcome));
+            }
+            if !ours.problems.iter().any(|p| p.contains(text)) {
+                d.push(format!("ours did not say {text:?}: {:?}", ours.problems));
+            }
+        }
+    }
+    d.into_iter().map(|x| format!("[{name}] {x}")).collect()
+}
+
+#[test]
+fn bad_input_slurmd_g() {
+    if !require_slurm("bad_input_slurmd_g") {
+        return;
+    }
+    let mut diffs = Vec::new();
+    for case in BAD_CASES {
+        let t = std::time::Instant::now();
+        let (stock, ours) = slurmd_g_pair(&case.config());
+        eprintln!(
+            "=== case {} ({:.1?}): stock {} / ours {}\n--- stock ---\n{}\n--- ours ---\n{}",
+            case.name,
+            t.elapsed(),
+            stock.outcome,
+            ours.outcome,
+            stock.text,
+            ours.text
+        );
+        diffs.extend(judge(case.name, case.expect, &stock, &ours));
+    }
+    assert_no_diffs("bad input", &diffs);
+}
+
+/// The over-long fake_gpus.conf line: ours must not crash and must say why
+/// it skipped the line (the stock plugin reads it as two lines).
+#[test]
+fn bad_input_long_fake_line() {
+    if !require_slurm("bad_input_long_fake_line") {
+        return;
+    }
+    let (stock, ours) = slurmd_g_pair(&long_line_case());
+    eprintln!("--- stock {} ---\n{}\n--- ours {} ---\n{}", stock.outcome, stock.text, ours.outcome, ours.text);
+    assert!(!ours.crashed, "ours crashed:\n{}", ours.text);
+    assert!(ours.problems.iter().any(|p| p.contains("longer than")), "ours did not report the long line: {:?}", ours.problems);
+}
+
+/// The real daemons with bad input: a duplicate device file stops slurmd
+/// at start-up with both plugin sets; a File that is not a device leaves
+/// the node up with one device fewer, and jobs see the same variables.
+#[test]
+fn bad_input_daemons() {
+    if !require_slurm("bad_input_daemons") {
+        return;
+    }
+    let case = |name: &str| BAD_CASES.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("no case {name}")).config();
+
+    for plugins in [PluginSet::Stock, PluginSet::Ours] {
+        let mut cfg = case("duplicate-files-across-records");
+        cfg.plugins = plugins.clone();
+        cfg.start_timeout = std::time::Duration::from_secs(20);
+        cfg.verify_ours_loaded = false;
+        let err = match Cluster::try_start(cfg) {
+            Ok(_) => panic!("{}: slurmd started with duplicate device files", plugins.label()),
+            Err(e) => e,
+        };
+        assert!(err.contains("Slurmd exited early: exit status: 1"), "{}: slurmd did not exit with status 1: {err}", plugins.label());
+        // Ours logs with the plugin type, the stock plugin without: this
+        // line also proves which plugin slurmd ran.
+        let line = match plugins {
+            PluginSet::Stock => "error: gpu duplicate device file name",
+            _ => "error: gres/gpu: gpu duplicate device file name",
+        };
+        assert!(err.contains(line), "{}: no `{line}`: {err}", plugins.label());
+        assert!(err.contains("Gres GPU plugin failed to load configuration"), "{}: {err}", plugins.label());
+    }
+
+    let mut cfg = case("file-is-a-regular-file");
+    cfg.dump_prolog_epilog_env = true;
+    let scn = Scenario::new("not-a-device", cfg).run(Run::slurmd_g("conf")).run(Run::srun("one", &["--gres=gpu:1"])).run(Run::srun("two", &["--gres=gpu:2"]));
+    differential(&scn);
+}
+
+/// `scontrol reconfigure` after gres.conf gained a duplicate device file:
+/// the stock slurmd stops (its plugin calls fatal()); ours logs the
+/// problem, keeps the devices it had, and jobs keep running on them. This
+/// is the one place where ours deliberately does not end as the stock
+/// plugin does.
+#[test]
+fn bad_input_on_reconfigure() {
+    if !require_slurm("bad_input_on_reconfigure") {
+        return;
+    }
+    for plugins in [PluginSet::Stock, PluginSet::Ours] {
+        let cfg = ClusterConfig::gpus(plugins.clone(), 3);
+        let c = Cluster::start(cfg);
+        let path = c.layout.etc.join("gres.conf");
+        let broken = c.layout.subst("Name=gpu File={DEV}/nvidia[0-1]\nName=gpu File={DEV}/nvidia1\n", "gpunode");
+        std::fs::write(&path, broken).expect("rewriting gres.conf");
+        c.scontrol(&["reconfigure"]).expect_ok("scontrol reconfigure");
+        // Wait for slurmd to have handled it (or died of it).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let marker = "duplicate device file name";
+        while std::time::Instant::now() < deadline && !c.log(Daemon::Slurmd).contains(marker) {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let log = c.log(Daemon::Slurmd);
+        assert!(log.contains(marker), "{}: slurmd did not reread gres.conf:\n{}", plugins.label(), c.log_tails(30));
+        match plugins {
+            PluginSet::Stock => {
+                assert!(log.contains("fatal: Gres GPU plugin failed to load configuration"), "{}", c.log_tails(30));
+                assert!(c.pid(Daemon::Slurmd).is_none(), "stock slurmd survived:\n{}", c.log_tails(30));
+            }
+            _ => {
+                assert!(log.contains("keeping the previous device list"), "{}", c.log_tails(30));
+                assert!(!log.contains("fatal:"), "{}", c.log_tails(30));
+                assert!(c.pid(Daemon::Slurmd).is_some(), "our slurmd died:\n{}", c.log_tails(30));
+                c.assert_ours_loaded(&["gres_gpu"]);
+                let out = c.srun(&["--gres=gpu:3", "printenv", "CUDA_VISIBLE_DEVICES"]).expect_ok("srun after the broken reconfigure");
+                assert_eq!(out.stdout.trim(), "0,1,2", "{out}");
+            }
+        }
+    }
+}
