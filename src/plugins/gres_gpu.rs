@@ -13,6 +13,9 @@ struct State {
     devices: Vec<GresDevice>,
     node_flags: ConfFlags,
     generation: u64,
+    /// A configuration was loaded before: a failing load is a
+    /// reconfiguration, not slurmd's start.
+    loaded: bool,
     step_env: EnvState,
     task_env: EnvState,
 }
@@ -21,6 +24,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     devices: Vec::new(),
     node_flags: ConfFlags(0),
     generation: 0,
+    loaded: false,
     step_env: EnvState { already_seen: false, local_inx: 0 },
     task_env: EnvState { already_seen: false, local_inx: 0 },
 });
@@ -87,7 +91,7 @@ impl GresPlugin for GresGpu {
 
     fn node_config_load(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>) -> Result<(), String> {
         let mut st = state();
-        let reconfiguring = !st.devices.is_empty();
+        let reconfiguring = st.loaded;
         if reconfiguring {
             tracing::debug!("{}: Resetting gres_devices", Self::PLUGIN_NAME);
         }
@@ -106,7 +110,10 @@ impl GresPlugin for GresGpu {
                 drop(st);
                 super::fatal(&e)
             }
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                st.loaded = true;
+                Ok(())
+            }
         }
     }
 

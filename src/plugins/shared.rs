@@ -17,6 +17,9 @@ pub struct SharedState {
     counts: Vec<SharedDev>,
     node_flags: ConfFlags,
     generation: u64,
+    /// A configuration was loaded before: a failing load is a
+    /// reconfiguration, not slurmd's start.
+    loaded: bool,
     step_env: EnvState,
     task_env: EnvState,
 }
@@ -28,6 +31,7 @@ impl SharedState {
             counts: Vec::new(),
             node_flags: ConfFlags(0),
             generation: 0,
+            loaded: false,
             step_env: EnvState { already_seen: false, local_inx: 0 },
             task_env: EnvState { already_seen: false, local_inx: 0 },
         }
@@ -76,12 +80,13 @@ pub fn node_config_load(
         Ok(loaded) => {
             *records = loaded.records;
             st.replace(loaded.devices, loaded.counts, loaded.node_flags);
+            st.loaded = true;
             Ok(())
         }
         // On a reconfiguration the node keeps what it had and slurmd runs
         // on; on the first load the process stops, as with the stock
         // plugin's fatal().
-        Err(e) if !st.devices.is_empty() => {
+        Err(e) if st.loaded => {
             tracing::error!("keeping the previous device list until gres.conf is fixed");
             Err(e)
         }
@@ -158,6 +163,81 @@ pub fn epilog_set_env(kind: SharedKind, state: &'static Mutex<SharedState>, info
     ops
 }
 
+/// Declare a shared GRES plugin type (`gres_mps`, `gres_shard`): its
+/// `GresPlugin` implementation over this module, with its own state.
+/// `forward_gpu_freq` hands `--gpu-freq` to slurmd's gpu plugin, as the
+/// stock gres/shard does (jobs using MPS cannot ask for a GPU frequency).
+macro_rules! shared_gres_plugin {
+    ($plugin:ident, $kind:expr, name: $name:literal, type: $type_:literal, gres: $gres:literal, forward_gpu_freq: $hw:literal) => {
+        pub struct $plugin;
+
+        static STATE: std::sync::Mutex<$crate::plugins::shared::SharedState> =
+            std::sync::Mutex::new($crate::plugins::shared::SharedState::new());
+        const KIND: $crate::core::shared::SharedKind = $kind;
+
+        impl $crate::plugins::GresPlugin for $plugin {
+            const PLUGIN_NAME: &'static str = $name;
+            const PLUGIN_TYPE: &'static str = $type_;
+            const GRES_NAME: &'static str = $gres;
+
+            fn init() -> Result<(), String> {
+                tracing::debug!("loaded");
+                Ok(())
+            }
+            fn fini() {
+                tracing::debug!("unloading");
+            }
+            fn node_config_load(
+                host: &dyn $crate::plugins::Host,
+                cfg: $crate::plugins::NodeConfig,
+                records: &mut Vec<$crate::core::model::GresRecord>,
+            ) -> Result<(), String> {
+                $crate::plugins::shared::node_config_load(KIND, &STATE, host, cfg, records)
+            }
+            fn devices() -> Vec<$crate::core::model::GresDevice> {
+                $crate::plugins::shared::devices(&STATE)
+            }
+            fn devices_generation() -> u64 {
+                $crate::plugins::shared::devices_generation(&STATE)
+            }
+            fn set_env(
+                host: &dyn $crate::plugins::Host,
+                target: $crate::plugins::EnvTarget<'_>,
+                req: &$crate::plugins::SetEnv<'_>,
+            ) -> $crate::core::env::EnvChange {
+                $crate::plugins::shared::set_env(KIND, &STATE, host, target, req)
+            }
+            fn send_stepd(w: &mut dyn $crate::core::wire::WireWriter) {
+                $crate::plugins::shared::send_stepd(KIND, &STATE, w)
+            }
+            fn recv_stepd(r: &mut dyn $crate::core::wire::WireReader) -> Result<(), $crate::core::wire::WireError> {
+                $crate::plugins::shared::recv_stepd(KIND, &STATE, r)
+            }
+            fn epilog_build_env(job: &$crate::core::model::JobAlloc) -> Option<$crate::core::model::EpilogInfo> {
+                $crate::plugins::shared::epilog_build_env(job)
+            }
+            fn epilog_set_env(info: &$crate::core::model::EpilogInfo, node_inx: usize) -> Vec<$crate::core::env::EnvOp> {
+                $crate::plugins::shared::epilog_set_env(KIND, &STATE, info, node_inx)
+            }
+            fn step_hardware_init(
+                host: &dyn $crate::plugins::Host,
+                usable: Option<&$crate::core::model::Bitmap>,
+                settings: Option<&str>,
+            ) {
+                if $hw {
+                    host.gpu_step_hardware_init(usable, settings);
+                }
+            }
+            fn step_hardware_fini(host: &dyn $crate::plugins::Host) {
+                if $hw {
+                    host.gpu_step_hardware_fini();
+                }
+            }
+        }
+    };
+}
+pub(crate) use shared_gres_plugin;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,33 +245,8 @@ mod tests {
     use crate::core::shared::SharedDev;
     use crate::core::wire::MemWire;
 
-    struct TestHost;
-
-    impl Host for TestHost {
-        fn autodetect_flags(&self) -> u32 {
-            0
-        }
-        fn gpu_plugin_system_gpus(&self) -> Option<Vec<GresRecord>> {
-            None
-        }
-        fn extra_conf_path(&self, name: &str) -> Option<String> {
-            Some(format!("/nonexistent/{name}"))
-        }
-        fn mac_to_abs(&self, mac: &str) -> Option<String> {
-            Some(mac.to_string())
-        }
-        fn use_local_device_index(&self) -> bool {
-            false
-        }
-        fn debug_gres(&self) -> bool {
-            false
-        }
-        fn gpu_step_hardware_init(&self, _usable: Option<&Bitmap>, _settings: Option<&str>) {}
-        fn gpu_step_hardware_fini(&self) {}
-        fn test_cpu_conv(&self, _mask: &str) -> Option<String> {
-            None
-        }
-    }
+    /// Outside slurmd: no fake_gpus.conf, no gpu plugin.
+    use crate::nvml::StandaloneHost as TestHost;
 
     fn gpus() -> GresRecord {
         GresRecord {
