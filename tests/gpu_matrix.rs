@@ -167,6 +167,9 @@ fn gpu_multiple_files() {
     }
     let mut cfg = ClusterConfig::gpus(PluginSet::Stock, 4);
     cfg.node_gres = Some("gpu:2".into());
+    // gres/gpu alone: with mps or shard in GresTypes the stock sharing
+    // plugins make a GPU of each file (docs/deviations.md, MPS/shard 6).
+    cfg.gres_types = "gpu".into();
     cfg.gres_conf = "Name=gpu MultipleFiles={DEV}/nvidia0,{DEV}/nvidia1\n\
                      Name=gpu MultipleFiles={DEV}/nvidia2,{DEV}/nvidia3\n"
         .into();

@@ -14,10 +14,13 @@ pub const ULONG_BITS: usize = std::ffi::c_ulong::BITS as usize;
 pub const CPU_SET_WORDS: usize = MAX_CPUS / ULONG_BITS;
 /// Where the NVIDIA driver lists the minor numbers of MIG capability files.
 pub const MIG_MINORS_PATH: &str = "/proc/driver/nvidia-caps/mig-minors";
-/// The device file of a GPU is this followed by its minor number.
-pub const DEVICE_FILE_PREFIX: &str = "/dev/nvidia";
-/// MIG capability files are this followed by their minor number.
-pub const CAP_FILE_PREFIX: &str = "/dev/nvidia-caps/nvidia-cap";
+/// Where the NVIDIA driver's device files are.
+pub const DEV_DIR: &str = "/dev";
+
+/// The device file of the GPU with this minor number (`/dev/nvidia3`).
+pub fn device_file(dev_dir: &str, minor: u32) -> String {
+    format!("{dev_dir}/nvidia{minor}")
+}
 /// The first driver whose MIG devices have their own `MIG-<uuid>` UUIDs.
 pub const MIG_UUID_DRIVER: (u32, u32, u32) = (470, 42, 1);
 
@@ -163,9 +166,10 @@ pub fn mig_cap_minors(text: &str, gpu_minor: u32, gi: u32, ci: u32) -> Result<(u
 }
 
 /// The device files of a MIG device: its GPU's file, then the GPU-instance
-/// and compute-instance capability files.
-pub fn mig_files(gpu_file: &str, gi_minor: u32, ci_minor: u32) -> String {
-    format!("{gpu_file},{CAP_FILE_PREFIX}{gi_minor},{CAP_FILE_PREFIX}{ci_minor}")
+/// and compute-instance capability files (`/dev/nvidia-caps/nvidia-cap<N>`).
+pub fn mig_files(dev_dir: &str, gpu_file: &str, gi_minor: u32, ci_minor: u32) -> String {
+    let cap = format!("{dev_dir}/nvidia-caps/nvidia-cap");
+    format!("{gpu_file},{cap}{gi_minor},{cap}{ci_minor}")
 }
 
 /// What describes one detected GPU, for [`system_gpu_record`].
@@ -274,7 +278,7 @@ mod tests {
         let e = mig_cap_minors(text, 2, 1, 0).unwrap_err();
         assert!(e.contains("Reached end of file. Could not find GPU=2|GI=1|CI=0"), "{e}");
         assert!(mig_cap_minors("gpu0/gi1/access x", 0, 1, 0).unwrap_err().contains("Could not find tmp_str"));
-        assert_eq!(mig_files("/dev/nvidia0", 12, 13), "/dev/nvidia0,/dev/nvidia-caps/nvidia-cap12,/dev/nvidia-caps/nvidia-cap13");
+        assert_eq!(mig_files(DEV_DIR, "/dev/nvidia0", 12, 13), "/dev/nvidia0,/dev/nvidia-caps/nvidia-cap12,/dev/nvidia-caps/nvidia-cap13");
     }
 
     #[test]
@@ -296,7 +300,7 @@ mod tests {
         assert_eq!(r.cpus_bitmap.as_ref().unwrap().to_ranges(), "0-3");
         assert_eq!((r.name.as_str(), r.count, r.plugin_id), ("gpu", 1, gres_build_id("gpu")));
 
-        let m = system_gpu_record(&SystemGpu { cpu_cnt: 8, file: Some(&mig_files("/dev/nvidia0", 1, 2)), flags: ConfFlags::ENV_NVML, ..Default::default() })
+        let m = system_gpu_record(&SystemGpu { cpu_cnt: 8, file: Some(&mig_files(DEV_DIR, "/dev/nvidia0", 1, 2)), flags: ConfFlags::ENV_NVML, ..Default::default() })
             .unwrap();
         assert!(m.flags.has(ConfFlags::HAS_MULT) && m.flags.has(ConfFlags::HAS_FILE) && !m.flags.has(ConfFlags::HAS_TYPE));
 

@@ -191,6 +191,13 @@ pub fn share_records(records: &[GresRecord], kind: SharedKind, logs: &mut Vec<Lo
                 rest.push(r.clone());
                 continue;
             };
+            if r.flags.has(ConfFlags::HAS_MULT) {
+                // The files of one GPU (a MIG device: its GPU's file and
+                // capability files) stay one GPU; the stock plugin made a
+                // GPU of each file (docs/deviations.md, MPS/shard 6).
+                sharing.push(split_sharing(r, file.to_string()));
+                continue;
+            }
             for f in expand_file(file)? {
                 sharing.push(split_sharing(r, f));
             }
@@ -661,6 +668,24 @@ mod tests {
         assert_eq!(l.counts, (0..4).map(|i| SharedDev { id: i, count: 100 }).collect::<Vec<_>>());
         assert_eq!(l.devices.len(), 4);
         assert_eq!(l.devices[3].path, "/dev/nvidia3");
+    }
+
+    #[test]
+    fn multiple_files_of_one_gpu_stay_one_gpu() {
+        // Two MIG devices of GPU 0, each its GPU file plus two cap files.
+        let mig = |gi: u32| GresRecord {
+            count: 1,
+            flags: ConfFlags(ConfFlags::HAS_FILE | ConfFlags::HAS_MULT | ENV_ALL),
+            unique_id: Some(format!("MIG-{gi}")),
+            ..gpu(&format!("/dev/nvidia0,/dev/nvidia-caps/nvidia-cap{gi},/dev/nvidia-caps/nvidia-cap{}", gi + 1))
+        };
+        let recs = vec![mig(10), mig(20)];
+        let mut logs = Vec::new();
+        let out = share_records(&recs, SharedKind::Shard, &mut logs).unwrap();
+        let gpus: Vec<_> = out.iter().filter(|r| r.name == "gpu").collect();
+        assert_eq!(gpus.len(), 2, "{out:?}");
+        assert_eq!(gpus[0].file, recs[0].file);
+        assert_eq!(gpus[1].unique_id.as_deref(), Some("MIG-20"));
     }
 
     #[test]

@@ -225,7 +225,7 @@ impl Ctx<'_> {
         };
 
         let nvlinks = self.nvlinks(&dev, i as usize, log);
-        let file = format!("{}{minor}", model::DEVICE_FILE_PREFIX);
+        let file = model::device_file(&super::dev_dir(), minor);
 
         log.debug2(format!("GPU index {i}:"));
         log.debug2(format!("    Name: {type_name}"));
@@ -366,7 +366,7 @@ impl Ctx<'_> {
         };
         let profile = model::mig_type(&gpu.type_name, attrs.gpu_instance_slice_count, attrs.memory_size_mb);
         let unique_id = model::mig_unique_id(self.driver, &mig_uuid, &gpu.uuid, gi, ci);
-        let files = model::mig_files(&gpu.file, gi_minor, ci_minor);
+        let files = model::mig_files(&super::dev_dir(), &gpu.file, gi_minor, ci_minor);
         log.debug2(format!("GPU minor {}, MIG index {j}:", gpu.minor));
         log.debug2(format!("    MIG Profile: {profile}"));
         log.debug2(format!("    MIG UUID: {mig_uuid}"));

@@ -12,7 +12,8 @@
 //!
 //! Test hooks (environment): `GRES_RS_NVML_LIB` is the NVML library to
 //! load instead of `libnvidia-ml.so.1`; `GRES_RS_MIG_MINORS` the file to
-//! read instead of `/proc/driver/nvidia-caps/mig-minors`.
+//! read instead of `/proc/driver/nvidia-caps/mig-minors`; `GRES_RS_DEV_DIR`
+//! the directory of the device files instead of `/dev` (fake GPUs).
 
 pub mod clocks;
 pub mod detect;
@@ -36,6 +37,14 @@ pub const MIG_MINORS_ENV: &str = "GRES_RS_MIG_MINORS";
 /// The NVML library file to load.
 pub fn library_path() -> std::ffi::OsString {
     std::env::var_os(LIB_ENV).filter(|v| !v.is_empty()).unwrap_or_else(|| DEFAULT_LIB.into())
+}
+
+/// Environment variable naming the directory of the device files.
+pub const DEV_DIR_ENV: &str = "GRES_RS_DEV_DIR";
+
+/// The directory of the GPUs' device files.
+pub fn dev_dir() -> String {
+    std::env::var(DEV_DIR_ENV).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| crate::core::nvml_model::DEV_DIR.into())
 }
 
 /// The `mig-minors` file to read.
