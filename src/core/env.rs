@@ -41,6 +41,21 @@ pub fn device_order_op(ops: &[EnvOp], current: &dyn Fn(&str) -> Option<String>) 
     Some(EnvOp::Set(DEVICE_ORDER_VAR.into(), DEVICE_ORDER_PCI.into()))
 }
 
+/// Apply `ops` to an environment held as a map (a step's environment in
+/// tests and tools, where slurmd would change its `char **` array).
+pub fn apply_to_map(env: &mut std::collections::HashMap<String, String>, ops: &[EnvOp]) {
+    for op in ops {
+        match op {
+            EnvOp::Set(k, v) => {
+                env.insert(k.clone(), v.clone());
+            }
+            EnvOp::Unset(k) => {
+                env.remove(k);
+            }
+        }
+    }
+}
+
 /// Whom the environment is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope<'a> {
@@ -253,23 +268,10 @@ mod tests {
 
     const ALL: ConfFlags = ConfFlags(ConfFlags::ENV_SET);
 
-    fn apply(env: &mut HashMap<String, String>, ops: &[EnvOp]) {
-        for op in ops {
-            match op {
-                EnvOp::Set(k, v) => {
-                    env.insert(k.clone(), v.clone());
-                }
-                EnvOp::Unset(k) => {
-                    env.remove(k);
-                }
-            }
-        }
-    }
-
     fn run(req: &GpuEnvRequest<'_>, state: &mut EnvState, env: &mut HashMap<String, String>) -> EnvChange {
         let snapshot = env.clone();
         let c = gpu_env(req, state, &|k| snapshot.get(k).cloned());
-        apply(env, &c.ops);
+        apply_to_map(env, &c.ops);
         c
     }
 

@@ -888,16 +888,7 @@ mod tests {
     type Env = HashMap<String, String>;
 
     fn apply(env: &mut Env, ops: &[EnvOp]) {
-        for op in ops {
-            match op {
-                EnvOp::Set(k, v) => {
-                    env.insert(k.clone(), v.clone());
-                }
-                EnvOp::Unset(k) => {
-                    env.remove(k);
-                }
-            }
-        }
+        env::apply_to_map(env, ops);
     }
 
     fn env_of(pairs: &[(&str, &str)]) -> Env {

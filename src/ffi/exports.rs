@@ -14,9 +14,12 @@ use std::ptr;
 pub const SLURM_SUCCESS: c_int = 0;
 pub const SLURM_ERROR: c_int = -1;
 
-pub fn init<P: GresPlugin>() -> c_int {
-    super::log::install(P::PLUGIN_TYPE);
-    guard(P::PLUGIN_TYPE, "init", SLURM_ERROR, || match P::init() {
+/// `init()` of any plugin file: route its logs to slurmd, then run
+/// `init` under the guard; an error makes slurmd load the next file of the
+/// same name in `PluginDir` (the stock plugin).
+pub fn init_plugin(plugin_type: &'static str, init: impl FnOnce() -> Result<(), String>) -> c_int {
+    super::log::install(plugin_type);
+    guard(plugin_type, "init", SLURM_ERROR, || match init() {
         Ok(()) => SLURM_SUCCESS,
         Err(e) => {
             tracing::error!("init: {e}");
@@ -25,11 +28,20 @@ pub fn init<P: GresPlugin>() -> c_int {
     })
 }
 
-pub fn fini<P: GresPlugin>() -> c_int {
-    guard(P::PLUGIN_TYPE, "fini", SLURM_SUCCESS, || {
-        P::fini();
+/// `fini()` of any plugin file.
+pub fn fini_plugin(plugin_type: &'static str, fini: impl FnOnce()) -> c_int {
+    guard(plugin_type, "fini", SLURM_SUCCESS, || {
+        fini();
         SLURM_SUCCESS
     })
+}
+
+pub fn init<P: GresPlugin>() -> c_int {
+    init_plugin(P::PLUGIN_TYPE, P::init)
+}
+
+pub fn fini<P: GresPlugin>() -> c_int {
+    fini_plugin(P::PLUGIN_TYPE, P::fini)
 }
 
 /// # Safety

@@ -11,21 +11,11 @@ use std::ffi::{c_char, c_int, c_uint};
 use std::ptr;
 
 pub fn init<P: GpuPlugin>() -> c_int {
-    super::log::install(P::PLUGIN_TYPE);
-    guard(P::PLUGIN_TYPE, "init", SLURM_ERROR, || match P::init() {
-        Ok(()) => SLURM_SUCCESS,
-        Err(e) => {
-            tracing::error!("init: {e}");
-            SLURM_ERROR
-        }
-    })
+    super::exports::init_plugin(P::PLUGIN_TYPE, P::init)
 }
 
 pub fn fini<P: GpuPlugin>() -> c_int {
-    guard(P::PLUGIN_TYPE, "fini", SLURM_SUCCESS, || {
-        P::fini();
-        SLURM_SUCCESS
-    })
+    super::exports::fini_plugin(P::PLUGIN_TYPE, P::fini)
 }
 
 pub fn reconfig<P: GpuPlugin>() -> c_int {
