@@ -15,8 +15,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/ffi/shim.c");
     println!("cargo:rerun-if-changed=include/gres_rs_shim.h");
 
-    let include_dir =
-        PathBuf::from(env::var("SLURM_INCLUDE_DIR").unwrap_or_else(|_| "/usr/include".into()));
+    let include_dir = PathBuf::from(env::var("SLURM_INCLUDE_DIR").unwrap_or_else(|_| "/usr/include".into()));
     let (major, minor, micro) = slurm_version(&include_dir);
     let number = (major << 16) | (minor << 8) | micro;
     println!("cargo:rustc-env=SLURM_VERSION_NUMBER={number}");
@@ -58,12 +57,7 @@ fn main() {
     // The C shim bridges what Slurm only offers as macros or through the
     // public slurm.h layout (slurm_conf.debug_flags).
     let mut build = cc::Build::new();
-    build
-        .file("src/ffi/shim.c")
-        .include("include")
-        .include(&include_dir)
-        .warnings(true)
-        .flag_if_supported("-Wno-unused-parameter");
+    build.file("src/ffi/shim.c").include("include").include(&include_dir).warnings(true).flag_if_supported("-Wno-unused-parameter");
     build.compile("gres_rs_shim");
 }
 
@@ -77,11 +71,7 @@ fn version_source(include_dir: &Path) -> String {
 
 fn slurm_version(include_dir: &Path) -> (u32, u32, u32) {
     if let Ok(v) = env::var("SLURM_VERSION") {
-        let parts: Vec<u32> = v
-            .trim()
-            .split('.')
-            .map(|p| p.parse().unwrap_or_else(|_| panic!("SLURM_VERSION={v}: want e.g. 22.05.8")))
-            .collect();
+        let parts: Vec<u32> = v.trim().split('.').map(|p| p.parse().unwrap_or_else(|_| panic!("SLURM_VERSION={v}: want e.g. 22.05.8"))).collect();
         if parts.len() != 3 {
             panic!("SLURM_VERSION={v}: want major.minor.micro, e.g. 22.05.8");
         }
@@ -101,8 +91,7 @@ fn slurm_version(include_dir: &Path) -> (u32, u32, u32) {
         let mut words = line.split_whitespace();
         if words.next() == Some("#define") && words.next() == Some("SLURM_VERSION_NUMBER") {
             let value = words.next().unwrap_or("");
-            let n = u32::from_str_radix(value.trim_start_matches("0x"), 16)
-                .unwrap_or_else(|_| panic!("{}: bad SLURM_VERSION_NUMBER {value}", path.display()));
+            let n = u32::from_str_radix(value.trim_start_matches("0x"), 16).unwrap_or_else(|_| panic!("{}: bad SLURM_VERSION_NUMBER {value}", path.display()));
             return ((n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff);
         }
     }

@@ -42,16 +42,11 @@ fn section(t: &str) {
 
 fn main() -> ExitCode {
     let t0 = Instant::now();
-    println!(
-        "slurm-gpu-gres demo: Slurm 22.05 GPU GRES plugins written in Rust, on a throwaway cluster"
-    );
+    println!("slurm-gpu-gres demo: Slurm 22.05 GPU GRES plugins written in Rust, on a throwaway cluster");
 
     let problems = prereq_problems();
     if !problems.is_empty() {
-        eprintln!(
-            "cannot run the demo:\n  - {}\n(run `bash examples/demo.sh` as root)",
-            problems.join("\n  - ")
-        );
+        eprintln!("cannot run the demo:\n  - {}\n(run `bash examples/demo.sh` as root)", problems.join("\n  - "));
         return ExitCode::FAILURE;
     }
     let built = match locate_our_plugins(&OUR_PLUGINS) {
@@ -61,11 +56,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!(
-        "our plugin files: {}/lib{{{}}}.so",
-        built.display(),
-        OUR_PLUGINS.join(",")
-    );
+    println!("our plugin files: {}/lib{{{}}}.so", built.display(), OUR_PLUGINS.join(","));
 
     let mut failures: Vec<String> = Vec::new();
 
@@ -79,11 +70,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!(
-        "cluster {} up: dir {}",
-        cluster.name,
-        cluster.layout.root.display()
-    );
+    println!("cluster {} up: dir {}", cluster.name, cluster.layout.root.display());
     println!(
         "  munged pid {:?}, slurmctld pid {:?} (port {}), slurmd pid {:?} (port {})",
         cluster.pid(Daemon::Munged),
@@ -93,41 +80,20 @@ fn main() -> ExitCode {
         cluster.slurmd_port
     );
     println!("  PluginDir={}", cluster.plugin_dir_setting);
-    println!(
-        "  fake GPUs (char devices 195:N): {}",
-        cluster
-            .fake_gpus
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    println!(
-        "  node: Gres={}",
-        cluster.node_field("Gres").unwrap_or_default()
-    );
+    println!("  fake GPUs (char devices 195:N): {}", cluster.fake_gpus.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" "));
+    println!("  node: Gres={}", cluster.node_field("Gres").unwrap_or_default());
 
     section("2. proof of loading (/proc/<pid>/maps)");
     let our_dir = cluster.our_dir.clone().expect("ours");
     let stock = stock_plugin_dir();
-    let show = |who: &str,
-                files: Result<Vec<String>, String>,
-                names: &[&str],
-                failures: &mut Vec<String>| match files {
+    let show = |who: &str, files: Result<Vec<String>, String>, names: &[&str], failures: &mut Vec<String>| match files {
         Ok(files) => {
             for n in names {
-                let ours = our_dir
-                    .join(format!("{n}.so"))
-                    .to_string_lossy()
-                    .into_owned();
+                let ours = our_dir.join(format!("{n}.so")).to_string_lossy().into_owned();
                 let theirs = stock.join(format!("{n}.so")).to_string_lossy().into_owned();
                 let has_ours = files.iter().any(|f| f.starts_with(&ours));
                 let has_theirs = files.iter().any(|f| f.starts_with(&theirs));
-                let verdict = if has_ours && !has_theirs {
-                    "OURS"
-                } else {
-                    "NOT OURS"
-                };
+                let verdict = if has_ours && !has_theirs { "OURS" } else { "NOT OURS" };
                 println!("  {who:<11} {n:<11} {verdict:<8} ours mapped: {has_ours:<5} stock {theirs} mapped: {has_theirs}");
                 if verdict != "OURS" {
                     failures.push(format!("{who}: {n} is not ours"));
@@ -140,24 +106,9 @@ fn main() -> ExitCode {
         }
     };
     let gres = ["gres_gpu", "gres_mps", "gres_shard"];
-    show(
-        "slurmd",
-        cluster.mapped_files(Daemon::Slurmd),
-        &gres,
-        &mut failures,
-    );
-    show(
-        "slurmctld",
-        cluster.mapped_files(Daemon::Slurmctld),
-        &["gres_gpu"],
-        &mut failures,
-    );
-    show(
-        "slurmstepd",
-        cluster.stepd_mapped_files(&["--gres=gpu:1"]),
-        &gres,
-        &mut failures,
-    );
+    show("slurmd", cluster.mapped_files(Daemon::Slurmd), &gres, &mut failures);
+    show("slurmctld", cluster.mapped_files(Daemon::Slurmctld), &["gres_gpu"], &mut failures);
+    show("slurmstepd", cluster.stepd_mapped_files(&["--gres=gpu:1"]), &gres, &mut failures);
     // gpu_nvml.so is loaded only when slurmd selects gpu/nvml: gres.conf
     // AutoDetect=nvml plus a loadable libnvidia-ml.so (a stub without GPUs).
     let mut gcfg = ClusterConfig::gpus(PluginSet::Ours, 4);
@@ -168,125 +119,49 @@ fn main() -> ExitCode {
     for n in ["gres_gpu", "gpu_nvml"] {
         let ours = gdir.join(format!("{n}.so")).to_string_lossy().into_owned();
         let loaded = g.loaded_files.contains(&ours);
-        let stock_loaded = g
-            .loaded_files
-            .iter()
-            .any(|f| *f == stock.join(format!("{n}.so")).to_string_lossy());
+        let stock_loaded = g.loaded_files.iter().any(|f| *f == stock.join(format!("{n}.so")).to_string_lossy());
         let ok = loaded && !stock_loaded;
-        println!(
-            "  slurmd -G   {n:<11} {:<8} (AutoDetect=nvml, stub libnvidia-ml.so; LD_DEBUG=files)",
-            if ok { "OURS" } else { "NOT OURS" }
-        );
+        println!("  slurmd -G   {n:<11} {:<8} (AutoDetect=nvml, stub libnvidia-ml.so; LD_DEBUG=files)", if ok { "OURS" } else { "NOT OURS" });
         if !ok {
-            failures.push(format!(
-                "slurmd -G with AutoDetect=nvml: {n} not loaded from our dir"
-            ));
+            failures.push(format!("slurmd -G with AutoDetect=nvml: {n} not loaded from our dir"));
         }
     }
     if !g.output.ok() {
-        failures.push(format!(
-            "slurmd -G with AutoDetect=nvml failed:\n{}",
-            g.output
-        ));
+        failures.push(format!("slurmd -G with AutoDetect=nvml failed:\n{}", g.output));
     }
 
-    section(
-        "3. sbatch --gres=gpu:4 -n3: three concurrent `srun --exclusive -n1 --gres=gpu:1` steps",
-    );
-    println!(
-        "job script:\n{}",
-        JOB_SCRIPT
-            .lines()
-            .map(|l| format!("  | {l}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    section("3. sbatch --gres=gpu:4 -n3: three concurrent `srun --exclusive -n1 --gres=gpu:1` steps");
+    println!("job script:\n{}", JOB_SCRIPT.lines().map(|l| format!("  | {l}")).collect::<Vec<_>>().join("\n"));
     let job = cluster.sbatch(&["--gres=gpu:4", "-n3", "--job-name=gpu-demo"], JOB_SCRIPT);
     cluster.wait_no_jobs(std::time::Duration::from_secs(30));
-    println!(
-        "\njob {} finished: {} (exit {})",
-        job.job_id, job.state, job.exit_code
-    );
-    println!(
-        "job output:\n{}",
-        job.output
-            .lines()
-            .map(|l| format!("  > {l}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    println!("\njob {} finished: {} (exit {})", job.job_id, job.state, job.exit_code);
+    println!("job output:\n{}", job.output.lines().map(|l| format!("  > {l}")).collect::<Vec<_>>().join("\n"));
     if !job.ok() {
-        failures.push(format!(
-            "job {} ended {} {}",
-            job.job_id, job.state, job.exit_code
-        ));
+        failures.push(format!("job {} ended {} {}", job.job_id, job.state, job.exit_code));
     }
 
     section("4. what each part of the job got");
     let blocks = cluster.collect_dumps();
-    let show_vars = [
-        "SLURM_JOB_GPUS",
-        "SLURM_STEP_GPUS",
-        "CUDA_VISIBLE_DEVICES",
-        "SLURM_GPUS_ON_NODE",
-        "GPU_DEVICE_ORDINAL",
-        "ROCR_VISIBLE_DEVICES",
-        "ZE_AFFINITY_MASK",
-    ];
-    println!(
-        "  {:<10} {}",
-        "who",
-        show_vars
-            .iter()
-            .map(|v| format!("{v:<22}"))
-            .collect::<String>()
-            .trim_end()
-    );
+    let show_vars =
+        ["SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES", "SLURM_GPUS_ON_NODE", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"];
+    println!("  {:<10} {}", "who", show_vars.iter().map(|v| format!("{v:<22}")).collect::<String>().trim_end());
     let mut sorted = blocks.clone();
     sorted.sort_by_key(|b| (b.tag != "batch", b.step_id()));
     for b in &sorted {
-        let who = if b.tag == "batch" {
-            "batch".to_string()
-        } else {
-            format!("step {}", b.step_id())
-        };
-        println!(
-            "  {who:<10} {}",
-            show_vars
-                .iter()
-                .map(|v| format!("{:<22}", b.get(v).unwrap_or("-")))
-                .collect::<String>()
-                .trim_end()
-        );
+        let who = if b.tag == "batch" { "batch".to_string() } else { format!("step {}", b.step_id()) };
+        println!("  {who:<10} {}", show_vars.iter().map(|v| format!("{:<22}", b.get(v).unwrap_or("-"))).collect::<String>().trim_end());
     }
     let steps: Vec<&EnvBlock> = blocks.iter().filter(|b| b.tag == "step").collect();
-    let distinct: BTreeSet<&str> = steps
-        .iter()
-        .filter_map(|b| b.get("CUDA_VISIBLE_DEVICES"))
-        .collect();
-    if steps.len() == 3
-        && distinct.len() == 3
-        && steps
-            .iter()
-            .all(|b| b.get("SLURM_GPUS_ON_NODE") == Some("1"))
-    {
-        println!(
-            "  => the three concurrent steps got three distinct GPUs: {}",
-            distinct.into_iter().collect::<Vec<_>>().join(", ")
-        );
+    let distinct: BTreeSet<&str> = steps.iter().filter_map(|b| b.get("CUDA_VISIBLE_DEVICES")).collect();
+    if steps.len() == 3 && distinct.len() == 3 && steps.iter().all(|b| b.get("SLURM_GPUS_ON_NODE") == Some("1")) {
+        println!("  => the three concurrent steps got three distinct GPUs: {}", distinct.into_iter().collect::<Vec<_>>().join(", "));
     } else {
-        failures.push(format!(
-            "expected 3 steps with distinct single GPUs, got {} steps, GPUs {distinct:?}",
-            steps.len()
-        ));
+        failures.push(format!("expected 3 steps with distinct single GPUs, got {} steps, GPUs {distinct:?}", steps.len()));
     }
 
     section("5. teardown");
     drop(cluster);
-    println!(
-        "cluster stopped (daemons stopped by PID, temp dir removed); total {:.1?}",
-        t0.elapsed()
-    );
+    println!("cluster stopped (daemons stopped by PID, temp dir removed); total {:.1?}", t0.elapsed());
 
     if failures.is_empty() {
         println!("\nDEMO OK: our gres_gpu/gres_mps/gres_shard/gpu_nvml plugins were loaded and served the job.");

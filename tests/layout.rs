@@ -103,10 +103,7 @@ const REAL_HEADERS: &[&str] = &[
 #[test]
 fn header_functions_are_exported_by_libslurmfull() {
     let header = parse_header(&repo_root().join(HEADER));
-    assert!(
-        !header.functions.is_empty(),
-        "parsed no function from {HEADER}"
-    );
+    assert!(!header.functions.is_empty(), "parsed no function from {HEADER}");
     if !Path::new(LIBSLURMFULL).exists() {
         skip_or_fail(&format!(
             "{LIBSLURMFULL} not found (is slurmd installed?); cannot check that \
@@ -115,16 +112,8 @@ fn header_functions_are_exported_by_libslurmfull() {
         return;
     }
     let symbols = dynamic_function_symbols(Path::new(LIBSLURMFULL));
-    let missing: Vec<&str> = header
-        .functions
-        .iter()
-        .map(|f| f.name.as_str())
-        .filter(|name| !symbols.contains_key(*name))
-        .collect();
-    println!(
-        "layout: {} functions of {HEADER} checked against the dynamic symbols of {LIBSLURMFULL}",
-        header.functions.len()
-    );
+    let missing: Vec<&str> = header.functions.iter().map(|f| f.name.as_str()).filter(|name| !symbols.contains_key(*name)).collect();
+    println!("layout: {} functions of {HEADER} checked against the dynamic symbols of {LIBSLURMFULL}", header.functions.len());
     assert!(
         missing.is_empty(),
         "functions declared in {HEADER} but not defined (nm -D --defined-only) in \
@@ -177,14 +166,7 @@ fn header_matches_real_slurm_22_05_headers() {
     let ours_exe = work.path.join("ours");
     let mut args = vec!["-w".to_string(), "-MD".into(), "-MF".into(), s(&deps)];
     args.extend(["-aux-info".into(), s(&aux)]);
-    cc(
-        &work,
-        &real_includes,
-        &args,
-        &real_c,
-        Some(&real_exe),
-        "probe against the real Slurm headers",
-    );
+    cc(&work, &real_includes, &args, &real_c, Some(&real_exe), "probe against the real Slurm headers");
     cc(
         &work,
         &our_includes,
@@ -203,9 +185,7 @@ fn header_matches_real_slurm_22_05_headers() {
 
     // 3. prototypes.
     let declared = aux_info_functions(&aux, &src);
-    let symbols = Path::new(LIBSLURMFULL)
-        .exists()
-        .then(|| dynamic_function_symbols(Path::new(LIBSLURMFULL)));
+    let symbols = Path::new(LIBSLURMFULL).exists().then(|| dynamic_function_symbols(Path::new(LIBSLURMFULL)));
     let mut checks: Vec<(&Function, String)> = Vec::new();
     let mut unchecked: Vec<String> = Vec::new();
     for f in &header.functions {
@@ -228,12 +208,7 @@ fn header_matches_real_slurm_22_05_headers() {
     }
     let protos_c = work.path.join("protos_real.c");
     fs::write(&protos_c, gen_proto_check(&checks)).unwrap();
-    let out = cc_output(
-        &real_includes,
-        &["-w".into(), "-fsyntax-only".into()],
-        &protos_c,
-        None,
-    );
+    let out = cc_output(&real_includes, &["-w".into(), "-fsyntax-only".into()], &protos_c, None);
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let mut named = 0;
@@ -243,18 +218,12 @@ fn header_matches_real_slurm_22_05_headers() {
                 let f = header.functions.iter().find(|f| f.name == name).unwrap();
                 let real = &checks.iter().find(|(g, _)| g.name == name).unwrap().1;
                 let decl = declared.get(real).map(String::as_str).unwrap_or("?");
-                problems.push(format!(
-                    "prototype of {name} differs from the real one:\n      ours: {}\n      real: {decl}",
-                    f.prototype()
-                ));
+                problems.push(format!("prototype of {name} differs from the real one:\n      ours: {}\n      real: {decl}", f.prototype()));
                 named += 1;
             }
         }
         if named == 0 {
-            problems.push(format!(
-                "prototype check {} does not compile:\n{stderr}",
-                protos_c.display()
-            ));
+            problems.push(format!("prototype check {} does not compile:\n{stderr}", protos_c.display()));
         }
     }
 
@@ -268,14 +237,7 @@ fn header_matches_real_slurm_22_05_headers() {
     println!(
         "layout: {} prototypes compared with the real declarations{}",
         checks.len(),
-        if unchecked.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; not declared in any Slurm header, existence only: {}",
-                unchecked.join(", ")
-            )
-        }
+        if unchecked.is_empty() { String::new() } else { format!("; not declared in any Slurm header, existence only: {}", unchecked.join(", ")) }
     );
     if !problems.is_empty() {
         work.keep();
@@ -351,29 +313,12 @@ impl Function {
 impl Header {
     /// Guards against a parser regression silently checking nothing.
     fn assert_plausible(&self) {
-        for must in [
-            "gres_slurmd_conf_t",
-            "gres_device_t",
-            "gres_job_state_t",
-            "gres_step_state_t",
-        ] {
-            assert!(
-                self.structs.iter().any(|s| s.name == must),
-                "parser found no struct {must} in {HEADER}: {self:#?}"
-            );
+        for must in ["gres_slurmd_conf_t", "gres_device_t", "gres_job_state_t", "gres_step_state_t"] {
+            assert!(self.structs.iter().any(|s| s.name == must), "parser found no struct {must} in {HEADER}: {self:#?}");
         }
-        assert!(
-            self.structs.iter().all(|s| !s.fields.is_empty()),
-            "struct without fields: {self:#?}"
-        );
-        assert!(
-            self.defines.iter().any(|d| d.starts_with("GRES_CONF_")),
-            "no GRES_CONF_*: {self:#?}"
-        );
-        assert!(
-            !self.enums.is_empty() && !self.functions.is_empty(),
-            "{self:#?}"
-        );
+        assert!(self.structs.iter().all(|s| !s.fields.is_empty()), "struct without fields: {self:#?}");
+        assert!(self.defines.iter().any(|d| d.starts_with("GRES_CONF_")), "no GRES_CONF_*: {self:#?}");
+        assert!(!self.enums.is_empty() && !self.functions.is_empty(), "{self:#?}");
     }
 }
 
@@ -399,15 +344,10 @@ fn parse_header(path: &Path) -> Header {
         parse_statement(stmt, &mut header);
     }
     // Resolve opaque aliases: `typedef struct X Y;` with no definition of X here.
-    let defined: BTreeSet<String> = header
-        .structs
-        .iter()
-        .filter_map(|s| s.tagged.clone())
-        .collect();
+    let defined: BTreeSet<String> = header.structs.iter().filter_map(|s| s.tagged.clone()).collect();
     for a in &mut header.aliases {
         let t: Vec<&str> = a.ty.split(' ').collect();
-        a.opaque =
-            t.len() == 2 && (t[0] == "struct" || t[0] == "union") && !defined.contains(&a.ty);
+        a.opaque = t.len() == 2 && (t[0] == "struct" || t[0] == "union") && !defined.contains(&a.ty);
     }
     header
 }
@@ -417,10 +357,7 @@ fn parse_directive(d: &str, header: &mut Header) {
         return;
     };
     let rest = rest.trim_start();
-    let name: String = rest
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-        .collect();
+    let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
     let after = &rest[name.len()..];
     if after.starts_with('(') || after.trim().is_empty() {
         return; // function-like macro or include guard: no value to compare
@@ -500,9 +437,7 @@ fn split_top<'a>(tokens: &'a [String], sep: &str) -> Vec<&'a [String]> {
 }
 
 fn is_ident(t: &str) -> bool {
-    t.chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    t.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
 }
 
 fn matching(tokens: &[String], open: usize) -> usize {
@@ -531,12 +466,7 @@ fn join(tokens: &[String]) -> String {
 }
 
 fn parse_statement(stmt: &[String], header: &mut Header) {
-    let unsupported = || -> ! {
-        panic!(
-            "{HEADER}: unsupported declaration (extend tests/layout.rs): {}",
-            join(stmt)
-        )
-    };
+    let unsupported = || -> ! { panic!("{HEADER}: unsupported declaration (extend tests/layout.rs): {}", join(stmt)) };
     let is_typedef = stmt[0] == "typedef";
     let body = if is_typedef { &stmt[1..] } else { stmt };
     if let Some(open) = body.iter().position(|t| t == "{") {
@@ -573,29 +503,15 @@ fn parse_statement(stmt: &[String], header: &mut Header) {
                 })
                 .collect();
             let tagged = if is_typedef { tag } else { None };
-            header.structs.push(Struct {
-                name,
-                tagged,
-                fields,
-            });
+            header.structs.push(Struct { name, tagged, fields });
         }
     } else if is_typedef {
         let (name, ty) = parse_declarator(body);
-        header.aliases.push(Alias {
-            name,
-            ty,
-            opaque: false,
-        });
+        header.aliases.push(Alias { name, ty, opaque: false });
     } else {
         // function prototype: [extern] RET NAME ( PARAMS ) [__attribute__((...))]
-        let body = if stmt[0] == "extern" {
-            &stmt[1..]
-        } else {
-            stmt
-        };
-        let Some(open) = body.iter().position(|t| t == "(") else {
-            unsupported()
-        };
+        let body = if stmt[0] == "extern" { &stmt[1..] } else { stmt };
+        let Some(open) = body.iter().position(|t| t == "(") else { unsupported() };
         if open < 2 || !is_ident(&body[open - 1]) {
             unsupported();
         }
@@ -603,23 +519,14 @@ fn parse_statement(stmt: &[String], header: &mut Header) {
         if !(close + 1 == body.len() || body[close + 1] == "__attribute__") {
             unsupported();
         }
-        header.functions.push(Function {
-            name: body[open - 1].clone(),
-            ret: join(&body[..open - 1]),
-            params: join(&body[open + 1..close]),
-        });
+        header.functions.push(Function { name: body[open - 1].clone(), ret: join(&body[..open - 1]), params: join(&body[open + 1..close]) });
     }
 }
 
 /// Splits one declaration (`char *path`, `int (*f)(char *a)`, `int a[4]`)
 /// into the declared name and the type name left when the name is removed.
 fn parse_declarator(decl: &[String]) -> (String, String) {
-    let bad = |why: &str| -> ! {
-        panic!(
-            "{HEADER}: {why} in `{}` (extend tests/layout.rs)",
-            join(decl)
-        )
-    };
+    let bad = |why: &str| -> ! { panic!("{HEADER}: {why} in `{}` (extend tests/layout.rs)", join(decl)) };
     if split_top(decl, ",").len() > 1 {
         bad("several declarators");
     }
@@ -631,18 +538,11 @@ fn parse_declarator(decl: &[String]) -> (String, String) {
     }
     let idx = if let Some(p) = decl.windows(2).position(|w| w[0] == "(" && w[1] == "*") {
         // pointer to function (or to array): the name follows `(*` and qualifiers
-        (p + 2..decl.len())
-            .find(|&i| {
-                is_ident(&decl[i]) && !matches!(decl[i].as_str(), "const" | "volatile" | "restrict")
-            })
-            .unwrap_or_else(|| bad("no name"))
+        (p + 2..decl.len()).find(|&i| is_ident(&decl[i]) && !matches!(decl[i].as_str(), "const" | "volatile" | "restrict")).unwrap_or_else(|| bad("no name"))
     } else {
         let mut end = decl.len();
         while end > 0 && decl[end - 1] == "]" {
-            end = decl[..end]
-                .iter()
-                .rposition(|t| t == "[")
-                .unwrap_or_else(|| bad("bad array"));
+            end = decl[..end].iter().rposition(|t| t == "[").unwrap_or_else(|| bad("bad array"));
         }
         end - 1
     };
@@ -669,9 +569,7 @@ enum Side {
 fn gen_layout_program(h: &Header, side: Side) -> String {
     let mut c = String::new();
     c.push_str("/* generated by tests/layout.rs; do not edit */\n");
-    c.push_str(
-        "#include <stdio.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <stdbool.h>\n",
-    );
+    c.push_str("#include <stdio.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <stdbool.h>\n");
     match side {
         Side::Real => {
             c.push_str("#include \"config.h\"\n");
@@ -704,12 +602,7 @@ fn gen_layout_program(h: &Header, side: Side) -> String {
             writeln!(c, "\tP(\"offsetof({k})\", offsetof({t}, {}));", f.name).unwrap();
             writeln!(c, "\tP(\"sizeof({k})\", sizeof {m});").unwrap();
             writeln!(c, "\tP(\"_Alignof({k})\", _Alignof(__typeof__{m}));").unwrap();
-            writeln!(
-                c,
-                "\tP(\"{k} has type '{}'\", COMPAT(__typeof__{m}, {}));",
-                f.ty, f.ty
-            )
-            .unwrap();
+            writeln!(c, "\tP(\"{k} has type '{}'\", COMPAT(__typeof__{m}, {}));", f.ty, f.ty).unwrap();
         }
     }
     for a in &h.aliases {
@@ -740,15 +633,11 @@ fn gen_layout_program(h: &Header, side: Side) -> String {
 }
 
 fn proto_assert(f: &Function, real_name: &str) -> String {
-    format!(
-        "typedef {} proto_{}({});\n_Static_assert(COMPAT(__typeof__({real_name}), proto_{}), \"proto:{}\");",
-        f.ret, f.name, f.params, f.name, f.name
-    )
+    format!("typedef {} proto_{}({});\n_Static_assert(COMPAT(__typeof__({real_name}), proto_{}), \"proto:{}\");", f.ret, f.name, f.params, f.name, f.name)
 }
 
 fn gen_proto_check(checks: &[(&Function, String)]) -> String {
-    let mut c =
-        String::from("/* generated by tests/layout.rs; do not edit */\n#include \"config.h\"\n");
+    let mut c = String::from("/* generated by tests/layout.rs; do not edit */\n#include \"config.h\"\n");
     for hdr in REAL_HEADERS {
         writeln!(c, "#include \"{hdr}\"").unwrap();
     }
@@ -772,18 +661,10 @@ fn cc_output(includes: &[PathBuf], extra: &[String], src: &Path, exe: Option<&Pa
     if let Some(exe) = exe {
         cmd.arg("-o").arg(exe);
     }
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot run cc: {e}"))
+    cmd.output().unwrap_or_else(|e| panic!("cannot run cc: {e}"))
 }
 
-fn cc(
-    work: &TempDir,
-    includes: &[PathBuf],
-    extra: &[String],
-    src: &Path,
-    exe: Option<&Path>,
-    what: &str,
-) {
+fn cc(work: &TempDir, includes: &[PathBuf], extra: &[String], src: &Path, exe: Option<&Path>, what: &str) {
     let out = cc_output(includes, extra, src, exe);
     if !out.status.success() {
         work.keep();
@@ -801,9 +682,7 @@ fn cc(
 }
 
 fn run_probe(work: &TempDir, exe: &Path) -> String {
-    let out = Command::new(exe)
-        .output()
-        .unwrap_or_else(|e| panic!("run {}: {e}", exe.display()));
+    let out = Command::new(exe).output().unwrap_or_else(|e| panic!("run {}: {e}", exe.display()));
     if !out.status.success() {
         work.keep();
         panic!("{} failed: {:?}", exe.display(), out.status);
@@ -821,11 +700,7 @@ fn compare_outputs(real: &str, ours: &str, problems: &mut Vec<String>) -> usize 
             .collect()
     };
     let (real, ours) = (parse(real), parse(ours));
-    assert_eq!(
-        real.len(),
-        ours.len(),
-        "the two probes printed different line counts"
-    );
+    assert_eq!(real.len(), ours.len(), "the two probes printed different line counts");
     for ((rk, rv), (ok, ov)) in real.iter().zip(&ours) {
         assert_eq!(rk, ok, "the two probes printed different keys");
         let is_compat = ok.contains(" has type '") || ok.contains(" is ");
@@ -834,11 +709,7 @@ fn compare_outputs(real: &str, ours: &str, problems: &mut Vec<String>) -> usize 
         }
         if rv != ov {
             let what = if is_compat { "real type differs" } else { "" };
-            problems.push(
-                format!("{ok}: ours = {ov}, real = {rv} {what}")
-                    .trim_end()
-                    .to_string(),
-            );
+            problems.push(format!("{ok}: ours = {ov}, real = {rv} {what}").trim_end().to_string());
         }
     }
     real.len()
@@ -869,27 +740,10 @@ fn aux_info_functions(aux: &Path, src: &Path) -> HashMap<String, String> {
             continue;
         };
         let before = &decl[..paren];
-        let name: String = before
-            .chars()
-            .rev()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
+        let name: String = before.chars().rev().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<Vec<_>>().into_iter().rev().collect();
         if !name.is_empty() {
-            let file = loc
-                .strip_prefix(&src)
-                .unwrap_or(loc)
-                .trim_start_matches('/');
-            map.insert(
-                name,
-                format!(
-                    "{} [{}]",
-                    decl.trim(),
-                    file.rsplit_once(':').map_or(file, |x| x.0)
-                ),
-            );
+            let file = loc.strip_prefix(&src).unwrap_or(loc).trim_start_matches('/');
+            map.insert(name, format!("{} [{}]", decl.trim(), file.rsplit_once(':').map_or(file, |x| x.0)));
         }
     }
     map
@@ -907,12 +761,7 @@ fn resolve_real_name(f: &Function, declared: &HashMap<String, String>) -> Option
 
 /// When our `slurm_X` was checked against the real `X`, both symbols must be
 /// the same function in libslurmfull.so.
-fn check_alias(
-    ours: &str,
-    real: &str,
-    symbols: Option<&HashMap<String, String>>,
-    problems: &mut Vec<String>,
-) {
+fn check_alias(ours: &str, real: &str, symbols: Option<&HashMap<String, String>>, problems: &mut Vec<String>) {
     let Some(symbols) = symbols else { return };
     match (symbols.get(ours), symbols.get(real)) {
         (Some(a), Some(b)) if a == b => {}
@@ -949,8 +798,7 @@ fn grep_declaration(src: &Path, name: &str) -> Option<String> {
                     text.match_indices(n.as_str()).any(|(i, _)| {
                         let pre = text[..i].chars().next_back();
                         let post = text[i + n.len()..].trim_start().starts_with('(');
-                        post && !pre.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-                            && !text[..i].trim_end().ends_with("define")
+                        post && !pre.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') && !text[..i].trim_end().ends_with("define")
                     })
                 });
                 if tokens_hit {
@@ -964,17 +812,8 @@ fn grep_declaration(src: &Path, name: &str) -> Option<String> {
 
 /// Defined dynamic function symbols: name -> address.
 fn dynamic_function_symbols(lib: &Path) -> HashMap<String, String> {
-    let out = Command::new("nm")
-        .args(["-D", "--defined-only"])
-        .arg(lib)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run nm (binutils): {e}"));
-    assert!(
-        out.status.success(),
-        "nm -D {} failed: {}",
-        lib.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new("nm").args(["-D", "--defined-only"]).arg(lib).output().unwrap_or_else(|e| panic!("cannot run nm (binutils): {e}"));
+    assert!(out.status.success(), "nm -D {} failed: {}", lib.display(), String::from_utf8_lossy(&out.stderr));
     let mut map = HashMap::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let parts: Vec<&str> = line.split_whitespace().collect();
@@ -1003,35 +842,24 @@ fn slurm_headers_used(deps: &Path, src: &Path, problems: &mut Vec<String>) -> Ve
         if p.starts_with(src) {
             used.push(p.to_path_buf());
         } else if word.starts_with("/usr/include/slurm/") {
-            problems.push(format!(
-                "the real probe included the installed {word} instead of the source's"
-            ));
+            problems.push(format!("the real probe included the installed {word} instead of the source's"));
         }
     }
-    assert!(
-        used.len() >= REAL_HEADERS.len(),
-        "dependency file {} lists too few Slurm headers",
-        deps.display()
-    );
+    assert!(used.len() >= REAL_HEADERS.len(), "dependency file {} lists too few Slurm headers", deps.display());
     used
 }
 
 /// Every config.h.in macro tested by a conditional in an included Slurm
 /// header must be reviewed (defined or listed as `#undef`) in config.h.
 fn check_config_macros(src: &Path, used: &[PathBuf], config_h: &Path, problems: &mut Vec<String>) {
-    let config_names: BTreeSet<String> = fs::read_to_string(src.join("config.h.in"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.strip_prefix("#undef "))
-        .map(|n| n.trim().to_string())
-        .collect();
+    let config_names: BTreeSet<String> =
+        fs::read_to_string(src.join("config.h.in")).unwrap().lines().filter_map(|l| l.strip_prefix("#undef ")).map(|n| n.trim().to_string()).collect();
     let reviewed: BTreeSet<String> = fs::read_to_string(config_h)
         .unwrap()
         .lines()
         .filter_map(|l| {
             let l = l.trim();
-            l.strip_prefix("#define ")
-                .or_else(|| l.strip_prefix("/* #undef "))
+            l.strip_prefix("#define ").or_else(|| l.strip_prefix("/* #undef "))
         })
         .filter_map(|rest| rest.split_whitespace().next().map(str::to_string))
         .collect();
@@ -1046,10 +874,7 @@ fn check_config_macros(src: &Path, used: &[PathBuf], config_h: &Path, problems: 
                 continue;
             };
             let d = d.trim_start();
-            if !["if", "ifdef", "ifndef", "elif"]
-                .iter()
-                .any(|k| d.starts_with(k))
-            {
+            if !["if", "ifdef", "ifndef", "elif"].iter().any(|k| d.starts_with(k)) {
                 continue;
             }
             for word in d.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
@@ -1082,9 +907,7 @@ fn fmt_version(v: Version) -> String {
 /// `SLURM_VERSION_NUMBER` of the installed libslurm-dev.
 fn installed_version() -> Option<Version> {
     let text = fs::read_to_string(INSTALLED_VERSION_H).ok()?;
-    let line = text
-        .lines()
-        .find(|l| l.trim_start().starts_with("#define SLURM_VERSION_NUMBER"))?;
+    let line = text.lines().find(|l| l.trim_start().starts_with("#define SLURM_VERSION_NUMBER"))?;
     let hex = line.split_whitespace().nth(2)?;
     let n = u32::from_str_radix(hex.trim_start_matches("0x"), 16).ok()?;
     Some(((n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff))
@@ -1093,25 +916,15 @@ fn installed_version() -> Option<Version> {
 /// Upstream version from the source's META file.
 fn source_version(dir: &Path) -> Option<Version> {
     let meta = fs::read_to_string(dir.join("META")).ok()?;
-    let get = |key: &str| -> Option<u32> {
-        meta.lines()
-            .find_map(|l| l.trim().strip_prefix(key))
-            .and_then(|v| v.trim().parse().ok())
-    };
+    let get = |key: &str| -> Option<u32> { meta.lines().find_map(|l| l.trim().strip_prefix(key)).and_then(|v| v.trim().parse().ok()) };
     Some((get("Major:")?, get("Minor:")?, get("Micro:")?))
 }
 
 fn slurm_version_h(src: &Path) -> String {
     let v = source_version(src).unwrap();
     let tmpl = fs::read_to_string(src.join("slurm/slurm_version.h.in")).unwrap();
-    let def = format!(
-        "#define SLURM_VERSION_NUMBER 0x{:02x}{:02x}{:02x}",
-        v.0, v.1, v.2
-    );
-    assert!(
-        tmpl.contains("#undef SLURM_VERSION_NUMBER"),
-        "unexpected slurm_version.h.in"
-    );
+    let def = format!("#define SLURM_VERSION_NUMBER 0x{:02x}{:02x}{:02x}", v.0, v.1, v.2);
+    assert!(tmpl.contains("#undef SLURM_VERSION_NUMBER"), "unexpected slurm_version.h.in");
     tmpl.replace("#undef SLURM_VERSION_NUMBER", &def)
 }
 
@@ -1150,9 +963,7 @@ fn find_slurm_source(installed: Version) -> SourceLookup {
             others.join(", ")
         );
     }
-    println!(
-        "layout: no Slurm {wanted} source found; fetching it with apt-get source into {CACHE_DIR}"
-    );
+    println!("layout: no Slurm {wanted} source found; fetching it with apt-get source into {CACHE_DIR}");
     if let Err(e) = apt_get_source(Path::new(CACHE_DIR)) {
         panic!("could not fetch the Slurm {wanted} source into {CACHE_DIR}: {e}");
     }
@@ -1167,11 +978,7 @@ fn find_slurm_source(installed: Version) -> SourceLookup {
     }
 }
 
-fn search_bases(
-    bases: &[PathBuf],
-    installed: Version,
-    others: &mut Vec<String>,
-) -> Option<PathBuf> {
+fn search_bases(bases: &[PathBuf], installed: Version, others: &mut Vec<String>) -> Option<PathBuf> {
     for base in bases {
         let mut candidates = Vec::new();
         if base.join("META").is_file() {
@@ -1181,12 +988,7 @@ fn search_bases(
             let mut dirs: Vec<PathBuf> = entries
                 .flatten()
                 .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("slurm-wlm-"))
-                        && p.join("META").is_file()
-                })
+                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("slurm-wlm-")) && p.join("META").is_file())
                 .collect();
             dirs.sort();
             candidates.extend(dirs);
@@ -1197,11 +999,7 @@ fn search_bases(
                     warn_debian_revision(&dir);
                     return Some(dir);
                 }
-                v => others.push(format!(
-                    "{} (version {})",
-                    dir.display(),
-                    v.map_or("unknown".into(), fmt_version)
-                )),
+                v => others.push(format!("{} (version {})", dir.display(), v.map_or("unknown".into(), fmt_version))),
             }
         }
     }
@@ -1217,27 +1015,17 @@ fn warn_debian_revision(dir: &Path) {
     let Ok(changelog) = fs::read_to_string(dir.join("debian/changelog")) else {
         return;
     };
-    let Some(src) = changelog
-        .lines()
-        .next()
-        .and_then(|l| l.split(['(', ')']).nth(1))
-    else {
+    let Some(src) = changelog.lines().next().and_then(|l| l.split(['(', ')']).nth(1)) else {
         return;
     };
     if src != installed {
-        println!(
-            "layout: WARNING: source {} is Debian version {src}, installed slurmd is {installed}",
-            dir.display()
-        );
+        println!("layout: WARNING: source {} is Debian version {src}, installed slurmd is {installed}", dir.display());
     }
 }
 
 fn installed_deb_version() -> Option<String> {
     for pkg in ["slurmd", "libslurm-dev"] {
-        let out = Command::new("dpkg-query")
-            .args(["-W", "-f=${Version}", pkg])
-            .output()
-            .ok()?;
+        let out = Command::new("dpkg-query").args(["-W", "-f=${Version}", pkg]).output().ok()?;
         let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
         if out.status.success() && !v.is_empty() {
             return Some(v);
@@ -1256,13 +1044,7 @@ fn apt_get_source(cache: &Path) -> Result<(), String> {
         let dir = entries
             .flatten()
             .map(|e| e.path())
-            .find(|p| {
-                p.is_dir()
-                    && p.file_name()
-                        .unwrap()
-                        .to_string_lossy()
-                        .starts_with("slurm-wlm-")
-            })
+            .find(|p| p.is_dir() && p.file_name().unwrap().to_string_lossy().starts_with("slurm-wlm-"))
             .ok_or("apt-get source left no slurm-wlm-* directory")?;
         let target = cache.join(dir.file_name().unwrap());
         if !target.join("META").exists() {
@@ -1294,11 +1076,7 @@ fn apt_get_source_in(dir: &Path) -> Result<(), String> {
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!(
-                "`apt-get source {spec}` failed:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ))
+            Err(format!("`apt-get source {spec}` failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
         }
     };
     let mut added_deb_src = false;
@@ -1326,35 +1104,18 @@ fn add_deb_src() -> Result<(), String> {
     let deb822 = Path::new("/etc/apt/sources.list.d/debian.sources");
     let oneline = Path::new("/etc/apt/sources.list");
     if let Ok(text) = fs::read_to_string(deb822) {
-        let src: String = text
-            .lines()
-            .map(|l| {
-                if l.trim_start().starts_with("Types:") {
-                    "Types: deb-src"
-                } else {
-                    l
-                }
-            })
-            .map(|l| format!("{l}\n"))
-            .collect();
+        let src: String = text.lines().map(|l| if l.trim_start().starts_with("Types:") { "Types: deb-src" } else { l }).map(|l| format!("{l}\n")).collect();
         let target = "/etc/apt/sources.list.d/debian-src.sources";
         fs::write(target, src).map_err(|e| format!("write {target}: {e}"))?;
     } else if let Ok(text) = fs::read_to_string(oneline) {
-        let src: String = text
-            .lines()
-            .filter_map(|l| l.trim_start().strip_prefix("deb "))
-            .map(|rest| format!("deb-src {rest}\n"))
-            .collect();
+        let src: String = text.lines().filter_map(|l| l.trim_start().strip_prefix("deb ")).map(|rest| format!("deb-src {rest}\n")).collect();
         if src.is_empty() {
             return Err("no deb line in /etc/apt/sources.list to mirror as deb-src".into());
         }
         let target = "/etc/apt/sources.list.d/debian-src.list";
         fs::write(target, src).map_err(|e| format!("write {target}: {e}"))?;
     } else {
-        return Err(
-            "neither /etc/apt/sources.list.d/debian.sources nor /etc/apt/sources.list exists"
-                .into(),
-        );
+        return Err("neither /etc/apt/sources.list.d/debian.sources nor /etc/apt/sources.list exists".into());
     }
     let out = Command::new("apt-get")
         .args(["update", "-q"])
@@ -1362,10 +1123,7 @@ fn add_deb_src() -> Result<(), String> {
         .output()
         .map_err(|e| format!("cannot run apt-get update: {e}"))?;
     if !out.status.success() {
-        return Err(format!(
-            "apt-get update failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        return Err(format!("apt-get update failed:\n{}", String::from_utf8_lossy(&out.stderr)));
     }
     Ok(())
 }
@@ -1385,17 +1143,12 @@ fn s(p: &Path) -> String {
 fn is_root() -> bool {
     fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|st| {
-            st.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0"))
-        })
+        .and_then(|st| st.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0")))
         .unwrap_or(false)
 }
 
 fn ci() -> bool {
-    std::env::var("CI")
-        .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"))
+    std::env::var("CI").is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"))
 }
 
 /// Prints a skip notice, or fails when `CI=true`.
@@ -1415,20 +1168,14 @@ struct TempDir {
 
 impl TempDir {
     fn new(prefix: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
         let path = std::env::temp_dir().join(format!("{prefix}-{}-{nanos}", std::process::id()));
         fs::create_dir_all(&path).unwrap();
-        let keep =
-            std::env::var_os("GRES_RS_LAYOUT_KEEP").is_some_and(|v| !v.is_empty() && v != "0");
+        let keep = std::env::var_os("GRES_RS_LAYOUT_KEEP").is_some_and(|v| !v.is_empty() && v != "0");
         if keep {
             println!("layout: keeping generated files in {}", path.display());
         }
-        TempDir {
-            path,
-            keep: keep.into(),
-        }
+        TempDir { path, keep: keep.into() }
     }
 
     fn keep(&self) {

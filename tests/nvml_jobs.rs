@@ -32,12 +32,7 @@ fn mig_uuids(name: &str) -> Vec<String> {
 
 fn mknod(path: &Path, minor: u32) {
     let _ = std::fs::remove_file(path);
-    let ok = std::process::Command::new("mknod")
-        .arg(path)
-        .args(["c", "195", &minor.to_string()])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
+    let ok = std::process::Command::new("mknod").arg(path).args(["c", "195", &minor.to_string()]).status().map(|s| s.success()).unwrap_or(false);
     assert!(ok, "mknod {}", path.display());
 }
 

@@ -11,61 +11,28 @@ use std::collections::BTreeSet;
 
 /// Value of `KEY=` in `env` output.
 fn env_value(env_output: &str, key: &str) -> Option<String> {
-    env_output
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}=")).map(|v| v.to_string()))
+    env_output.lines().find_map(|l| l.strip_prefix(&format!("{key}=")).map(|v| v.to_string()))
 }
 
 fn check_srun_env(c: &Cluster) {
-    let one = c
-        .srun(&["--gres=gpu:1", "env"])
-        .expect_ok("srun --gres=gpu:1 env");
-    let cvd = env_value(&one.stdout, "CUDA_VISIBLE_DEVICES")
-        .unwrap_or_else(|| panic!("no CUDA_VISIBLE_DEVICES:\n{one}"));
-    assert_eq!(
-        cvd.split(',').count(),
-        1,
-        "one GPU requested, got CUDA_VISIBLE_DEVICES={cvd}"
-    );
-    assert_eq!(
-        env_value(&one.stdout, "SLURM_GPUS_ON_NODE").as_deref(),
-        Some("1"),
-        "{one}"
-    );
-    assert_eq!(
-        env_value(&one.stdout, "SLURM_STEP_GPUS"),
-        Some(cvd.clone()),
-        "{one}"
-    );
+    let one = c.srun(&["--gres=gpu:1", "env"]).expect_ok("srun --gres=gpu:1 env");
+    let cvd = env_value(&one.stdout, "CUDA_VISIBLE_DEVICES").unwrap_or_else(|| panic!("no CUDA_VISIBLE_DEVICES:\n{one}"));
+    assert_eq!(cvd.split(',').count(), 1, "one GPU requested, got CUDA_VISIBLE_DEVICES={cvd}");
+    assert_eq!(env_value(&one.stdout, "SLURM_GPUS_ON_NODE").as_deref(), Some("1"), "{one}");
+    assert_eq!(env_value(&one.stdout, "SLURM_STEP_GPUS"), Some(cvd.clone()), "{one}");
 
-    let two = c
-        .srun(&["--gres=gpu:2", "env"])
-        .expect_ok("srun --gres=gpu:2 env");
-    let cvd = env_value(&two.stdout, "CUDA_VISIBLE_DEVICES")
-        .unwrap_or_else(|| panic!("no CUDA_VISIBLE_DEVICES:\n{two}"));
+    let two = c.srun(&["--gres=gpu:2", "env"]).expect_ok("srun --gres=gpu:2 env");
+    let cvd = env_value(&two.stdout, "CUDA_VISIBLE_DEVICES").unwrap_or_else(|| panic!("no CUDA_VISIBLE_DEVICES:\n{two}"));
     assert_eq!(cvd, "0,1", "{two}");
-    assert_eq!(
-        env_value(&two.stdout, "SLURM_GPUS_ON_NODE").as_deref(),
-        Some("2"),
-        "{two}"
-    );
+    assert_eq!(env_value(&two.stdout, "SLURM_GPUS_ON_NODE").as_deref(), Some("2"), "{two}");
 
     // salloc + srun inside the allocation.
-    let sa = c
-        .salloc(
-            &["--gres=gpu:2"],
-            &["srun", "printenv", "CUDA_VISIBLE_DEVICES"],
-        )
-        .expect_ok("salloc --gres=gpu:2 srun printenv");
+    let sa = c.salloc(&["--gres=gpu:2"], &["srun", "printenv", "CUDA_VISIBLE_DEVICES"]).expect_ok("salloc --gres=gpu:2 srun printenv");
     assert_eq!(sa.stdout.trim(), "0,1", "{sa}");
 
     // No GPU requested: no GPU variables.
     let none = c.srun(&["env"]).expect_ok("srun env");
-    assert_eq!(
-        env_value(&none.stdout, "CUDA_VISIBLE_DEVICES"),
-        None,
-        "{none}"
-    );
+    assert_eq!(env_value(&none.stdout, "CUDA_VISIBLE_DEVICES"), None, "{none}");
 }
 
 #[test]
@@ -108,22 +75,12 @@ fn ours_gpu_nvml_is_loaded_with_autodetect_nvml() {
     let g = Cluster::slurmd_g(&cfg);
     g.assert_ours_loaded(&["gres_gpu", "gpu_nvml"]);
     assert!(g.output.ok(), "slurmd -G failed:\n{}", g.output);
-    assert_eq!(
-        g.gres_lines().len(),
-        4,
-        "expected 4 GPUs from gres.conf:\n{}",
-        g.output
-    );
+    assert_eq!(g.gres_lines().len(), 4, "expected 4 GPUs from gres.conf:\n{}", g.output);
 
     let c = Cluster::start(cfg);
     c.assert_ours_loaded(&["gres_gpu", "gres_mps", "gres_shard", "gpu_nvml"]);
-    let out = c
-        .srun(&["--gres=gpu:1", "env"])
-        .expect_ok("srun with gpu/nvml selected");
-    assert!(
-        env_value(&out.stdout, "CUDA_VISIBLE_DEVICES").is_some(),
-        "{out}"
-    );
+    let out = c.srun(&["--gres=gpu:1", "env"]).expect_ok("srun with gpu/nvml selected");
+    assert!(env_value(&out.stdout, "CUDA_VISIBLE_DEVICES").is_some(), "{out}");
 }
 
 /// `slurmd -G` prints the same GRES configuration with both plugin sets.
@@ -151,60 +108,27 @@ wait
 
 fn concurrent_steps(plugins: PluginSet) {
     let c = Cluster::start(ClusterConfig::gpus(plugins, 4));
-    let job = c
-        .sbatch(&["--gres=gpu:4", "-n3"], CONCURRENT_STEPS)
-        .expect_ok("batch job with 3 concurrent steps");
+    let job = c.sbatch(&["--gres=gpu:4", "-n3"], CONCURRENT_STEPS).expect_ok("batch job with 3 concurrent steps");
     c.wait_no_jobs(std::time::Duration::from_secs(30));
     let blocks = c.collect_dumps();
     let batch: Vec<&EnvBlock> = blocks.iter().filter(|b| b.tag == "batch").collect();
     assert_eq!(batch.len(), 1, "{}", job.output);
-    assert_eq!(
-        batch[0].get("SLURM_JOB_GPUS"),
-        Some("0,1,2,3"),
-        "{}",
-        job.output
-    );
-    assert_eq!(
-        batch[0].get("CUDA_VISIBLE_DEVICES"),
-        Some("0,1,2,3"),
-        "{}",
-        job.output
-    );
-    assert_eq!(
-        batch[0].get("SLURM_GPUS_ON_NODE"),
-        Some("4"),
-        "{}",
-        job.output
-    );
+    assert_eq!(batch[0].get("SLURM_JOB_GPUS"), Some("0,1,2,3"), "{}", job.output);
+    assert_eq!(batch[0].get("CUDA_VISIBLE_DEVICES"), Some("0,1,2,3"), "{}", job.output);
+    assert_eq!(batch[0].get("SLURM_GPUS_ON_NODE"), Some("4"), "{}", job.output);
     let steps: Vec<&EnvBlock> = blocks.iter().filter(|b| b.tag == "step").collect();
     assert_eq!(steps.len(), 3, "{}", job.output);
     let mut cvd = BTreeSet::new();
     let mut ssg = BTreeSet::new();
     for s in &steps {
-        let v = s
-            .get("CUDA_VISIBLE_DEVICES")
-            .unwrap_or_else(|| panic!("step without CUDA_VISIBLE_DEVICES: {s:?}"));
-        assert_eq!(
-            v.split(',').count(),
-            1,
-            "each step asked for one GPU: {s:?}"
-        );
+        let v = s.get("CUDA_VISIBLE_DEVICES").unwrap_or_else(|| panic!("step without CUDA_VISIBLE_DEVICES: {s:?}"));
+        assert_eq!(v.split(',').count(), 1, "each step asked for one GPU: {s:?}");
         assert_eq!(s.get("SLURM_GPUS_ON_NODE"), Some("1"), "{s:?}");
         cvd.insert(v.to_string());
         ssg.insert(s.get("SLURM_STEP_GPUS").unwrap_or("").to_string());
     }
-    assert_eq!(
-        cvd.len(),
-        3,
-        "steps must get distinct GPUs: {cvd:?}\n{}",
-        job.output
-    );
-    assert_eq!(
-        ssg.len(),
-        3,
-        "steps must get distinct SLURM_STEP_GPUS: {ssg:?}\n{}",
-        job.output
-    );
+    assert_eq!(cvd.len(), 3, "steps must get distinct GPUs: {cvd:?}\n{}", job.output);
+    assert_eq!(ssg.len(), 3, "steps must get distinct SLURM_STEP_GPUS: {ssg:?}\n{}", job.output);
     eprintln!("{}", job.output);
 }
 
@@ -241,14 +165,7 @@ fn differential_gpu_basic() {
         .run(Run::srun("gpus-per-task", &["-n2", "--gpus-per-task=1"]))
         .run(Run::srun("no-gpu", &[]))
         .run(Run::srun("too-many", &["--gres=gpu:5", "--immediate=5"]))
-        .run(
-            Run::sbatch(
-                "batch-concurrent",
-                &["--gres=gpu:4", "-n3"],
-                CONCURRENT_STEPS,
-            )
-            .unordered(),
-        );
+        .run(Run::sbatch("batch-concurrent", &["--gres=gpu:4", "-n3"], CONCURRENT_STEPS).unordered());
     differential(&scn);
 }
 

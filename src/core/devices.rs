@@ -81,12 +81,7 @@ pub fn stat_device(path: &str) -> Result<DevStat, String> {
 /// `stat()`ed or are not device nodes are left out with a problem; a file
 /// named twice is a fatal problem.  Outside slurmd (`in_slurmd == false`)
 /// no file is touched and the list stays empty, as the stock plugin does.
-pub fn build_device_list(
-    records: &[GresRecord],
-    name: &str,
-    in_slurmd: bool,
-    stat: &dyn Fn(&str) -> Result<DevStat, String>,
-) -> DeviceList {
+pub fn build_device_list(records: &[GresRecord], name: &str, in_slurmd: bool, stat: &dyn Fn(&str) -> Result<DevStat, String>) -> DeviceList {
     let mut out = DeviceList::default();
     let mut seen: HashSet<String> = HashSet::new();
     let mut index: u32 = 0;
@@ -101,10 +96,7 @@ pub fn build_device_list(
         let files = match hostlist::expand(file) {
             Ok(f) => f,
             Err(e) => {
-                out.problems.push(DeviceProblem {
-                    fatal: false,
-                    message: format!("can't parse gres.conf file record ({file}): {e}"),
-                });
+                out.problems.push(DeviceProblem { fatal: false, message: format!("can't parse gres.conf file record ({file}): {e}") });
                 continue;
             }
         };
@@ -113,10 +105,9 @@ pub fn build_device_list(
             if in_slurmd {
                 match stat(&one) {
                     Err(msg) => out.problems.push(DeviceProblem { fatal: false, message: msg }),
-                    Ok(st) if st.dev_type == DevType::None => out.problems.push(DeviceProblem {
-                        fatal: false,
-                        message: format!("{one} is not a valid character or block device, fix your gres.conf"),
-                    }),
+                    Ok(st) if st.dev_type == DevType::None => out
+                        .problems
+                        .push(DeviceProblem { fatal: false, message: format!("{one} is not a valid character or block device, fix your gres.conf") }),
                     Ok(st) => {
                         let dev_num = trailing_number(&one).unwrap_or(-1);
                         max_dev_num = max_dev_num.max(dev_num);
@@ -181,13 +172,7 @@ mod tests {
     use super::*;
 
     fn rec(name: &str, file: &str, flags: u32) -> GresRecord {
-        GresRecord {
-            name: name.into(),
-            file: Some(file.into()),
-            flags: ConfFlags(flags | ConfFlags::HAS_FILE),
-            count: 1,
-            ..Default::default()
-        }
+        GresRecord { name: name.into(), file: Some(file.into()), flags: ConfFlags(flags | ConfFlags::HAS_FILE), count: 1, ..Default::default() }
     }
 
     fn fake_stat(path: &str) -> Result<DevStat, String> {
@@ -211,10 +196,7 @@ mod tests {
 
     #[test]
     fn multiple_files_share_an_index() {
-        let recs = vec![
-            rec("gpu", "/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21", ConfFlags::HAS_MULT),
-            rec("gpu", "/dev/nvidia1", 0),
-        ];
+        let recs = vec![rec("gpu", "/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21", ConfFlags::HAS_MULT), rec("gpu", "/dev/nvidia1", 0)];
         let l = build_device_list(&recs, "gpu", true, &fake_stat);
         let idx: Vec<_> = l.devices.iter().map(|d| d.index).collect();
         assert_eq!(idx, vec![0, 0, 1]);

@@ -294,7 +294,14 @@ mod tests {
     fn local_index_inside_cgroup() {
         let d = devs(4);
         let alloc = Bitmap::from_indices(4, &[2, 3]);
-        let req = GpuEnvRequest { devices: &d, alloc: Some(&alloc), scope: Scope::Step, flags: InternalFlags(0), node_flags: ConfFlags(ConfFlags::ENV_NVML), use_local_dev_index: true };
+        let req = GpuEnvRequest {
+            devices: &d,
+            alloc: Some(&alloc),
+            scope: Scope::Step,
+            flags: InternalFlags(0),
+            node_flags: ConfFlags(ConfFlags::ENV_NVML),
+            use_local_dev_index: true,
+        };
         let mut env = HashMap::new();
         run(&req, &mut EnvState::default(), &mut env);
         assert_eq!(env["SLURM_STEP_GPUS"], "2,3");
@@ -324,7 +331,14 @@ mod tests {
         d[2].unique_id = Some("MIG-abc".into());
         let alloc = Bitmap::from_indices(3, &[0, 2]);
         let usable = Bitmap::from_indices(3, &[2]);
-        let req = GpuEnvRequest { devices: &d, alloc: Some(&alloc), scope: Scope::Task(Some(&usable)), flags: InternalFlags(InternalFlags::VERBOSE), node_flags: ConfFlags(ConfFlags::ENV_NVML), use_local_dev_index: false };
+        let req = GpuEnvRequest {
+            devices: &d,
+            alloc: Some(&alloc),
+            scope: Scope::Task(Some(&usable)),
+            flags: InternalFlags(InternalFlags::VERBOSE),
+            node_flags: ConfFlags(ConfFlags::ENV_NVML),
+            use_local_dev_index: false,
+        };
         let mut env = HashMap::new();
         let c = run(&req, &mut EnvState::default(), &mut env);
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], "MIG-abc");
@@ -339,7 +353,14 @@ mod tests {
         let alloc = Bitmap::from_indices(2, &[0, 1]);
         let mut st = EnvState::default();
         let mut env = HashMap::new();
-        let step = GpuEnvRequest { devices: &d, alloc: Some(&alloc), scope: Scope::Task(Some(&alloc)), flags: InternalFlags(0), node_flags: ALL, use_local_dev_index: false };
+        let step = GpuEnvRequest {
+            devices: &d,
+            alloc: Some(&alloc),
+            scope: Scope::Task(Some(&alloc)),
+            flags: InternalFlags(0),
+            node_flags: ALL,
+            use_local_dev_index: false,
+        };
         run(&step, &mut st, &mut env);
         assert!(st.already_seen);
         let task = GpuEnvRequest { scope: Scope::Task(None), ..step };

@@ -64,22 +64,13 @@ pub struct FakeGpus {
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum FakeGpusError {
     #[error("{location}: bit_unfmt() failed for CPU range: {range} ({reason})")]
-    BadCpuRange {
-        location: Location,
-        range: String,
-        reason: RangeError,
-    },
-    #[error(
-        "{location}: _set_cpu_set_bitstr: cpu_set_bitstr is empty! No CPU affinity for device"
-    )]
+    BadCpuRange { location: Location, range: String, reason: RangeError },
+    #[error("{location}: _set_cpu_set_bitstr: cpu_set_bitstr is empty! No CPU affinity for device")]
     EmptyAffinity { location: Location },
     #[error("{location}: invalid CPU count \"{value}\" (0 to {MAX_CPU_COUNT} supported)")]
     BadCpuCount { location: Location, value: String },
     #[error("{location}: {source}")]
-    Affinity {
-        location: Location,
-        source: AffinityError,
-    },
+    Affinity { location: Location, source: AffinityError },
 }
 
 /// Read `path` as the stock plugin does: `Ok(None)` when it does not exist
@@ -88,11 +79,7 @@ pub fn load_fake_gpus(path: &Path, conv: CpuConv) -> Result<Option<FakeGpus>, Fa
     if std::fs::metadata(path).is_err() {
         return Ok(None);
     }
-    let mut diagnostics = vec![Diagnostic::new(
-        LogLevel::Info,
-        None,
-        format!("Adding fake system GPU data from {}", path.display()),
-    )];
+    let mut diagnostics = vec![Diagnostic::new(LogLevel::Info, None, format!("Adding fake system GPU data from {}", path.display()))];
     match std::fs::read(path) {
         Ok(bytes) => {
             let mut fake = parse_fake_gpus(&String::from_utf8_lossy(&bytes), path, conv)?;
@@ -101,15 +88,8 @@ pub fn load_fake_gpus(path: &Path, conv: CpuConv) -> Result<Option<FakeGpus>, Fa
             Ok(Some(fake))
         }
         Err(e) => {
-            diagnostics.push(Diagnostic::new(
-                LogLevel::Error,
-                Some(Location::file(path)),
-                format!("Unable to read \"{}\": {e}", path.display()),
-            ));
-            Ok(Some(FakeGpus {
-                records: Vec::new(),
-                diagnostics,
-            }))
+            diagnostics.push(Diagnostic::new(LogLevel::Error, Some(Location::file(path)), format!("Unable to read \"{}\": {e}", path.display())));
+            Ok(Some(FakeGpus { records: Vec::new(), diagnostics }))
         }
     }
 }
@@ -123,9 +103,7 @@ fn atoi(text: &str) -> i64 {
         _ => (false, t),
     };
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    let value = rest[..digits]
-        .parse::<i64>()
-        .unwrap_or(if digits == 0 { 0 } else { i64::MAX });
+    let value = rest[..digits].parse::<i64>().unwrap_or(if digits == 0 { 0 } else { i64::MAX });
     if negative {
         -value
     } else {
@@ -135,16 +113,8 @@ fn atoi(text: &str) -> i64 {
 
 /// gpu/nvml's `gpu_p_test_cpu_conv()`: the CPUs of a `~keyword`, as a
 /// range list; an unknown keyword gives an empty list (and an error line).
-fn nvml_test_cpu_conv(
-    range: &str,
-    location: &Location,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Result<String, FakeGpusError> {
-    diagnostics.push(Diagnostic::new(
-        LogLevel::Info,
-        Some(location.clone()),
-        format!("gpu_p_test_cpu_conv: cpu_range: {range}"),
-    ));
+fn nvml_test_cpu_conv(range: &str, location: &Location, diagnostics: &mut Vec<Diagnostic>) -> Result<String, FakeGpusError> {
+    diagnostics.push(Diagnostic::new(LogLevel::Info, Some(location.clone()), format!("gpu_p_test_cpu_conv: cpu_range: {range}")));
     match super::nvml_model::test_cpu_mask(range) {
         None => {
             diagnostics.push(Diagnostic::new(LogLevel::Error, Some(location.clone()), "Unknown test keyword"));
@@ -178,11 +148,7 @@ pub fn parse_fake_gpus(text: &str, path: &Path, conv: CpuConv) -> Result<FakeGpu
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        out.diagnostics.push(Diagnostic::new(
-            LogLevel::Debug,
-            Some(location.clone()),
-            line,
-        ));
+        out.diagnostics.push(Diagnostic::new(LogLevel::Debug, Some(location.clone()), line));
         if let Some(record) = parse_line(line, line_no, &location, conv, &mut out.diagnostics)? {
             out.records.push(record);
         }
@@ -190,24 +156,14 @@ pub fn parse_fake_gpus(text: &str, path: &Path, conv: CpuConv) -> Result<FakeGpu
     Ok(out)
 }
 
-fn parse_line(
-    line: &str,
-    line_no: usize,
-    location: &Location,
-    conv: CpuConv,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Result<Option<GresRecord>, FakeGpusError> {
+fn parse_line(line: &str, line_no: usize, location: &Location, conv: CpuConv, diagnostics: &mut Vec<Diagnostic>) -> Result<Option<GresRecord>, FakeGpusError> {
     let mut fields: [Option<&str>; 7] = [None; 7];
     let mut count = 0;
     for token in line.split('|').filter(|t| !t.is_empty()) {
         if token != "(null)" {
             match fields.get_mut(count) {
                 Some(field) => *field = Some(token),
-                None => diagnostics.push(Diagnostic::new(
-                    LogLevel::Error,
-                    Some(location.clone()),
-                    "Malformed line: too many data fields",
-                )),
+                None => diagnostics.push(Diagnostic::new(LogLevel::Error, Some(location.clone()), "Malformed line: too many data fields")),
             }
         }
         count += 1;
@@ -226,10 +182,7 @@ fn parse_line(
     let cpu_cnt = match cpu_count.map_or(0, atoi) {
         n if (0..=i64::from(MAX_CPU_COUNT)).contains(&n) => n as u32,
         _ => {
-            return Err(FakeGpusError::BadCpuCount {
-                location: location.clone(),
-                value: cpu_count.unwrap_or_default().to_string(),
-            });
+            return Err(FakeGpusError::BadCpuCount { location: location.clone(), value: cpu_count.unwrap_or_default().to_string() });
         }
     };
     let cpus = match cpu_range {
@@ -239,14 +192,11 @@ fn parse_line(
         },
         other => other.map(str::to_string),
     };
-    let bitmap =
-        Bitmap::from_ranges(cpu_cnt as usize, cpus.as_deref().unwrap_or("")).map_err(|reason| {
-            FakeGpusError::BadCpuRange {
-                location: location.clone(),
-                range: cpus.clone().unwrap_or_else(|| "(null)".into()),
-                reason,
-            }
-        })?;
+    let bitmap = Bitmap::from_ranges(cpu_cnt as usize, cpus.as_deref().unwrap_or("")).map_err(|reason| FakeGpusError::BadCpuRange {
+        location: location.clone(),
+        range: cpus.clone().unwrap_or_else(|| "(null)".into()),
+        reason,
+    })?;
     let record = GresRecord {
         name: "gpu".to_string(),
         count: 1,
@@ -260,12 +210,7 @@ fn parse_line(
         flags: flags.map_or(ConfFlags::default(), |f| parse_flags(f).flags),
         plugin_id: 0,
     };
-    add_gres_record(record)
-        .map(Some)
-        .map_err(|source| FakeGpusError::Affinity {
-            location: location.clone(),
-            source,
-        })
+    add_gres_record(record).map(Some).map_err(|source| FakeGpusError::Affinity { location: location.clone(), source })
 }
 
 /// How C's `printf("%s")` shows a string that may be NULL.
@@ -317,11 +262,7 @@ mod tests {
     }
 
     fn errors(f: &FakeGpus) -> Vec<(usize, String)> {
-        f.diagnostics
-            .iter()
-            .filter(|d| d.level == LogLevel::Error)
-            .map(|d| (d.location.as_ref().map_or(0, |l| l.line), d.message.clone()))
-            .collect()
+        f.diagnostics.iter().filter(|d| d.level == LogLevel::Error).map(|d| (d.location.as_ref().map_or(0, |l| l.line), d.message.clone())).collect()
     }
 
     #[test]
@@ -338,38 +279,23 @@ mod tests {
         assert_eq!(r.links.as_deref(), Some("-1,0"));
         assert_eq!(r.file.as_deref(), Some("/dev/nvidia0"));
         assert_eq!(r.unique_id, None);
-        assert_eq!(
-            r.flags,
-            ConfFlags(ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE)
-        );
+        assert_eq!(r.flags, ConfFlags(ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE));
         assert_eq!(r.plugin_id, gres_build_id("gpu"));
         let r = &f.records[1];
         assert_eq!(r.cpus, None);
         assert_eq!(r.cpus_bitmap, Some(Bitmap::new(8)));
         assert_eq!(r.links, None);
         assert_eq!(r.unique_id.as_deref(), Some("MIG-123"));
-        assert_eq!(
-            r.flags,
-            ConfFlags(ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE | ConfFlags::ENV_NVML)
-        );
+        assert_eq!(r.flags, ConfFlags(ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE | ConfFlags::ENV_NVML));
         assert!(errors(&f).is_empty());
-        assert!(f
-            .diagnostics
-            .iter()
-            .any(|d| d.level == LogLevel::Debug && d.message == "tesla|4|0-1|-1,0|/dev/nvidia0"));
+        assert!(f.diagnostics.iter().any(|d| d.level == LogLevel::Debug && d.message == "tesla|4|0-1|-1,0|/dev/nvidia0"));
     }
 
     #[test]
     fn parsable_and_log_forms() {
         let f = parse("tesla|4|0-1|(null)|/dev/nvidia1\n(null)|4|(null)|-1,0|(null)|uuid-9\n");
-        assert_eq!(
-            to_parsable(&f.records[0]),
-            "GRES_PARSABLE[gpu](1):tesla|4|0-1|(null)|/dev/nvidia1|HAS_FILE,HAS_TYPE"
-        );
-        assert_eq!(
-            to_parsable(&f.records[1]),
-            "GRES_PARSABLE[gpu](1):(null)|4|(null)|-1,0|(null)|uuid-9|"
-        );
+        assert_eq!(to_parsable(&f.records[0]), "GRES_PARSABLE[gpu](1):tesla|4|0-1|(null)|/dev/nvidia1|HAS_FILE,HAS_TYPE");
+        assert_eq!(to_parsable(&f.records[1]), "GRES_PARSABLE[gpu](1):(null)|4|(null)|-1,0|(null)|uuid-9|");
         assert_eq!(
             to_log_line(&f.records[0]),
             "    GRES[gpu] Type:tesla Count:1 Cores(4):0-1  Links:(null) Flags:HAS_FILE,HAS_TYPE File:/dev/nvidia1 UniqueId:(null)"
@@ -379,10 +305,7 @@ mod tests {
     #[test]
     fn several_files_make_a_multiple_files_gpu() {
         let f = parse("a100|4|0|(null)|/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21|MIG-1\n");
-        assert_eq!(
-            f.records[0].flags,
-            ConfFlags(ConfFlags::HAS_FILE | ConfFlags::HAS_MULT | ConfFlags::HAS_TYPE)
-        );
+        assert_eq!(f.records[0].flags, ConfFlags(ConfFlags::HAS_FILE | ConfFlags::HAS_MULT | ConfFlags::HAS_TYPE));
     }
 
     #[test]
@@ -390,23 +313,13 @@ mod tests {
         let f = parse("tesla|4|0-1\na|4|0|(null)|/dev/x|u|CountOnly|extra\n");
         assert_eq!(f.records.len(), 2);
         assert_eq!(f.records[0].file, None);
-        assert_eq!(
-            f.records[1].flags,
-            ConfFlags(ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE | ConfFlags::COUNT_ONLY)
-        );
+        assert_eq!(f.records[1].flags, ConfFlags(ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE | ConfFlags::COUNT_ONLY));
         let errs = errors(&f);
         assert_eq!(errs.len(), 3);
         assert_eq!(errs[0].0, 1);
-        assert!(errs[0]
-            .1
-            .starts_with("Line #1 in fake_gpus.conf failed to parse!"));
-        assert_eq!(
-            errs[1],
-            (2, "Malformed line: too many data fields".to_string())
-        );
-        assert!(errs[2]
-            .1
-            .starts_with("Line #2 in fake_gpus.conf failed to parse!"));
+        assert!(errs[0].1.starts_with("Line #1 in fake_gpus.conf failed to parse!"));
+        assert_eq!(errs[1], (2, "Malformed line: too many data fields".to_string()));
+        assert!(errs[2].1.starts_with("Line #2 in fake_gpus.conf failed to parse!"));
     }
 
     #[test]
@@ -439,39 +352,20 @@ mod tests {
 
     #[test]
     fn fatal_cpu_ranges() {
-        let e = parse_fake_gpus(
-            "a|4|0-1|(null)|/dev/x\nb|4|2-7|(null)|/dev/y\n",
-            Path::new("f"),
-            CpuConv::Nvml,
-        )
-        .unwrap_err();
-        assert!(
-            matches!(&e, FakeGpusError::BadCpuRange { location, range, .. } if location.line == 2 && range == "2-7")
-        );
-        assert!(e
-            .to_string()
-            .starts_with("f:2:1: bit_unfmt() failed for CPU range: 2-7"));
+        let e = parse_fake_gpus("a|4|0-1|(null)|/dev/x\nb|4|2-7|(null)|/dev/y\n", Path::new("f"), CpuConv::Nvml).unwrap_err();
+        assert!(matches!(&e, FakeGpusError::BadCpuRange { location, range, .. } if location.line == 2 && range == "2-7"));
+        assert!(e.to_string().starts_with("f:2:1: bit_unfmt() failed for CPU range: 2-7"));
         // Any range needs at least one CPU.
         assert!(parse_fake_gpus("a|0|0|(null)|/dev/x\n", Path::new("f"), CpuConv::Nvml).is_err());
-        assert!(
-            parse_fake_gpus("a|4|zero|(null)|/dev/x\n", Path::new("f"), CpuConv::Nvml).is_err()
-        );
+        assert!(parse_fake_gpus("a|4|zero|(null)|/dev/x\n", Path::new("f"), CpuConv::Nvml).is_err());
     }
 
     #[test]
     fn cpu_counts() {
-        assert_eq!(
-            parse("a|  12abc|(null)|(null)|/dev/x\n").records[0].cpu_cnt,
-            12
-        );
+        assert_eq!(parse("a|  12abc|(null)|(null)|/dev/x\n").records[0].cpu_cnt, 12);
         assert_eq!(parse("a|abc|(null)|(null)|/dev/x\n").records[0].cpu_cnt, 0);
         for bad in ["-1", "99999999999999999999999", "65537"] {
-            let e = parse_fake_gpus(
-                &format!("a|{bad}|(null)|(null)|/dev/x\n"),
-                Path::new("f"),
-                CpuConv::Nvml,
-            )
-            .unwrap_err();
+            let e = parse_fake_gpus(&format!("a|{bad}|(null)|(null)|/dev/x\n"), Path::new("f"), CpuConv::Nvml).unwrap_err();
             assert!(matches!(e, FakeGpusError::BadCpuCount { .. }), "{bad}");
         }
     }
@@ -479,67 +373,38 @@ mod tests {
     #[test]
     fn nvml_test_keywords() {
         const ULONG_BITS: usize = u64::BITS as usize;
-        let cpus = |range: &str, cnt: u32| {
-            parse(&format!("t|{cnt}|{range}|(null)|/dev/x\n")).records[0]
-                .cpus
-                .clone()
-        };
+        let cpus = |range: &str, cnt: u32| parse(&format!("t|{cnt}|{range}|(null)|/dev/x\n")).records[0].cpus.clone();
         assert_eq!(cpus("~one", 16).as_deref(), Some("0"));
         assert_eq!(cpus("~three", 4).as_deref(), Some("0-1"));
         assert_eq!(cpus("~half", 16).as_deref(), Some("8-15"));
         assert_eq!(cpus("~max", 32768).as_deref(), Some("0-32767"));
         let one_word = format!("0-{}", ULONG_BITS - 1);
-        assert_eq!(
-            cpus("~X", ULONG_BITS as u32).as_deref(),
-            Some(one_word.as_str())
-        );
+        assert_eq!(cpus("~X", ULONG_BITS as u32).as_deref(), Some(one_word.as_str()));
         let three_words = format!("0-{}", 3 * ULONG_BITS - 1);
-        assert_eq!(
-            cpus("~XXX", 3 * ULONG_BITS as u32).as_deref(),
-            Some(three_words.as_str())
-        );
+        assert_eq!(cpus("~XXX", 3 * ULONG_BITS as u32).as_deref(), Some(three_words.as_str()));
         let f = parse("t|16|~half|(null)|/dev/x\n");
-        assert_eq!(
-            f.records[0].cpus_bitmap,
-            Some(Bitmap::from_indices(16, &(8..16).collect::<Vec<_>>()))
-        );
-        assert!(f
-            .diagnostics
-            .iter()
-            .any(|d| d.level == LogLevel::Info
-                && d.message == "gpu_p_test_cpu_conv: cpu_range: ~half"));
+        assert_eq!(f.records[0].cpus_bitmap, Some(Bitmap::from_indices(16, &(8..16).collect::<Vec<_>>())));
+        assert!(f.diagnostics.iter().any(|d| d.level == LogLevel::Info && d.message == "gpu_p_test_cpu_conv: cpu_range: ~half"));
         // Unknown keyword: an empty (not missing) range.
         let f = parse("t|16|~bogus|(null)|/dev/x\n");
         assert_eq!(f.records[0].cpus.as_deref(), Some(""));
         assert_eq!(errors(&f), vec![(1, "Unknown test keyword".to_string())]);
-        let e = parse_fake_gpus("t|16|~zero|(null)|/dev/x\n", Path::new("f"), CpuConv::Nvml)
-            .unwrap_err();
+        let e = parse_fake_gpus("t|16|~zero|(null)|/dev/x\n", Path::new("f"), CpuConv::Nvml).unwrap_err();
         assert!(matches!(e, FakeGpusError::EmptyAffinity { .. }));
         // ~max needs the CPUs to be there.
-        assert!(matches!(
-            parse_fake_gpus("t|16|~max|(null)|/dev/x\n", Path::new("f"), CpuConv::Nvml),
-            Err(FakeGpusError::BadCpuRange { .. })
-        ));
+        assert!(matches!(parse_fake_gpus("t|16|~max|(null)|/dev/x\n", Path::new("f"), CpuConv::Nvml), Err(FakeGpusError::BadCpuRange { .. })));
     }
 
     #[test]
     fn other_gpu_plugins_give_no_range() {
-        let f = parse_fake_gpus(
-            "t|16|~half|(null)|/dev/x\n",
-            Path::new("f"),
-            CpuConv::Unsupported,
-        )
-        .unwrap();
+        let f = parse_fake_gpus("t|16|~half|(null)|/dev/x\n", Path::new("f"), CpuConv::Unsupported).unwrap();
         assert_eq!(f.records[0].cpus, None);
         assert_eq!(f.records[0].cpus_bitmap, Some(Bitmap::new(16)));
     }
 
     #[test]
     fn missing_file_means_no_fake_gpus() {
-        assert_eq!(
-            load_fake_gpus(Path::new("/nonexistent/fake_gpus.conf"), CpuConv::Nvml),
-            Ok(None)
-        );
+        assert_eq!(load_fake_gpus(Path::new("/nonexistent/fake_gpus.conf"), CpuConv::Nvml), Ok(None));
     }
 
     #[test]
@@ -551,24 +416,12 @@ mod tests {
         let f = load_fake_gpus(&path, CpuConv::Nvml).unwrap().unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(f.records.len(), 1);
-        assert_eq!(
-            f.diagnostics[0].message,
-            format!("Adding fake system GPU data from {}", path.display())
-        );
+        assert_eq!(f.diagnostics[0].message, format!("Adding fake system GPU data from {}", path.display()));
     }
 
     #[test]
     fn arbitrary_input_never_panics() {
-        for s in [
-            "|",
-            "||||||||||",
-            "~|~|~|~|~",
-            "a|1|~X|b|c",
-            "a|1|~|b|c",
-            "\u{e9}|\u{e9}|\u{e9}|\u{e9}|\u{e9}",
-            "a|4|0-|x|y",
-            "a|4|,|x|y",
-        ] {
+        for s in ["|", "||||||||||", "~|~|~|~|~", "a|1|~X|b|c", "a|1|~|b|c", "\u{e9}|\u{e9}|\u{e9}|\u{e9}|\u{e9}", "a|4|0-|x|y", "a|4|,|x|y"] {
             let _ = parse_fake_gpus(s, Path::new("f"), CpuConv::Nvml);
             let _ = parse_fake_gpus(s, Path::new("f"), CpuConv::Unsupported);
         }

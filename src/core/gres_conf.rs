@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 
 use self::rules::{is_shared_name, links_validate, parse_flags};
 use self::syntax::{
-    closest_key, leftover_error, parse_count, unknown_key, ConfError, ConfErrors, ConfReader,
-    Diagnostic, ErrorKind, FsReader, LineSink, Location, Pair, ParsedLine, Spanned,
+    closest_key, leftover_error, parse_count, unknown_key, ConfError, ConfErrors, ConfReader, Diagnostic, ErrorKind, FsReader, LineSink, Location, Pair,
+    ParsedLine, Spanned,
 };
 use super::hostlist;
 use super::model::{gres_build_id, Bitmap, ConfFlags, GresRecord, LogLevel};
@@ -75,18 +75,11 @@ const RECORD_KEYS: [(Key, &str); 12] = [
 const LINE_KEYS: [&str; 3] = ["AutoDetect", "Name", "NodeName"];
 
 fn record_key(key: &str) -> Option<Key> {
-    RECORD_KEYS
-        .iter()
-        .find(|(_, name)| name.eq_ignore_ascii_case(key))
-        .map(|(k, _)| *k)
+    RECORD_KEYS.iter().find(|(_, name)| name.eq_ignore_ascii_case(key)).map(|(k, _)| *k)
 }
 
 fn key_name(key: Key) -> &'static str {
-    RECORD_KEYS
-        .iter()
-        .find(|(k, _)| *k == key)
-        .map(|(_, name)| *name)
-        .unwrap_or("?")
+    RECORD_KEYS.iter().find(|(k, _)| *k == key).map(|(_, name)| *name).unwrap_or("?")
 }
 
 /// A node's GPU detection mode (`AutoDetect=`).
@@ -154,11 +147,7 @@ struct Entry {
 
 impl Entry {
     fn get(&self, key: Key) -> Option<&Spanned> {
-        self.fields
-            .iter()
-            .rev()
-            .find(|(k, _)| *k == key)
-            .map(|(_, p)| &p.value)
+        self.fields.iter().rev().find(|(k, _)| *k == key).map(|(_, p)| &p.value)
     }
 }
 
@@ -193,12 +182,7 @@ pub type AbsToMac = dyn Fn(&str) -> Result<String, String>;
 
 impl<'a> NodeContext<'a> {
     pub fn new(node_name: &'a str, cpu_cnt: u32) -> Self {
-        NodeContext {
-            node_name,
-            cpu_cnt,
-            gres_types: None,
-            abs_to_mac: None,
-        }
+        NodeContext { node_name, cpu_cnt, gres_types: None, abs_to_mac: None }
     }
 }
 
@@ -246,13 +230,11 @@ impl LineSink for Collector {
 impl Collector {
     fn check_line(&mut self, line: ParsedLine) -> Result<Option<Entry>, ConfError> {
         let Some(first) = line.pairs.first() else {
-            return Err(line.rest.as_ref().map(leftover_error).unwrap_or_else(|| {
-                ConfError::new(
-                    ErrorKind::Syntax,
-                    line.location.clone(),
-                    "Parse error: not a key=value line",
-                )
-            }));
+            return Err(line
+                .rest
+                .as_ref()
+                .map(leftover_error)
+                .unwrap_or_else(|| ConfError::new(ErrorKind::Syntax, line.location.clone(), "Parse error: not a key=value line")));
         };
         let kind = if first.key.eq_ignore_ascii_case("AutoDetect") {
             if let Some(extra) = line.pairs.get(1) {
@@ -288,11 +270,7 @@ impl Collector {
                 format!("Parsing error at unrecognized key: {}: a line must start with Name= or NodeName= before {}", first.key, key_name(key)),
             ));
         } else {
-            return Err(unknown_key(
-                first,
-                &LINE_KEYS,
-                " (a line starts with AutoDetect=, Name= or NodeName=)",
-            ));
+            return Err(unknown_key(first, &LINE_KEYS, " (a line starts with AutoDetect=, Name= or NodeName=)"));
         };
         let mut fields: Vec<(Key, Pair)> = Vec::new();
         for pair in &line.pairs[1..] {
@@ -311,10 +289,7 @@ impl Collector {
                 self.diagnostics.push(Diagnostic::new(
                     LogLevel::Error,
                     Some(pair.key_location.clone()),
-                    format!(
-                        "{} specified more than once, latest value used",
-                        key_name(key)
-                    ),
+                    format!("{} specified more than once, latest value used", key_name(key)),
                 ));
             }
             fields.push((key, pair.clone()));
@@ -322,12 +297,7 @@ impl Collector {
         if let Some(rest) = &line.rest {
             return Err(leftover_error(rest));
         }
-        Ok(Some(Entry {
-            kind,
-            fields,
-            location: line.location,
-            text: line.text,
-        }))
+        Ok(Some(Entry { kind, fields, location: line.location, text: line.text }))
     }
 }
 
@@ -346,23 +316,14 @@ impl GresConf {
 
     /// Check `text` as the contents of `path` (includes are read through
     /// `reader`).
-    pub fn parse_str(
-        text: &str,
-        path: &Path,
-        reader: &dyn ConfReader,
-    ) -> Result<GresConf, ConfErrors> {
+    pub fn parse_str(text: &str, path: &Path, reader: &dyn ConfReader) -> Result<GresConf, ConfErrors> {
         let mut collector = Collector::default();
         syntax::parse_text(reader, path, text, &mut collector)?;
         Ok(Self::from_collector(path, collector))
     }
 
     fn from_collector(path: &Path, c: Collector) -> GresConf {
-        GresConf {
-            path: path.to_path_buf(),
-            entries: c.entries,
-            global_autodetect: c.global_autodetect,
-            diagnostics: c.diagnostics,
-        }
+        GresConf { path: path.to_path_buf(), entries: c.entries, global_autodetect: c.global_autodetect, diagnostics: c.diagnostics }
     }
 
     pub fn path(&self) -> &Path {
@@ -393,9 +354,7 @@ impl GresConf {
     /// The records for `node` with a CPU count and no other context (any
     /// GRES name accepted, `Cores` used as written).
     pub fn records_for_node(&self, node: &str, cpu_cnt: u32) -> Result<Vec<GresRecord>, ConfError> {
-        Ok(self
-            .node_config(&NodeContext::new(node, cpu_cnt))?
-            .records())
+        Ok(self.node_config(&NodeContext::new(node, cpu_cnt))?.records())
     }
 
     /// The AutoDetect mode of `node` alone (a conflict between the node's
@@ -431,26 +390,15 @@ impl GresConf {
                 }
             };
             if let Some(record) = eval.record(entry, value_given)? {
-                let target = if value_given.is_some() {
-                    &mut by_name
-                } else {
-                    &mut by_node
-                };
-                target.push(NodeRecord {
-                    record,
-                    location: entry.location.clone(),
-                });
+                let target = if value_given.is_some() { &mut by_name } else { &mut by_node };
+                target.push(NodeRecord { record, location: entry.location.clone() });
             }
         }
         let autodetect = eval.finish_autodetect(self.global_autodetect.as_ref());
         let mut records = by_name;
         records.extend(by_node);
         validate_records(&records, ctx.gres_types)?;
-        Ok(NodeGresConf {
-            autodetect,
-            records,
-            diagnostics: eval.diagnostics,
-        })
+        Ok(NodeGresConf { autodetect, records, diagnostics: eval.diagnostics })
     }
 }
 
@@ -476,17 +424,11 @@ fn display_opt(s: Option<&str>) -> &str {
 
 impl<'a> Eval<'a> {
     fn new(ctx: NodeContext<'a>) -> Self {
-        Eval {
-            ctx,
-            prev_env: PrevEnv::default(),
-            local: AutoDetect::Unset,
-            diagnostics: Vec::new(),
-        }
+        Eval { ctx, prev_env: PrevEnv::default(), local: AutoDetect::Unset, diagnostics: Vec::new() }
     }
 
     fn diag(&mut self, level: LogLevel, location: &Location, message: impl Into<String>) {
-        self.diagnostics
-            .push(Diagnostic::new(level, Some(location.clone()), message));
+        self.diagnostics.push(Diagnostic::new(level, Some(location.clone()), message));
     }
 
     /// Whether a `NodeName=` line is for this node.
@@ -494,19 +436,11 @@ impl<'a> Eval<'a> {
         match hostlist::expand(&hosts.value) {
             Ok(names) if names.iter().any(|n| n == self.ctx.node_name) => true,
             Ok(_) => {
-                self.diag(
-                    LogLevel::Debug,
-                    &entry.location,
-                    format!("skipping GRES for NodeName={} {}", hosts.value, entry.text),
-                );
+                self.diag(LogLevel::Debug, &entry.location, format!("skipping GRES for NodeName={} {}", hosts.value, entry.text));
                 false
             }
             Err(e) => {
-                self.diag(
-                    LogLevel::Error,
-                    &hosts.location,
-                    format!("skipping GRES for NodeName={}: {e}", hosts.value),
-                );
+                self.diag(LogLevel::Error, &hosts.location, format!("skipping GRES for NodeName={}: {e}", hosts.value));
                 false
             }
         }
@@ -515,11 +449,7 @@ impl<'a> Eval<'a> {
     /// A node-local `AutoDetect=`.
     fn local_autodetect(&mut self, value: &Spanned) -> Result<(), ConfError> {
         let mode = AutoDetect::parse(&value.value).unwrap_or_else(|| {
-            self.diag(
-                LogLevel::Error,
-                &value.location,
-                format!("unknown autodetect flag '{}'", value.value),
-            );
+            self.diag(LogLevel::Error, &value.location, format!("unknown autodetect flag '{}'", value.value));
             AutoDetect::Unset
         });
         if self.local != AutoDetect::Unset && self.local != mode {
@@ -532,11 +462,7 @@ impl<'a> Eval<'a> {
         if self.local == AutoDetect::Unset {
             self.local = mode;
         }
-        self.diag(
-            LogLevel::Debug,
-            &value.location,
-            format!("Using node-local AutoDetect={}", self.local.as_str()),
-        );
+        self.diag(LogLevel::Debug, &value.location, format!("Using node-local AutoDetect={}", self.local.as_str()));
         Ok(())
     }
 
@@ -545,28 +471,16 @@ impl<'a> Eval<'a> {
             return self.local;
         };
         if self.local != AutoDetect::Unset {
-            self.diag(
-                LogLevel::Debug2,
-                &global.location,
-                "gres.conf: AutoDetect GPU flags were locally set, so ignoring global flags",
-            );
+            self.diag(LogLevel::Debug2, &global.location, "gres.conf: AutoDetect GPU flags were locally set, so ignoring global flags");
             return self.local;
         }
         match AutoDetect::parse(&global.value) {
             Some(mode) => {
-                self.diag(
-                    LogLevel::Debug,
-                    &global.location,
-                    format!("Global AutoDetect={}", mode.as_str()),
-                );
+                self.diag(LogLevel::Debug, &global.location, format!("Global AutoDetect={}", mode.as_str()));
                 mode
             }
             None => {
-                self.diag(
-                    LogLevel::Error,
-                    &global.location,
-                    format!("unknown autodetect flag '{}'", global.value),
-                );
+                self.diag(LogLevel::Error, &global.location, format!("unknown autodetect flag '{}'", global.value));
                 AutoDetect::Unset
             }
         }
@@ -574,22 +488,12 @@ impl<'a> Eval<'a> {
 
     /// The record of one line that applies to the node (`name_value` is the
     /// value of a `Name=` line's first key; `None` for `NodeName=` lines).
-    fn record(
-        &mut self,
-        entry: &Entry,
-        name_value: Option<&Spanned>,
-    ) -> Result<Option<GresRecord>, ConfError> {
-        let fatal = |location: &Location, message: String| {
-            ConfError::new(ErrorKind::Invalid, location.clone(), message)
-        };
+    fn record(&mut self, entry: &Entry, name_value: Option<&Spanned>) -> Result<Option<GresRecord>, ConfError> {
+        let fatal = |location: &Location, message: String| ConfError::new(ErrorKind::Invalid, location.clone(), message);
         let mut autodetect_given = false;
         if let Some(value) = entry.get(Key::AutoDetect) {
             if name_value.is_some() {
-                self.diag(
-                    LogLevel::Error,
-                    &value.location,
-                    "gres.conf: In-line AutoDetect requires NodeName to take effect",
-                );
+                self.diag(LogLevel::Error, &value.location, "gres.conf: In-line AutoDetect requires NodeName to take effect");
             } else {
                 self.local_autodetect(value)?;
                 autodetect_given = true;
@@ -597,19 +501,11 @@ impl<'a> Eval<'a> {
         }
         let Some(name) = name_value.or_else(|| entry.get(Key::Name)) else {
             if !autodetect_given {
-                self.diag(
-                    LogLevel::Error,
-                    &entry.location,
-                    format!("Invalid GRES data, no type name ({})", entry.text),
-                );
+                self.diag(LogLevel::Error, &entry.location, format!("Invalid GRES data, no type name ({})", entry.text));
             }
             return Ok(None);
         };
-        let mut rec = GresRecord {
-            name: name.value.clone(),
-            cpu_cnt: self.ctx.cpu_cnt,
-            ..Default::default()
-        };
+        let mut rec = GresRecord { name: name.value.clone(), cpu_cnt: self.ctx.cpu_cnt, ..Default::default() };
         let mut flags = ConfFlags::default();
 
         if let Some(t) = entry.get(Key::Type) {
@@ -617,21 +513,14 @@ impl<'a> Eval<'a> {
             flags.set(ConfFlags::HAS_TYPE);
         }
 
-        let cores = entry
-            .get(Key::Cores)
-            .map(|v| ("Cores", v))
-            .or_else(|| entry.get(Key::Cpus).map(|v| ("CPUs", v)));
+        let cores = entry.get(Key::Cores).map(|v| ("Cores", v)).or_else(|| entry.get(Key::Cpus).map(|v| ("CPUs", v)));
         if let Some((key, cpus)) = cores {
             rec.cpus = Some(cpus.value.clone());
             let local = match self.ctx.abs_to_mac {
                 Some(convert) => match convert(&cpus.value) {
                     Ok(local) => Some(local),
                     Err(_) => {
-                        self.diag(
-                            LogLevel::Error,
-                            &cpus.location,
-                            format!("Invalid GRES data for {}, {key}={}", rec.name, cpus.value),
-                        );
+                        self.diag(LogLevel::Error, &cpus.location, format!("Invalid GRES data for {}, {key}={}", rec.name, cpus.value));
                         None
                     }
                 },
@@ -645,16 +534,11 @@ impl<'a> Eval<'a> {
                 }
             };
             if let Some(local) = local {
-                let bitmap = (self.ctx.cpu_cnt > 0)
-                    .then(|| Bitmap::from_ranges(self.ctx.cpu_cnt as usize, &local).ok())
-                    .flatten();
+                let bitmap = (self.ctx.cpu_cnt > 0).then(|| Bitmap::from_ranges(self.ctx.cpu_cnt as usize, &local).ok()).flatten();
                 let Some(bitmap) = bitmap else {
                     return Err(fatal(
                         &cpus.location,
-                        format!(
-                            "Invalid GRES data for {}, {key}={} (only {} CPUs are available)",
-                            rec.name, cpus.value, self.ctx.cpu_cnt
-                        ),
+                        format!("Invalid GRES data for {}, {key}={} (only {} CPUs are available)", rec.name, cpus.value, self.ctx.cpu_cnt),
                     ));
                 };
                 rec.cpus_bitmap = Some(bitmap);
@@ -662,35 +546,19 @@ impl<'a> Eval<'a> {
         }
 
         if let Some(file) = entry.get(Key::File).or_else(|| entry.get(Key::Files)) {
-            let files = hostlist::expand(&file.value).map_err(|e| {
-                fatal(
-                    &file.location,
-                    format!("can't parse File={}: {e}", file.value),
-                )
-            })?;
+            let files = hostlist::expand(&file.value).map_err(|e| fatal(&file.location, format!("can't parse File={}: {e}", file.value)))?;
             rec.count = files.len() as u64;
             rec.file = Some(file.value.clone());
             flags.set(ConfFlags::HAS_FILE);
         }
         if let Some(multiple) = entry.get(Key::MultipleFiles) {
             if flags.has(ConfFlags::HAS_FILE) {
-                return Err(fatal(
-                    &multiple.location,
-                    "File and MultipleFiles options are mutually exclusive".into(),
-                ));
+                return Err(fatal(&multiple.location, "File and MultipleFiles options are mutually exclusive".into()));
             }
             rec.count = 1;
-            let files = hostlist::expand(&multiple.value).map_err(|e| {
-                fatal(
-                    &multiple.location,
-                    format!("can't parse File={}: {e}", multiple.value),
-                )
-            })?;
+            let files = hostlist::expand(&multiple.value).map_err(|e| fatal(&multiple.location, format!("can't parse File={}: {e}", multiple.value)))?;
             if files.len() < 2 {
-                return Err(fatal(
-                    &multiple.location,
-                    "MultipleFiles does not contain multiple files. Use File instead".into(),
-                ));
+                return Err(fatal(&multiple.location, "MultipleFiles does not contain multiple files. Use File instead".into()));
             }
             rec.file = Some(multiple.value.clone());
             flags.set(ConfFlags::HAS_FILE | ConfFlags::HAS_MULT);
@@ -703,14 +571,7 @@ impl<'a> Eval<'a> {
                 Ok(_) => rec.links = Some(links.value.clone()),
                 Err(e) => {
                     self.diag(LogLevel::Error, &links.location, e.to_string());
-                    self.diag(
-                        LogLevel::Error,
-                        &links.location,
-                        format!(
-                            "gres.conf: Ignoring invalid Links={} for Name={}",
-                            links.value, rec.name
-                        ),
-                    );
+                    self.diag(LogLevel::Error, &links.location, format!("gres.conf: Ignoring invalid Links={} for Name={}", links.value, rec.name));
                 }
             }
         }
@@ -720,30 +581,13 @@ impl<'a> Eval<'a> {
         }
 
         if let Some(count) = entry.get(Key::Count) {
-            let invalid = || {
-                fatal(
-                    &count.location,
-                    format!(
-                        "Invalid GRES record for {}, invalid count {}",
-                        rec.name, count.value
-                    ),
-                )
-            };
+            let invalid = || fatal(&count.location, format!("Invalid GRES record for {}, invalid count {}", rec.name, count.value));
             let value = parse_count(&count.value).ok_or_else(invalid)?;
             if rec.count != 0 && rec.count != value && !flags.has(ConfFlags::SHARED) {
-                return Err(fatal(
-                    &count.location,
-                    format!(
-                        "Invalid GRES record for {}, count does not match File value",
-                        rec.name
-                    ),
-                ));
+                return Err(fatal(&count.location, format!("Invalid GRES record for {}, count does not match File value", rec.name)));
             }
             if value >= NO_VAL64 {
-                return Err(fatal(
-                    &count.location,
-                    format!("GRES {} has invalid count value {value}", rec.name),
-                ));
+                return Err(fatal(&count.location, format!("GRES {} has invalid count value {value}", rec.name)));
             }
             rec.count = value;
         } else if rec.count == 0 {
@@ -755,11 +599,7 @@ impl<'a> Eval<'a> {
             Some(types) => match types.iter().find(|t| t.eq_ignore_ascii_case(&rec.name)) {
                 Some(t) => t.clone(),
                 None => {
-                    self.diag(
-                        LogLevel::Error,
-                        &name.location,
-                        format!("Ignoring gres.conf record, invalid name: {}", rec.name),
-                    );
+                    self.diag(LogLevel::Error, &name.location, format!("Ignoring gres.conf record, invalid name: {}", rec.name));
                     return Ok(None);
                 }
             },
@@ -770,12 +610,7 @@ impl<'a> Eval<'a> {
     }
 
     /// `Flags=` and the env-flag defaults and inheritance.
-    fn env_flags(
-        &mut self,
-        entry: &Entry,
-        rec: &GresRecord,
-        flags: &mut ConfFlags,
-    ) -> Result<(), ConfError> {
+    fn env_flags(&mut self, entry: &Entry, rec: &GresRecord, flags: &mut ConfFlags) -> Result<(), ConfError> {
         let name_id = gres_build_id(&rec.name);
         let same_name_as_prev = name_id == self.prev_env.name_id;
         let is_mps = rec.name.eq_ignore_ascii_case("mps");
@@ -801,10 +636,7 @@ impl<'a> Eval<'a> {
             }
             if env != 0 || parsed.no_gpu_env {
                 set_default_envs = false;
-                if self.prev_env.name_id != 0
-                    && same_name_as_prev
-                    && (self.prev_env.flags != env || self.prev_env.no_gpu_env != parsed.no_gpu_env)
-                {
+                if self.prev_env.name_id != 0 && same_name_as_prev && (self.prev_env.flags != env || self.prev_env.no_gpu_env != parsed.no_gpu_env) {
                     return Err(ConfError::new(
                         ErrorKind::Invalid,
                         value.location.clone(),
@@ -815,11 +647,7 @@ impl<'a> Eval<'a> {
                     ));
                 }
                 flags.set(env);
-                self.prev_env = PrevEnv {
-                    flags: env,
-                    name_id,
-                    no_gpu_env: parsed.no_gpu_env,
-                };
+                self.prev_env = PrevEnv { flags: env, name_id, no_gpu_env: parsed.no_gpu_env };
             }
         } else if (self.prev_env.flags != 0 || self.prev_env.no_gpu_env) && same_name_as_prev {
             // Inherit the env flags of the previous line of the same name.
@@ -833,11 +661,7 @@ impl<'a> Eval<'a> {
         if set_default_envs && rec.name.eq_ignore_ascii_case("gpu") {
             let env = ConfFlags::ENV_SET | ConfFlags::ENV_DEF;
             flags.set(env);
-            self.prev_env = PrevEnv {
-                flags: env,
-                name_id,
-                no_gpu_env: false,
-            };
+            self.prev_env = PrevEnv { flags: env, name_id, no_gpu_env: false };
         }
         Ok(())
     }
@@ -847,10 +671,7 @@ impl<'a> Eval<'a> {
 /// with `File` or none, all with `Type` or none, and at most one record of a
 /// name that has neither.  GRES are taken in `gres_types` order (else in
 /// order of first record).
-fn validate_records(
-    records: &[NodeRecord],
-    gres_types: Option<&[String]>,
-) -> Result<(), ConfError> {
+fn validate_records(records: &[NodeRecord], gres_types: Option<&[String]>) -> Result<(), ConfError> {
     let names: Vec<String> = match gres_types {
         Some(types) => types.to_vec(),
         None => {
@@ -872,13 +693,7 @@ fn validate_records(
             let has_file = r.record.flags.has(ConfFlags::HAS_FILE);
             let has_type = r.record.flags.has(ConfFlags::HAS_TYPE);
             let (first_file, first_type) = *first.get_or_insert((has_file, has_type));
-            let fatal = |message: String| {
-                Err(ConfError::new(
-                    ErrorKind::Invalid,
-                    r.location.clone(),
-                    message,
-                ))
-            };
+            let fatal = |message: String| Err(ConfError::new(ErrorKind::Invalid, r.location.clone(), message));
             if first_file != has_file {
                 return fatal(format!("gres.conf for {name}, some records have \"File\" specification while others do not"));
             }

@@ -29,9 +29,7 @@ use std::cmp::Ordering;
 use thiserror::Error;
 
 use super::fake_gpus::to_log_line;
-use super::gres_conf::rules::{
-    add_gres_record, contains_ignore_case, links_validate, AffinityError,
-};
+use super::gres_conf::rules::{add_gres_record, contains_ignore_case, links_validate, AffinityError};
 use super::gres_conf::syntax::is_c_space;
 use super::hostlist;
 use super::model::{ConfFlags, GresRecord, LogLevel, LogLine};
@@ -76,11 +74,7 @@ pub fn strnatcmp(a: &str, b: &str) -> Ordering {
         let (ca, cb) = (at(a, ai), at(b, bi));
         if ca.is_ascii_digit() && cb.is_ascii_digit() {
             let (ra, rb) = (&a[ai..], &b[bi..]);
-            let result = if ca == b'0' || cb == b'0' {
-                compare_left(ra, rb)
-            } else {
-                compare_right(ra, rb)
-            };
+            let result = if ca == b'0' || cb == b'0' { compare_left(ra, rb) } else { compare_right(ra, rb) };
             if result != Ordering::Equal {
                 return result;
             }
@@ -102,10 +96,7 @@ pub fn strnatcmp(a: &str, b: &str) -> Ordering {
 fn compare_right(a: &[u8], b: &[u8]) -> Ordering {
     let mut bias = Ordering::Equal;
     for i in 0.. {
-        let (x, y) = (
-            a.get(i).copied().unwrap_or(0),
-            b.get(i).copied().unwrap_or(0),
-        );
+        let (x, y) = (a.get(i).copied().unwrap_or(0), b.get(i).copied().unwrap_or(0));
         match (x.is_ascii_digit(), y.is_ascii_digit()) {
             (false, false) => return bias,
             (false, true) => return Ordering::Less,
@@ -123,10 +114,7 @@ fn compare_right(a: &[u8], b: &[u8]) -> Ordering {
 /// Two digit runs compared left-aligned: the first differing digit wins.
 fn compare_left(a: &[u8], b: &[u8]) -> Ordering {
     for i in 0.. {
-        let (x, y) = (
-            a.get(i).copied().unwrap_or(0),
-            b.get(i).copied().unwrap_or(0),
-        );
+        let (x, y) = (a.get(i).copied().unwrap_or(0), b.get(i).copied().unwrap_or(0));
         match (x.is_ascii_digit(), y.is_ascii_digit()) {
             (false, false) => return Ordering::Equal,
             (false, true) => return Ordering::Less,
@@ -184,11 +172,7 @@ fn by_type_name(x: &GresRecord, y: &GresRecord) -> Ordering {
         (None, None) => Ordering::Equal,
         (Some(_), None) => Ordering::Greater,
         (None, Some(_)) => Ordering::Less,
-        (Some(a), Some(b)) => b
-            .len()
-            .cmp(&a.len())
-            .then_with(|| a.as_bytes().cmp(b.as_bytes()))
-            .then_with(|| by_file(x, y)),
+        (Some(a), Some(b)) => b.len().cmp(&a.len()).then_with(|| a.as_bytes().cmp(b.as_bytes())).then_with(|| by_file(x, y)),
     }
 }
 
@@ -198,10 +182,7 @@ fn log_records(log: &mut Vec<LogLine>, level: LogLevel, records: &[GresRecord]) 
 }
 
 /// Cut the GPU records into one record per GPU; set the others aside.
-fn split_conf(
-    conf: Vec<GresRecord>,
-    log: &mut Vec<LogLine>,
-) -> Result<(Vec<GresRecord>, Vec<GresRecord>), MergeError> {
+fn split_conf(conf: Vec<GresRecord>, log: &mut Vec<LogLine>) -> Result<(Vec<GresRecord>, Vec<GresRecord>), MergeError> {
     let mut single = Vec::new();
     let mut non_gpu = Vec::new();
     for rec in conf {
@@ -209,10 +190,7 @@ fn split_conf(
             continue;
         }
         if !rec.name.eq_ignore_ascii_case("gpu") {
-            log.push(LogLine::new(
-                LogLevel::Debug2,
-                format!("preserving original `{}` GRES record", rec.name),
-            ));
+            log.push(LogLine::new(LogLevel::Debug2, format!("preserving original `{}` GRES record", rec.name)));
             non_gpu.push(rec);
             continue;
         }
@@ -223,32 +201,19 @@ fn split_conf(
         match rec.file.as_deref() {
             None => {
                 if rec.count > MAX_SPLIT_COUNT {
-                    return Err(MergeError::TooManyDevices {
-                        name: rec.name,
-                        count: rec.count,
-                    });
+                    return Err(MergeError::TooManyDevices { name: rec.name, count: rec.count });
                 }
                 for _ in 0..rec.count {
-                    single.push(add_gres_record(GresRecord {
-                        count: 1,
-                        ..rec.clone()
-                    })?);
+                    single.push(add_gres_record(GresRecord { count: 1, ..rec.clone() })?);
                 }
             }
             Some(file) => match hostlist::expand(file) {
                 Ok(files) => {
                     for one in files {
-                        single.push(add_gres_record(GresRecord {
-                            count: 1,
-                            file: Some(one),
-                            ..rec.clone()
-                        })?);
+                        single.push(add_gres_record(GresRecord { count: 1, file: Some(one), ..rec.clone() })?);
                     }
                 }
-                Err(e) => log.push(LogLine::new(
-                    LogLevel::Error,
-                    format!("Ignoring GPU record with invalid File={file}: {e}"),
-                )),
+                Err(e) => log.push(LogLine::new(LogLevel::Error, format!("Ignoring GPU record with invalid File={file}: {e}"))),
             },
         }
     }
@@ -256,29 +221,17 @@ fn split_conf(
 }
 
 /// Cut each detected GPU's type down to the configured type it contains.
-fn normalize_sys_types(
-    system: Vec<GresRecord>,
-    single: Vec<GresRecord>,
-    log: &mut Vec<LogLine>,
-) -> (Vec<GresRecord>, Vec<GresRecord>) {
+fn normalize_sys_types(system: Vec<GresRecord>, single: Vec<GresRecord>, log: &mut Vec<LogLine>) -> (Vec<GresRecord>, Vec<GresRecord>) {
     if single.is_empty() {
         return (system, single);
     }
-    let strip_type = !single
-        .iter()
-        .any(|c| c.type_name.as_deref().is_some_and(|t| !t.is_empty()));
+    let strip_type = !single.iter().any(|c| c.type_name.as_deref().is_some_and(|t| !t.is_empty()));
     let single = merge_sort_by(single, &mut by_type_name);
     let mut system = merge_sort_by(system, &mut by_type_name);
     let mut used = vec![false; single.len()];
     for sys in &mut system {
-        let found = single
-            .iter()
-            .enumerate()
-            .find(|(i, conf)| {
-                !used[*i]
-                    && contains_ignore_case(sys.type_name.as_deref(), conf.type_name.as_deref())
-            })
-            .map(|(i, _)| i);
+        let found =
+            single.iter().enumerate().find(|(i, conf)| !used[*i] && contains_ignore_case(sys.type_name.as_deref(), conf.type_name.as_deref())).map(|(i, _)| i);
         match found {
             Some(i) => {
                 used[i] = true;
@@ -345,10 +298,7 @@ fn sort_by_links(gpus: Vec<GresRecord>, log: &mut Vec<LogLine>) -> Vec<GresRecor
                 Ok(i) => i as i64,
                 Err(e) => {
                     log.push(LogLine::new(LogLevel::Error, e.to_string()));
-                    log.push(LogLine::new(
-                        LogLevel::Error,
-                        "_sort_gpu_by_links_order: invalid links value found",
-                    ));
+                    log.push(LogLine::new(LogLevel::Error, "_sort_gpu_by_links_order: invalid links value found"));
                     -2
                 }
             });
@@ -361,19 +311,13 @@ fn sort_by_links(gpus: Vec<GresRecord>, log: &mut Vec<LogLine>) -> Vec<GresRecor
         (None, None) => Ordering::Equal,
         (Some(a), Some(b)) => a.cmp(&b),
     };
-    merge_sort_by(keyed, &mut cmp)
-        .into_iter()
-        .map(|(_, r)| r)
-        .collect()
+    merge_sort_by(keyed, &mut cmp).into_iter().map(|(_, r)| r).collect()
 }
 
 /// The stock gres/gpu merge (`_merge_system_gres_conf`): `conf` holds the
 /// node's records of every GRES as slurmd passes them to the plugin,
 /// `system` the detected GPUs (one per record).
-pub fn merge_system_gres_conf(
-    conf: Vec<GresRecord>,
-    system: Vec<GresRecord>,
-) -> Result<MergeOutcome, MergeError> {
+pub fn merge_system_gres_conf(conf: Vec<GresRecord>, system: Vec<GresRecord>) -> Result<MergeOutcome, MergeError> {
     let mut log = vec![LogLine::new(LogLevel::Debug2, "gres_list_conf:")];
     log_records(&mut log, LogLevel::Debug2, &conf);
 
@@ -388,17 +332,11 @@ pub fn merge_system_gres_conf(
         let found = system.iter().position(|sys| matches(&conf, sys));
         let Some(j) = found else {
             if conf.file.is_some() {
-                log.push(LogLine::new(
-                    LogLevel::Debug,
-                    "Including the following config-only GPU:",
-                ));
+                log.push(LogLine::new(LogLevel::Debug, "Including the following config-only GPU:"));
                 log.push(LogLine::new(LogLevel::Debug, to_log_line(&conf)));
                 gpus.push(conf);
             } else {
-                log.push(LogLine::new(
-                    LogLevel::Error,
-                    "Discarding the following config-only GPU due to lack of File specification:",
-                ));
+                log.push(LogLine::new(LogLevel::Error, "Discarding the following config-only GPU due to lack of File specification:"));
                 log.push(LogLine::new(LogLevel::Error, to_log_line(&conf)));
             }
             continue;
@@ -417,10 +355,7 @@ pub fn merge_system_gres_conf(
             continue;
         }
         let mut sys = system.remove(j);
-        log.push(LogLine::new(
-            LogLevel::Debug,
-            "Including the following GPU matched between system and configuration:",
-        ));
+        log.push(LogLine::new(LogLevel::Debug, "Including the following GPU matched between system and configuration:"));
         log.push(LogLine::new(LogLevel::Debug, to_log_line(&sys)));
         if !conf.flags.has(ConfFlags::ENV_DEF) {
             sys.flags.clear(ConfFlags::ENV_SET);
@@ -435,10 +370,7 @@ pub fn merge_system_gres_conf(
         }
     }
     if !system.is_empty() {
-        log.push(LogLine::new(
-            LogLevel::Info,
-            "WARNING: The following autodetected GPUs are being ignored:",
-        ));
+        log.push(LogLine::new(LogLevel::Info, "WARNING: The following autodetected GPUs are being ignored:"));
         log_records(&mut log, LogLevel::Info, &system);
     }
 
@@ -464,9 +396,7 @@ mod tests {
     const ENV_DEFAULT: u32 = ConfFlags::ENV_SET | ConfFlags::ENV_DEF;
 
     fn system(text: &str) -> Vec<GresRecord> {
-        parse_fake_gpus(text, Path::new("fake_gpus.conf"), CpuConv::Nvml)
-            .unwrap()
-            .records
+        parse_fake_gpus(text, Path::new("fake_gpus.conf"), CpuConv::Nvml).unwrap().records
     }
 
     /// A record slurmd makes from a slurm.conf `Gres=gpu[:type]:count`.
@@ -484,15 +414,8 @@ mod tests {
 
     /// A gres.conf GPU line with a File.
     fn gres_conf_gpu(file: &str, count: u64) -> GresRecord {
-        add_gres_record(GresRecord {
-            name: "gpu".into(),
-            count,
-            cpu_cnt: 4,
-            file: Some(file.into()),
-            flags: ConfFlags(ENV_DEFAULT),
-            ..Default::default()
-        })
-        .unwrap()
+        add_gres_record(GresRecord { name: "gpu".into(), count, cpu_cnt: 4, file: Some(file.into()), flags: ConfFlags(ENV_DEFAULT), ..Default::default() })
+            .unwrap()
     }
 
     fn parsable(out: &MergeOutcome) -> Vec<String> {
@@ -500,15 +423,13 @@ mod tests {
     }
 
     fn logged(out: &MergeOutcome, level: LogLevel, text: &str) -> usize {
-        out.log
-            .iter()
-            .filter(|l| l.level == level && l.message.contains(text))
-            .count()
+        out.log.iter().filter(|l| l.level == level && l.message.contains(text)).count()
     }
 
     #[test]
     fn untyped_config_takes_detected_gpus_in_file_order() {
-        let sys = system("tesla|4|0-1|(null)|/dev/nvidia1\ntesla|4|2-3|(null)|/dev/nvidia3\ntesla|4|2-3|(null)|/dev/nvidia4\ntesla|4|0-1|(null)|/dev/nvidia2\n");
+        let sys =
+            system("tesla|4|0-1|(null)|/dev/nvidia1\ntesla|4|2-3|(null)|/dev/nvidia3\ntesla|4|2-3|(null)|/dev/nvidia4\ntesla|4|0-1|(null)|/dev/nvidia2\n");
         let out = merge_system_gres_conf(vec![slurm_conf_gpu(None, 4)], sys).unwrap();
         assert_eq!(
             parsable(&out),
@@ -519,14 +440,8 @@ mod tests {
                 "GRES_PARSABLE[gpu](1):(null)|4|2-3|(null)|/dev/nvidia4|HAS_FILE",
             ]
         );
-        assert_eq!(
-            logged(&out, LogLevel::Info, "Setting system GRES type to NULL"),
-            4
-        );
-        assert_eq!(
-            logged(&out, LogLevel::Debug, "Including the following GPU matched"),
-            4
-        );
+        assert_eq!(logged(&out, LogLevel::Info, "Setting system GRES type to NULL"), 4);
+        assert_eq!(logged(&out, LogLevel::Debug, "Including the following GPU matched"), 4);
         assert_eq!(logged(&out, LogLevel::Info, "being ignored"), 0);
     }
 
@@ -562,17 +477,12 @@ mod tests {
     fn configured_type_is_cut_out_of_the_detected_one_in_any_case() {
         let sys = system("tesla_v100-pcie-16gb|4|0-1|(null)|/dev/nvidia1\ntesla_v100-pcie-16gb|4|2-3|(null)|/dev/nvidia0\n");
         for t in ["v100", "TESLA_V100", "pcie-16gb", "tesla_v100-pcie-16gb"] {
-            let out =
-                merge_system_gres_conf(vec![slurm_conf_gpu(Some(t), 2)], sys.clone()).unwrap();
+            let out = merge_system_gres_conf(vec![slurm_conf_gpu(Some(t), 2)], sys.clone()).unwrap();
             assert_eq!(
                 parsable(&out),
                 [
-                    format!(
-                        "GRES_PARSABLE[gpu](1):{t}|4|2-3|(null)|/dev/nvidia0|HAS_FILE,HAS_TYPE"
-                    ),
-                    format!(
-                        "GRES_PARSABLE[gpu](1):{t}|4|0-1|(null)|/dev/nvidia1|HAS_FILE,HAS_TYPE"
-                    ),
+                    format!("GRES_PARSABLE[gpu](1):{t}|4|2-3|(null)|/dev/nvidia0|HAS_FILE,HAS_TYPE"),
+                    format!("GRES_PARSABLE[gpu](1):{t}|4|0-1|(null)|/dev/nvidia1|HAS_FILE,HAS_TYPE"),
                 ]
             );
         }
@@ -581,36 +491,14 @@ mod tests {
     #[test]
     fn longer_types_are_matched_first() {
         let sys = system("tesla_k20m1|4|0-1|(null)|/dev/nvidia1\ntesla_k20m|4|0-1|(null)|/dev/nvidia2\ntesla_v100-sxm2-32gb|4|0-1|(null)|/dev/nvidia3\n");
-        let conf = vec![
-            slurm_conf_gpu(Some("k20m"), 1),
-            slurm_conf_gpu(Some("k20m1"), 1),
-            slurm_conf_gpu(Some("v100"), 1),
-        ];
+        let conf = vec![slurm_conf_gpu(Some("k20m"), 1), slurm_conf_gpu(Some("k20m1"), 1), slurm_conf_gpu(Some("v100"), 1)];
         let out = merge_system_gres_conf(conf, sys).unwrap();
-        let types: Vec<_> = out
-            .records
-            .iter()
-            .map(|r| (r.type_name.clone().unwrap(), r.file.clone().unwrap()))
-            .collect();
-        assert_eq!(
-            types,
-            [
-                ("k20m1".into(), "/dev/nvidia1".into()),
-                ("k20m".into(), "/dev/nvidia2".into()),
-                ("v100".into(), "/dev/nvidia3".into())
-            ]
-        );
+        let types: Vec<_> = out.records.iter().map(|r| (r.type_name.clone().unwrap(), r.file.clone().unwrap())).collect();
+        assert_eq!(types, [("k20m1".into(), "/dev/nvidia1".into()), ("k20m".into(), "/dev/nvidia2".into()), ("v100".into(), "/dev/nvidia3".into())]);
         let sys = system("aa|4|0-1|(null)|/dev/nvidia2\naaa|4|0-1|(null)|/dev/nvidia1\na|4|0-1|(null)|/dev/nvidia3\naaaa|4|0-1|(null)|/dev/nvidia4\n");
-        let conf = ["aaaa", "a", "aa", "aaa"]
-            .iter()
-            .map(|t| slurm_conf_gpu(Some(t), 1))
-            .collect();
+        let conf = ["aaaa", "a", "aa", "aaa"].iter().map(|t| slurm_conf_gpu(Some(t), 1)).collect();
         let out = merge_system_gres_conf(conf, sys).unwrap();
-        let types: Vec<_> = out
-            .records
-            .iter()
-            .map(|r| r.type_name.clone().unwrap())
-            .collect();
+        let types: Vec<_> = out.records.iter().map(|r| r.type_name.clone().unwrap()).collect();
         assert_eq!(types, ["aaa", "aa", "a", "aaaa"]);
     }
 
@@ -620,27 +508,13 @@ mod tests {
             "nvidia-p100|4|0-1|(null)|/dev/nvidia2\nnvidia-p100|4|0-1|(null)|/dev/nvidia6\nnvidia-p100|4|0-1|(null)|/dev/nvidia1\nnvidia-p100|4|0-1|(null)|/dev/nvidia10\n",
         );
         let out = merge_system_gres_conf(vec![slurm_conf_gpu(Some("p100"), 1)], sys).unwrap();
-        assert_eq!(
-            parsable(&out),
-            ["GRES_PARSABLE[gpu](1):p100|4|0-1|(null)|/dev/nvidia1|HAS_FILE,HAS_TYPE"]
-        );
-        let warn = out
-            .log
-            .iter()
-            .position(|l| {
-                l.message == "WARNING: The following autodetected GPUs are being ignored:"
-            })
-            .unwrap();
+        assert_eq!(parsable(&out), ["GRES_PARSABLE[gpu](1):p100|4|0-1|(null)|/dev/nvidia1|HAS_FILE,HAS_TYPE"]);
+        let warn = out.log.iter().position(|l| l.message == "WARNING: The following autodetected GPUs are being ignored:").unwrap();
         assert_eq!(out.log[warn].level, LogLevel::Info);
         // Natural order: nvidia2 before nvidia6 before nvidia10; the
         // unmatched ones keep the type they were detected with.
-        let ignored: Vec<_> = out.log[warn + 1..warn + 4]
-            .iter()
-            .map(|l| l.message.clone())
-            .collect();
-        assert!(
-            ignored[0].contains("Type:nvidia-p100") && ignored[0].contains("File:/dev/nvidia2")
-        );
+        let ignored: Vec<_> = out.log[warn + 1..warn + 4].iter().map(|l| l.message.clone()).collect();
+        assert!(ignored[0].contains("Type:nvidia-p100") && ignored[0].contains("File:/dev/nvidia2"));
         assert!(ignored[1].contains("File:/dev/nvidia6"));
         assert!(ignored[2].contains("File:/dev/nvidia10"));
     }
@@ -657,28 +531,14 @@ mod tests {
         let out = merge_system_gres_conf(vec![c0, c1], sys).unwrap();
         assert_eq!(out.records.len(), 1);
         assert_eq!(out.records[0].file.as_deref(), Some("/dev/nvidia1"));
+        assert_eq!(logged(&out, LogLevel::Error, "has mismatching Cores or Links"), 1);
         assert_eq!(
-            logged(&out, LogLevel::Error, "has mismatching Cores or Links"),
+            logged(&out, LogLevel::Error, "Cores(4):0-1  Links:(null) Flags:HAS_FILE,ENV_NVML,ENV_RSMI,ENV_ONEAPI,ENV_OPENCL,ENV_DEFAULT File:/dev/nvidia0"),
             1
         );
-        assert_eq!(logged(&out, LogLevel::Error, "Cores(4):0-1  Links:(null) Flags:HAS_FILE,ENV_NVML,ENV_RSMI,ENV_ONEAPI,ENV_OPENCL,ENV_DEFAULT File:/dev/nvidia0"), 1);
-        assert_eq!(
-            logged(
-                &out,
-                LogLevel::Error,
-                "Type:(null) Count:1 Cores(4):2-3  Links:(null) Flags:HAS_FILE File:/dev/nvidia0"
-            ),
-            1
-        );
+        assert_eq!(logged(&out, LogLevel::Error, "Type:(null) Count:1 Cores(4):2-3  Links:(null) Flags:HAS_FILE File:/dev/nvidia0"), 1);
         // The detected GPU shows among the ignored ones, with count 1 again.
-        assert_eq!(
-            logged(
-                &out,
-                LogLevel::Info,
-                "GRES[gpu] Type:(null) Count:1 Cores(4):2-3"
-            ),
-            1
-        );
+        assert_eq!(logged(&out, LogLevel::Info, "GRES[gpu] Type:(null) Count:1 Cores(4):2-3"), 1);
     }
 
     #[test]
@@ -698,77 +558,28 @@ mod tests {
         let out = merge_system_gres_conf(vec![conf.clone()], sys.clone()).unwrap();
         assert!(out.records.is_empty());
         conf.links = Some("-1,0".into());
-        assert_eq!(
-            merge_system_gres_conf(vec![conf], sys)
-                .unwrap()
-                .records
-                .len(),
-            1
-        );
+        assert_eq!(merge_system_gres_conf(vec![conf], sys).unwrap().records.len(), 1);
     }
 
     #[test]
     fn config_only_gpus_need_a_file() {
-        let conf = vec![
-            gres_conf_gpu("/dev/nvidia5", 1),
-            slurm_conf_gpu(Some("x"), 1),
-        ];
+        let conf = vec![gres_conf_gpu("/dev/nvidia5", 1), slurm_conf_gpu(Some("x"), 1)];
         let out = merge_system_gres_conf(conf, Vec::new()).unwrap();
         assert_eq!(out.records.len(), 1);
         assert_eq!(out.records[0].file.as_deref(), Some("/dev/nvidia5"));
-        assert_eq!(
-            logged(
-                &out,
-                LogLevel::Debug,
-                "Including the following config-only GPU:"
-            ),
-            1
-        );
-        assert_eq!(
-            logged(
-                &out,
-                LogLevel::Error,
-                "Discarding the following config-only GPU due to lack of File specification:"
-            ),
-            1
-        );
+        assert_eq!(logged(&out, LogLevel::Debug, "Including the following config-only GPU:"), 1);
+        assert_eq!(logged(&out, LogLevel::Error, "Discarding the following config-only GPU due to lack of File specification:"), 1);
     }
 
     #[test]
     fn other_gres_come_after_the_gpus_and_zero_counts_go() {
-        let mps = GresRecord {
-            name: "mps".into(),
-            count: 200,
-            file: Some("/dev/nvidia0".into()),
-            ..Default::default()
-        };
-        let nic0 = GresRecord {
-            name: "nic".into(),
-            count: 0,
-            ..Default::default()
-        };
-        let nic1 = GresRecord {
-            name: "nic".into(),
-            count: 1,
-            ..Default::default()
-        };
-        let gpu0 = GresRecord {
-            count: 0,
-            ..slurm_conf_gpu(None, 0)
-        };
-        let conf = vec![
-            mps.clone(),
-            gres_conf_gpu("/dev/nvidia[0-1]", 2),
-            nic0,
-            gpu0,
-            nic1.clone(),
-        ];
+        let mps = GresRecord { name: "mps".into(), count: 200, file: Some("/dev/nvidia0".into()), ..Default::default() };
+        let nic0 = GresRecord { name: "nic".into(), count: 0, ..Default::default() };
+        let nic1 = GresRecord { name: "nic".into(), count: 1, ..Default::default() };
+        let gpu0 = GresRecord { count: 0, ..slurm_conf_gpu(None, 0) };
+        let conf = vec![mps.clone(), gres_conf_gpu("/dev/nvidia[0-1]", 2), nic0, gpu0, nic1.clone()];
         let out = merge_system_gres_conf(conf, Vec::new()).unwrap();
-        let names: Vec<_> = out
-            .records
-            .iter()
-            .map(|r| (r.name.as_str(), r.count, r.file.clone()))
-            .collect();
+        let names: Vec<_> = out.records.iter().map(|r| (r.name.as_str(), r.count, r.file.clone())).collect();
         assert_eq!(
             names,
             [
@@ -780,14 +591,7 @@ mod tests {
         );
         assert_eq!(out.records[2], mps);
         assert_eq!(out.records[3], nic1);
-        assert_eq!(
-            logged(
-                &out,
-                LogLevel::Debug2,
-                "preserving original `mps` GRES record"
-            ),
-            1
-        );
+        assert_eq!(logged(&out, LogLevel::Debug2, "preserving original `mps` GRES record"), 1);
     }
 
     #[test]
@@ -799,10 +603,7 @@ mod tests {
         let out = merge_system_gres_conf(vec![conf], sys).unwrap();
         assert_eq!(
             parsable(&out),
-            [
-                "GRES_PARSABLE[gpu](1):a|4|0|(null)|/dev/nvidia0|HAS_FILE,HAS_TYPE",
-                "GRES_PARSABLE[gpu](1):a|4|1|(null)|/dev/nvidia1|HAS_FILE,HAS_TYPE"
-            ]
+            ["GRES_PARSABLE[gpu](1):a|4|0|(null)|/dev/nvidia0|HAS_FILE,HAS_TYPE", "GRES_PARSABLE[gpu](1):a|4|1|(null)|/dev/nvidia1|HAS_FILE,HAS_TYPE"]
         );
     }
 
@@ -814,10 +615,7 @@ mod tests {
         let out = merge_system_gres_conf(vec![conf], sys).unwrap();
         assert_eq!(out.records.len(), 1);
         assert_eq!(out.records[0].unique_id.as_deref(), Some("MIG-bbb"));
-        assert_eq!(
-            to_parsable(&out.records[0]),
-            "GRES_PARSABLE[gpu](1):(null)|4|0|(null)|/dev/nvidia0,/dev/nvidia-caps/nvidia-cap30|MIG-bbb|HAS_FILE"
-        );
+        assert_eq!(to_parsable(&out.records[0]), "GRES_PARSABLE[gpu](1):(null)|4|0|(null)|/dev/nvidia0,/dev/nvidia-caps/nvidia-cap30|MIG-bbb|HAS_FILE");
         assert!(out.records[0].flags.has(ConfFlags::HAS_MULT));
     }
 
@@ -825,36 +623,17 @@ mod tests {
     fn gpus_are_ordered_by_links_then_file() {
         let sys = system("a|4|0|0,0,-1|/dev/nvidia0\na|4|0|(null)|/dev/nvidia1\na|4|0|-1,0,0|/dev/nvidia2\na|4|0|0,-1,0|/dev/nvidia3\n");
         let out = merge_system_gres_conf(vec![slurm_conf_gpu(None, 4)], sys).unwrap();
-        let files: Vec<_> = out
-            .records
-            .iter()
-            .map(|r| r.file.clone().unwrap())
-            .collect();
-        assert_eq!(
-            files,
-            [
-                "/dev/nvidia2",
-                "/dev/nvidia3",
-                "/dev/nvidia0",
-                "/dev/nvidia1"
-            ]
-        );
+        let files: Vec<_> = out.records.iter().map(|r| r.file.clone().unwrap()).collect();
+        assert_eq!(files, ["/dev/nvidia2", "/dev/nvidia3", "/dev/nvidia0", "/dev/nvidia1"]);
     }
 
     #[test]
     fn invalid_links_sort_first_and_are_logged() {
         let sys = system("a|4|0|-1,0|/dev/nvidia0\na|4|0|0,0|/dev/nvidia1\n");
         let out = merge_system_gres_conf(vec![slurm_conf_gpu(None, 2)], sys).unwrap();
-        let files: Vec<_> = out
-            .records
-            .iter()
-            .map(|r| r.file.clone().unwrap())
-            .collect();
+        let files: Vec<_> = out.records.iter().map(|r| r.file.clone().unwrap()).collect();
         assert_eq!(files, ["/dev/nvidia1", "/dev/nvidia0"]);
-        assert_eq!(
-            logged(&out, LogLevel::Error, "invalid links value found"),
-            1
-        );
+        assert_eq!(logged(&out, LogLevel::Error, "invalid links value found"), 1);
     }
 
     #[test]
@@ -862,16 +641,10 @@ mod tests {
         let sys = system("a|4|0|(null)|/dev/nvidia0|(null)|nvidia_gpu_env\n");
         let mut conf = gres_conf_gpu("/dev/nvidia0", 1);
         let out = merge_system_gres_conf(vec![conf.clone()], sys.clone()).unwrap();
-        assert_eq!(
-            out.records[0].flags.0,
-            ConfFlags::HAS_FILE | ConfFlags::ENV_NVML
-        );
+        assert_eq!(out.records[0].flags.0, ConfFlags::HAS_FILE | ConfFlags::ENV_NVML);
         conf.flags = ConfFlags(ConfFlags::HAS_FILE | ConfFlags::ENV_RSMI);
         let out = merge_system_gres_conf(vec![conf.clone()], sys.clone()).unwrap();
-        assert_eq!(
-            out.records[0].flags.0,
-            ConfFlags::HAS_FILE | ConfFlags::ENV_RSMI
-        );
+        assert_eq!(out.records[0].flags.0, ConfFlags::HAS_FILE | ConfFlags::ENV_RSMI);
         conf.flags = ConfFlags(ConfFlags::HAS_FILE);
         let out = merge_system_gres_conf(vec![conf], sys).unwrap();
         assert_eq!(out.records[0].flags.0, ConfFlags::HAS_FILE);
@@ -882,29 +655,15 @@ mod tests {
         let sys = system("a100|4|0|(null)|/dev/nvidia0\n");
         let out = merge_system_gres_conf(vec![slurm_conf_gpu(Some("h100"), 1)], sys).unwrap();
         assert!(out.records.is_empty());
-        assert_eq!(
-            logged(&out, LogLevel::Info, "Setting system GRES type to NULL"),
-            0
-        );
-        assert_eq!(
-            logged(
-                &out,
-                LogLevel::Error,
-                "Discarding the following config-only GPU"
-            ),
-            1
-        );
+        assert_eq!(logged(&out, LogLevel::Info, "Setting system GRES type to NULL"), 0);
+        assert_eq!(logged(&out, LogLevel::Error, "Discarding the following config-only GPU"), 1);
         assert_eq!(logged(&out, LogLevel::Info, "Type:a100"), 1);
     }
 
     #[test]
     fn no_configured_gpu_ignores_every_detected_one() {
         let sys = system("a|4|0|(null)|/dev/nvidia0\n");
-        let nic = GresRecord {
-            name: "nic".into(),
-            count: 1,
-            ..Default::default()
-        };
+        let nic = GresRecord { name: "nic".into(), count: 1, ..Default::default() };
         let out = merge_system_gres_conf(vec![nic.clone()], sys).unwrap();
         assert_eq!(out.records, [nic]);
         assert_eq!(logged(&out, LogLevel::Info, "being ignored"), 1);
@@ -919,59 +678,29 @@ mod tests {
         let sys = system("t|4|1|-1|/dev/nvidia0\nt|4|1|-1|/dev/nvidia1\n");
         let out = merge_system_gres_conf(vec![conf], sys).unwrap();
         assert_eq!(out.records.len(), 2);
-        assert_eq!(
-            logged(
-                &out,
-                LogLevel::Error,
-                "Discarding the following config-only GPU"
-            ),
-            1
-        );
-        assert!(out
-            .records
-            .iter()
-            .all(|r| r.plugin_id == gres_build_id("gpu")));
+        assert_eq!(logged(&out, LogLevel::Error, "Discarding the following config-only GPU"), 1);
+        assert!(out.records.iter().all(|r| r.plugin_id == gres_build_id("gpu")));
     }
 
     #[test]
     fn unworkable_inputs_are_errors() {
         let huge = slurm_conf_gpu(None, 1 << 40);
-        assert_eq!(
-            merge_system_gres_conf(vec![huge], Vec::new()),
-            Err(MergeError::TooManyDevices {
-                name: "gpu".into(),
-                count: 1 << 40
-            })
-        );
+        assert_eq!(merge_system_gres_conf(vec![huge], Vec::new()), Err(MergeError::TooManyDevices { name: "gpu".into(), count: 1 << 40 }));
         let mut wide = slurm_conf_gpu(None, 2);
         wide.cpus_bitmap = Some(Bitmap::from_indices(64, &[40]));
-        assert!(matches!(
-            merge_system_gres_conf(vec![wide], Vec::new()),
-            Err(MergeError::Affinity(_))
-        ));
+        assert!(matches!(merge_system_gres_conf(vec![wide], Vec::new()), Err(MergeError::Affinity(_))));
         let mut bad_file = gres_conf_gpu("/dev/nvidia[0-1]", 2);
         bad_file.file = Some("/dev/nvidia[1-0]".into());
         let out = merge_system_gres_conf(vec![bad_file], Vec::new()).unwrap();
         assert!(out.records.is_empty());
-        assert_eq!(
-            logged(
-                &out,
-                LogLevel::Error,
-                "Ignoring GPU record with invalid File=/dev/nvidia[1-0]"
-            ),
-            1
-        );
+        assert_eq!(logged(&out, LogLevel::Error, "Ignoring GPU record with invalid File=/dev/nvidia[1-0]"), 1);
     }
 
     /// gres.conf records as slurmd hands them over when slurm.conf's
     /// counts equal gres.conf's (node tux0, 4 CPUs).
     fn gres_conf_records(text: &str) -> Vec<GresRecord> {
         use crate::core::gres_conf::{syntax::MemReader, GresConf, NodeContext};
-        GresConf::parse_str(text, Path::new("gres.conf"), &MemReader::new())
-            .unwrap()
-            .node_config(&NodeContext::new("tux0", 4))
-            .unwrap()
-            .records()
+        GresConf::parse_str(text, Path::new("gres.conf"), &MemReader::new()).unwrap().node_config(&NodeContext::new("tux0", 4)).unwrap().records()
     }
 
     #[test]
@@ -994,10 +723,7 @@ mod tests {
                 "GRES_PARSABLE[gpu](1):ti|4|0-1|(null)|/dev/nvidia2|HAS_FILE,HAS_TYPE",
             ]
         );
-        assert_eq!(
-            logged(&out, LogLevel::Error, "has mismatching Cores or Links"),
-            3
-        );
+        assert_eq!(logged(&out, LogLevel::Error, "has mismatching Cores or Links"), 3);
     }
 
     #[test]
@@ -1014,33 +740,16 @@ mod tests {
              a100|4|2-3|(null)|/dev/nvidia7\na100|4|2-3|(null)|/dev/nvidia6\na100|4|2-3|(null)|/dev/nvidia5\na100|4|2-3|(null)|/dev/nvidia4\n",
         );
         let out = merge_system_gres_conf(conf, sys).unwrap();
-        let files: Vec<_> = out
-            .records
-            .iter()
-            .map(|r| r.file.clone().unwrap())
-            .collect();
-        assert_eq!(
-            files,
-            [
-                "/dev/nvidia3",
-                "/dev/nvidia2",
-                "/dev/nvidia1",
-                "/dev/nvidia0",
-                "/dev/nvidia4",
-                "/dev/nvidia5",
-                "/dev/nvidia6",
-                "/dev/nvidia7"
-            ]
-        );
-        assert!(out
-            .records
-            .iter()
-            .all(|r| r.flags.0 == ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE));
+        let files: Vec<_> = out.records.iter().map(|r| r.file.clone().unwrap()).collect();
+        assert_eq!(files, ["/dev/nvidia3", "/dev/nvidia2", "/dev/nvidia1", "/dev/nvidia0", "/dev/nvidia4", "/dev/nvidia5", "/dev/nvidia6", "/dev/nvidia7"]);
+        assert!(out.records.iter().all(|r| r.flags.0 == ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE));
     }
 
     #[test]
     fn end_to_end_config_only_gpus() {
-        let conf = gres_conf_records("Name=gpu File=/dev/nvidia[0-1] Cores=0,1\nName=gpu File=/dev/nvidia[2-3] Cores=0,1 Links=-1\nName=gpu File=/dev/nvidia4 Cores=0\n");
+        let conf = gres_conf_records(
+            "Name=gpu File=/dev/nvidia[0-1] Cores=0,1\nName=gpu File=/dev/nvidia[2-3] Cores=0,1 Links=-1\nName=gpu File=/dev/nvidia4 Cores=0\n",
+        );
         let out = merge_system_gres_conf(conf, Vec::new()).unwrap();
         let d = "HAS_FILE,ENV_NVML,ENV_RSMI,ENV_ONEAPI,ENV_OPENCL,ENV_DEFAULT";
         assert_eq!(
@@ -1072,29 +781,18 @@ mod tests {
         }
         let fake = "a100|4|0-1|(null)|/dev/nvidia0|(null)|nvidia_gpu_env\n";
         // no_gpu_env in gres.conf wins over what detection says.
-        let no_env = flags("Name=gpu Type=a100 File=/dev/nvidia0 Cores=0-1 Flags=no_gpu_env\nName=gpu Type=a100 File=/dev/nvidia[1-3] Cores=0-1 Flags=no_gpu_env\n", 0, fake);
-        assert_eq!(no_env, vec!["HAS_FILE,HAS_TYPE"; 4]);
-        // Detected GPU keeps its flags; config-only ones keep the configured ones.
-        let mixed = flags(
-            "Name=gpu Type=a100 File=/dev/nvidia[1-3] Cores=0-1 Flags=amd_gpu_env\n",
-            1,
+        let no_env = flags(
+            "Name=gpu Type=a100 File=/dev/nvidia0 Cores=0-1 Flags=no_gpu_env\nName=gpu Type=a100 File=/dev/nvidia[1-3] Cores=0-1 Flags=no_gpu_env\n",
+            0,
             fake,
         );
-        assert_eq!(
-            mixed,
-            [
-                "HAS_FILE,HAS_TYPE,ENV_NVML",
-                "HAS_FILE,HAS_TYPE,ENV_RSMI",
-                "HAS_FILE,HAS_TYPE,ENV_RSMI",
-                "HAS_FILE,HAS_TYPE,ENV_RSMI"
-            ]
-        );
+        assert_eq!(no_env, vec!["HAS_FILE,HAS_TYPE"; 4]);
+        // Detected GPU keeps its flags; config-only ones keep the configured ones.
+        let mixed = flags("Name=gpu Type=a100 File=/dev/nvidia[1-3] Cores=0-1 Flags=amd_gpu_env\n", 1, fake);
+        assert_eq!(mixed, ["HAS_FILE,HAS_TYPE,ENV_NVML", "HAS_FILE,HAS_TYPE,ENV_RSMI", "HAS_FILE,HAS_TYPE,ENV_RSMI", "HAS_FILE,HAS_TYPE,ENV_RSMI"]);
         // Flags are inherited by the following lines, across types.
-        let inherited = flags(
-            "Name=gpu Type=a100 File=/dev/nvidia0 Cores=0-1 Flags=amd_gpu_env,nvidia_gpu_env\nName=gpu Type=b100 File=/dev/nvidia1 Cores=0-1\n",
-            0,
-            "",
-        );
+        let inherited =
+            flags("Name=gpu Type=a100 File=/dev/nvidia0 Cores=0-1 Flags=amd_gpu_env,nvidia_gpu_env\nName=gpu Type=b100 File=/dev/nvidia1 Cores=0-1\n", 0, "");
         assert_eq!(inherited, vec!["HAS_FILE,HAS_TYPE,ENV_NVML,ENV_RSMI"; 2]);
     }
 
@@ -1112,11 +810,7 @@ mod tests {
         assert_eq!(strnatcmp("", "a"), Less);
         assert_eq!(strnatcmp("a", ""), Greater);
         assert_eq!(strnatcmp("card0,renderD128", "card0,renderD129"), Less);
-        assert_eq!(
-            strnatcmp("a\u{e9}", "ab"),
-            Less,
-            "bytes compare as signed char"
-        );
+        assert_eq!(strnatcmp("a\u{e9}", "ab"), Less, "bytes compare as signed char");
     }
 
     #[test]

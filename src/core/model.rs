@@ -351,7 +351,10 @@ mod tests {
     #[test]
     fn flags_spelled_like_gres_flags2str() {
         assert_eq!(flags_to_string(ConfFlags(0)), "");
-        assert_eq!(flags_to_string(ConfFlags(u32::MAX)), "CountOnly,HAS_FILE,LOADED,HAS_TYPE,ENV_NVML,ENV_RSMI,ENV_ONEAPI,ENV_OPENCL,ENV_DEFAULT,SHARED,ONE_SHARING");
+        assert_eq!(
+            flags_to_string(ConfFlags(u32::MAX)),
+            "CountOnly,HAS_FILE,LOADED,HAS_TYPE,ENV_NVML,ENV_RSMI,ENV_ONEAPI,ENV_OPENCL,ENV_DEFAULT,SHARED,ONE_SHARING"
+        );
         assert_eq!(flags_to_string(ConfFlags(ConfFlags::HAS_MULT | ConfFlags::HAS_FILE)), "HAS_FILE");
         assert_eq!(
             flags_to_string(ConfFlags(ConfFlags::HAS_FILE | ConfFlags::ENV_SET | ConfFlags::ENV_DEF)),

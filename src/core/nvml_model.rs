@@ -300,8 +300,13 @@ mod tests {
         assert_eq!(r.cpus_bitmap.as_ref().unwrap().to_ranges(), "0-3");
         assert_eq!((r.name.as_str(), r.count, r.plugin_id), ("gpu", 1, gres_build_id("gpu")));
 
-        let m = system_gpu_record(&SystemGpu { cpu_cnt: 8, file: Some(&mig_files(DEV_DIR, "/dev/nvidia0", 1, 2)), flags: ConfFlags::ENV_NVML, ..Default::default() })
-            .unwrap();
+        let m = system_gpu_record(&SystemGpu {
+            cpu_cnt: 8,
+            file: Some(&mig_files(DEV_DIR, "/dev/nvidia0", 1, 2)),
+            flags: ConfFlags::ENV_NVML,
+            ..Default::default()
+        })
+        .unwrap();
         assert!(m.flags.has(ConfFlags::HAS_MULT) && m.flags.has(ConfFlags::HAS_FILE) && !m.flags.has(ConfFlags::HAS_TYPE));
 
         let null = system_gpu_record(&SystemGpu { cpu_cnt: 8, flags: ConfFlags::ENV_NVML, ..Default::default() }).unwrap();

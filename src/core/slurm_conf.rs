@@ -16,21 +16,14 @@ use thiserror::Error;
 
 use super::gres_conf::rules::is_shared_name;
 use super::gres_conf::syntax::{
-    self, leftover_error, suffix_mult, unknown_key, ConfError, ConfErrors, ConfReader, Diagnostic,
-    ErrorKind, FsReader, LineSink, Location, Pair, ParsedLine, Spanned,
+    self, leftover_error, suffix_mult, unknown_key, ConfError, ConfErrors, ConfReader, Diagnostic, ErrorKind, FsReader, LineSink, Location, Pair, ParsedLine,
+    Spanned,
 };
 use super::hostlist;
 use super::model::{gres_build_id, LogLevel};
 
 /// Top-level keys whose line carries more pairs.
-const MULTI_PAIR_KEYS: [&str; 6] = [
-    "DownNodes",
-    "FrontendName",
-    "NodeName",
-    "NodeSet",
-    "PartitionName",
-    "SlurmctldHost",
-];
+const MULTI_PAIR_KEYS: [&str; 6] = ["DownNodes", "FrontendName", "NodeName", "NodeSet", "PartitionName", "SlurmctldHost"];
 
 /// The keys of a `NodeName` line in Slurm 22.05.
 const NODE_KEYS: [&str; 24] = [
@@ -82,11 +75,7 @@ pub struct NodeLine {
 impl NodeLine {
     /// The value of an option (any case), the line's own before the default.
     pub fn get(&self, key: &str) -> Option<&Spanned> {
-        self.options
-            .iter()
-            .rev()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| v)
+        self.options.iter().rev().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v)
     }
 
     /// The `Gres=` value.
@@ -96,9 +85,7 @@ impl NodeLine {
 
     /// Whether the hostlist names `node`.
     pub fn names_node(&self, node: &str) -> bool {
-        hostlist::expand(&self.names.value)
-            .map(|names| names.iter().any(|n| n == node))
-            .unwrap_or(false)
+        hostlist::expand(&self.names.value).map(|names| names.iter().any(|n| n == node)).unwrap_or(false)
     }
 }
 
@@ -149,56 +136,36 @@ impl LineSink for Collector {
         }
         match self.conf.get("ClusterName") {
             Some(name) => Ok(raw.value.replace("%c", &name.to_ascii_lowercase())),
-            None => Err(ConfError::new(
-                ErrorKind::Include,
-                raw.location.clone(),
-                "Did not get ClusterName for include path",
-            )),
+            None => Err(ConfError::new(ErrorKind::Include, raw.location.clone(), "Did not get ClusterName for include path")),
         }
     }
 }
 
 impl Collector {
     fn new(path: &Path) -> Self {
-        Collector {
-            conf: SlurmConf {
-                path: path.to_path_buf(),
-                ..Default::default()
-            },
-            node_defaults: Vec::new(),
-        }
+        Collector { conf: SlurmConf { path: path.to_path_buf(), ..Default::default() }, node_defaults: Vec::new() }
     }
 
     fn check_line(&mut self, line: ParsedLine) -> Result<(), ConfError> {
         let Some(first) = line.pairs.first() else {
-            return Err(line.rest.as_ref().map(leftover_error).unwrap_or_else(|| {
-                ConfError::new(
-                    ErrorKind::Syntax,
-                    line.location.clone(),
-                    "Parse error: not a key=value line",
-                )
-            }));
+            return Err(line
+                .rest
+                .as_ref()
+                .map(leftover_error)
+                .unwrap_or_else(|| ConfError::new(ErrorKind::Syntax, line.location.clone(), "Parse error: not a key=value line")));
         };
         let Some(kind) = canonical(&MULTI_PAIR_KEYS, &first.key) else {
             if let Some(extra) = line.pairs.get(1) {
                 return Err(ConfError::new(
                     ErrorKind::Syntax,
                     extra.key_location.clone(),
-                    format!(
-                        "Parse error: \"{}\" after {}=, which must be alone on its line",
-                        extra.key, first.key
-                    ),
+                    format!("Parse error: \"{}\" after {}=, which must be alone on its line", extra.key, first.key),
                 ));
             }
             if let Some(rest) = &line.rest {
                 return Err(leftover_error(rest));
             }
-            if self
-                .conf
-                .settings
-                .iter()
-                .any(|p| p.key.eq_ignore_ascii_case(&first.key))
-            {
+            if self.conf.settings.iter().any(|p| p.key.eq_ignore_ascii_case(&first.key)) {
                 self.conf.diagnostics.push(Diagnostic::new(
                     LogLevel::Error,
                     Some(first.key_location.clone()),
@@ -212,10 +179,7 @@ impl Collector {
             "NodeName" => self.node_line(&line),
             "SlurmctldHost" => self.slurmctld_host(&line),
             // Lines this module has no use for: their pairs are not checked.
-            _ => line
-                .rest
-                .as_ref()
-                .map_or(Ok(()), |rest| Err(leftover_error(rest))),
+            _ => line.rest.as_ref().map_or(Ok(()), |rest| Err(leftover_error(rest))),
         }
     }
 
@@ -233,15 +197,10 @@ impl Collector {
         }
         if names.value.eq_ignore_ascii_case("DEFAULT") {
             if let Some((key, value)) = options.iter().find(|(k, _)| NOT_DEFAULT_KEYS.contains(k)) {
-                return Err(ConfError::new(
-                    ErrorKind::Invalid,
-                    value.location.clone(),
-                    format!("{key} not allowed with NodeName=DEFAULT"),
-                ));
+                return Err(ConfError::new(ErrorKind::Invalid, value.location.clone(), format!("{key} not allowed with NodeName=DEFAULT")));
             }
             // A later DEFAULT line overrides the keys it sets.
-            self.node_defaults
-                .retain(|(k, _)| !options.iter().any(|(o, _)| o == k));
+            self.node_defaults.retain(|(k, _)| !options.iter().any(|(o, _)| o == k));
             self.node_defaults.extend(options);
             return Ok(());
         }
@@ -249,62 +208,34 @@ impl Collector {
             return Err(ConfError::new(
                 ErrorKind::Invalid,
                 names.location.clone(),
-                format!(
-                    "'{}' is a reserved word disallowed for use with NodeName",
-                    names.value
-                ),
+                format!("'{}' is a reserved word disallowed for use with NodeName", names.value),
             ));
         }
-        let inherited: Vec<_> = self
-            .node_defaults
-            .iter()
-            .filter(|(k, _)| !options.iter().any(|(o, _)| o == k))
-            .cloned()
-            .collect();
+        let inherited: Vec<_> = self.node_defaults.iter().filter(|(k, _)| !options.iter().any(|(o, _)| o == k)).cloned().collect();
         let mut all = inherited;
         all.extend(options);
-        self.conf.nodes.push(NodeLine {
-            names,
-            options: all,
-            location: line.location.clone(),
-        });
+        self.conf.nodes.push(NodeLine { names, options: all, location: line.location.clone() });
         Ok(())
     }
 
     fn slurmctld_host(&mut self, line: &ParsedLine) -> Result<(), ConfError> {
         if let Some(extra) = line.pairs.get(1) {
-            return Err(unknown_key(
-                extra,
-                &[],
-                " (SlurmctldHost takes no other key)",
-            ));
+            return Err(unknown_key(extra, &[], " (SlurmctldHost takes no other key)"));
         }
         if let Some(rest) = &line.rest {
             return Err(leftover_error(rest));
         }
         let value = &line.pairs[0].value;
         let v = value.value.as_str();
-        let bad = || {
-            ConfError::new(
-                ErrorKind::Invalid,
-                value.location.clone(),
-                format!("Bad value \"{v}\" for SlurmctldHost"),
-            )
-        };
+        let bad = || ConfError::new(ErrorKind::Invalid, value.location.clone(), format!("Bad value \"{v}\" for SlurmctldHost"));
         let (hostname, addr) = match (v.find('('), v.find(')')) {
             (None, None) => (v.to_string(), v.to_string()),
-            (Some(open), Some(close))
-                if close + 1 == v.len() && v.rfind(')') == Some(close) && open < close =>
-            {
+            (Some(open), Some(close)) if close + 1 == v.len() && v.rfind(')') == Some(close) && open < close => {
                 (v[..open].to_string(), v[open + 1..close].to_string())
             }
             _ => return Err(bad()),
         };
-        self.conf.slurmctld_hosts.push(SlurmctldHost {
-            hostname,
-            addr,
-            location: value.location.clone(),
-        });
+        self.conf.slurmctld_hosts.push(SlurmctldHost { hostname, addr, location: value.location.clone() });
         Ok(())
     }
 }
@@ -324,11 +255,7 @@ impl SlurmConf {
 
     /// Check `text` as the contents of `path` (includes are read through
     /// `reader`).
-    pub fn parse_str(
-        text: &str,
-        path: &Path,
-        reader: &dyn ConfReader,
-    ) -> Result<SlurmConf, ConfErrors> {
+    pub fn parse_str(text: &str, path: &Path, reader: &dyn ConfReader) -> Result<SlurmConf, ConfErrors> {
         let mut c = Collector::new(path);
         syntax::parse_text(reader, path, text, &mut c)?;
         Ok(c.conf)
@@ -350,11 +277,7 @@ impl SlurmConf {
 
     /// The value and place of a single-pair top-level key.
     pub fn get_spanned(&self, key: &str) -> Option<&Spanned> {
-        self.settings
-            .iter()
-            .rev()
-            .find(|p| p.key.eq_ignore_ascii_case(key))
-            .map(|p| &p.value)
+        self.settings.iter().rev().find(|p| p.key.eq_ignore_ascii_case(key)).map(|p| &p.value)
     }
 
     pub fn cluster_name(&self) -> Option<&str> {
@@ -368,16 +291,12 @@ impl SlurmConf {
 
     /// The directories of `PluginDir`.
     pub fn plugin_dirs(&self) -> Vec<&str> {
-        self.plugin_dir()
-            .map(|d| d.split(':').filter(|s| !s.is_empty()).collect())
-            .unwrap_or_default()
+        self.plugin_dir().map(|d| d.split(':').filter(|s| !s.is_empty()).collect()).unwrap_or_default()
     }
 
     /// The items of `AccountingStorageTRES`.
     pub fn accounting_storage_tres(&self) -> Vec<&str> {
-        self.get("AccountingStorageTRES")
-            .map(|v| v.split(',').filter(|s| !s.is_empty()).collect())
-            .unwrap_or_default()
+        self.get("AccountingStorageTRES").map(|v| v.split(',').filter(|s| !s.is_empty()).collect()).unwrap_or_default()
     }
 
     /// Whether `AccountingStorageTRES` names `gres/<name>` (or `gres/<name>:<type>`).
@@ -385,17 +304,13 @@ impl SlurmConf {
         let prefix = format!("gres/{name}").to_ascii_lowercase();
         self.accounting_storage_tres().iter().any(|t| {
             let t = t.to_ascii_lowercase();
-            t == prefix
-                || t.strip_prefix(&prefix)
-                    .is_some_and(|rest| rest.starts_with(':'))
+            t == prefix || t.strip_prefix(&prefix).is_some_and(|rest| rest.starts_with(':'))
         })
     }
 
     /// `GresTypes` as written, split at commas.
     pub fn gres_types_raw(&self) -> Vec<&str> {
-        self.get("GresTypes")
-            .map(|v| v.split(',').filter(|s| !s.is_empty()).collect())
-            .unwrap_or_default()
+        self.get("GresTypes").map(|v| v.split(',').filter(|s| !s.is_empty()).collect()).unwrap_or_default()
     }
 
     /// `GresTypes` in the order Slurm loads the plugins (`gres_init()`): a
@@ -403,10 +318,7 @@ impl SlurmConf {
     /// duplicates are dropped (with an error line); a shared GRES without
     /// `gpu`, or two names with the same plugin id, is an error.
     pub fn gres_types(&self) -> Result<GresTypes, ConfError> {
-        let location = self
-            .get_spanned("GresTypes")
-            .map(|s| s.location.clone())
-            .unwrap_or_else(|| Location::file(&self.path));
+        let location = self.get_spanned("GresTypes").map(|s| s.location.clone()).unwrap_or_else(|| Location::file(&self.path));
         let mut sorted: Vec<&str> = Vec::new();
         let mut deferred: Vec<&str> = Vec::new();
         let mut have_gpu = false;
@@ -422,36 +334,21 @@ impl SlurmConf {
         }
         if !deferred.is_empty() {
             if !have_gpu {
-                return Err(ConfError::new(
-                    ErrorKind::Invalid,
-                    location,
-                    "GresTypes: gres/'shared' requires that gres/gpu also be configured",
-                ));
+                return Err(ConfError::new(ErrorKind::Invalid, location, "GresTypes: gres/'shared' requires that gres/gpu also be configured"));
             }
             sorted.extend(deferred);
         }
         let mut out = GresTypes::default();
         for name in sorted {
             if out.names.iter().any(|n| n == name) {
-                out.diagnostics.push(Diagnostic::new(
-                    LogLevel::Error,
-                    Some(location.clone()),
-                    format!("Duplicate plugin gres/{name} ignored"),
-                ));
+                out.diagnostics.push(Diagnostic::new(LogLevel::Error, Some(location.clone()), format!("Duplicate plugin gres/{name} ignored")));
                 continue;
             }
-            if let Some(other) = out
-                .names
-                .iter()
-                .find(|n| gres_build_id(n) == gres_build_id(name))
-            {
+            if let Some(other) = out.names.iter().find(|n| gres_build_id(n) == gres_build_id(name)) {
                 return Err(ConfError::new(
                     ErrorKind::Invalid,
                     location,
-                    format!(
-                        "Gres: Duplicate plugin_id {} for gres/{other} and gres/{name}, change gres name for one of them",
-                        gres_build_id(name)
-                    ),
+                    format!("Gres: Duplicate plugin_id {} for gres/{other} and gres/{name}, change gres name for one of them", gres_build_id(name)),
                 ));
             }
             out.names.push(name.to_string());
@@ -477,8 +374,7 @@ impl SlurmConf {
         let Some(gres) = self.node(node).and_then(NodeLine::gres) else {
             return Ok(Vec::new());
         };
-        parse_gres_spec(&gres.value)
-            .map_err(|e| ConfError::new(ErrorKind::Invalid, gres.location.clone(), e.to_string()))
+        parse_gres_spec(&gres.value).map_err(|e| ConfError::new(ErrorKind::Invalid, gres.location.clone(), e.to_string()))
     }
 }
 
@@ -521,20 +417,11 @@ fn parse_gres_item(text: &str) -> Result<GresSpec, GresSpecError> {
         if last.starts_with(|c: char| c.is_ascii_digit()) {
             let digits = last.bytes().take_while(u8::is_ascii_digit).count();
             let number: u64 = last[..digits].parse().map_err(|_| bad())?;
-            count = suffix_mult(&last[digits..])
-                .and_then(|m| number.checked_mul(m))
-                .ok_or_else(bad)?;
+            count = suffix_mult(&last[digits..]).and_then(|m| number.checked_mul(m)).ok_or_else(bad)?;
             parts.pop();
         }
     }
-    let mut spec = GresSpec {
-        text: text.to_string(),
-        name: name.to_string(),
-        types: Vec::new(),
-        no_consume: false,
-        count,
-        binding,
-    };
+    let mut spec = GresSpec { text: text.to_string(), name: name.to_string(), types: Vec::new(), no_consume: false, count, binding };
     for part in parts.into_iter().filter(|p| !p.is_empty()) {
         if part.eq_ignore_ascii_case("no_consume") {
             spec.no_consume = true;
@@ -549,10 +436,7 @@ fn parse_gres_item(text: &str) -> Result<GresSpec, GresSpecError> {
 /// Stricter than Slurm, which skips a bad item of another GRES: any bad
 /// item is an error.
 pub fn parse_gres_spec(text: &str) -> Result<Vec<GresSpec>, GresSpecError> {
-    text.split(',')
-        .filter(|t| !t.is_empty())
-        .map(parse_gres_item)
-        .collect()
+    text.split(',').filter(|t| !t.is_empty()).map(parse_gres_item).collect()
 }
 
 /// What a node's `Gres=` says about one GRES (`_get_gres_cnt()`).
@@ -582,11 +466,7 @@ pub fn gres_count(specs: &[GresSpec], name: &str) -> GresCount {
         out.count = out.count.saturating_add(spec.count);
         out.no_consume |= spec.no_consume;
         for t in &spec.types {
-            match out
-                .types
-                .iter_mut()
-                .find(|(known, _)| gres_build_id(known) == gres_build_id(t))
-            {
+            match out.types.iter_mut().find(|(known, _)| gres_build_id(known) == gres_build_id(t)) {
                 Some((_, n)) => *n = n.saturating_add(spec.count),
                 None => out.types.push((t.clone(), spec.count)),
             }
@@ -605,9 +485,7 @@ mod tests {
     }
 
     fn errors(text: &str) -> Vec<ConfError> {
-        SlurmConf::parse_str(text, Path::new("/etc/slurm/slurm.conf"), &MemReader::new())
-            .unwrap_err()
-            .0
+        SlurmConf::parse_str(text, Path::new("/etc/slurm/slurm.conf"), &MemReader::new()).unwrap_err().0
     }
 
     #[test]
@@ -618,53 +496,29 @@ mod tests {
         assert_eq!(c.get("GRESTYPES"), Some("gpu,mps,shard"));
         assert_eq!(c.cluster_name(), Some("tux"));
         assert_eq!(c.plugin_dirs(), ["/usr/lib64/slurm", "/opt/slurm/lib"]);
-        assert_eq!(
-            c.accounting_storage_tres(),
-            ["gres/gpu", "gres/gpu:a100", "license/x"]
-        );
+        assert_eq!(c.accounting_storage_tres(), ["gres/gpu", "gres/gpu:a100", "license/x"]);
         assert!(c.tracks_gres("gpu"));
         assert!(!c.tracks_gres("mps"));
         assert_eq!(c.diagnostics().len(), 1);
-        assert!(c.diagnostics()[0]
-            .message
-            .contains("GresTypes specified more than once"));
+        assert!(c.diagnostics()[0].message.contains("GresTypes specified more than once"));
         assert_eq!(c.get("Unknown"), None);
     }
 
     #[test]
     fn gres_types_order_and_checks() {
-        assert_eq!(
-            conf("GresTypes=mps,gpu,nic\n").gres_types().unwrap().names,
-            ["gpu", "nic", "mps"]
-        );
-        assert_eq!(
-            conf("GresTypes=gpu,shard,nic\n")
-                .gres_types()
-                .unwrap()
-                .names,
-            ["gpu", "shard", "nic"]
-        );
+        assert_eq!(conf("GresTypes=mps,gpu,nic\n").gres_types().unwrap().names, ["gpu", "nic", "mps"]);
+        assert_eq!(conf("GresTypes=gpu,shard,nic\n").gres_types().unwrap().names, ["gpu", "shard", "nic"]);
         let t = conf("GresTypes=gpu,,gpu,nic\n").gres_types().unwrap();
         assert_eq!(t.names, ["gpu", "nic"]);
-        assert_eq!(
-            t.diagnostics[0].message,
-            "Duplicate plugin gres/gpu ignored"
-        );
+        assert_eq!(t.diagnostics[0].message, "Duplicate plugin gres/gpu ignored");
         let e = conf("GresTypes=mps,nic\n").gres_types().unwrap_err();
-        assert_eq!(
-            e.message,
-            "GresTypes: gres/'shared' requires that gres/gpu also be configured"
-        );
+        assert_eq!(e.message, "GresTypes: gres/'shared' requires that gres/gpu also be configured");
         assert_eq!(e.location.line, 1);
         // Slurm's ids wrap every four bytes: "abcde" and "ebcda" collide.
         assert_eq!(gres_build_id("abcde"), gres_build_id("ebcda"));
         let e = conf("GresTypes=abcde,ebcda\n").gres_types().unwrap_err();
         assert!(e.message.starts_with("Gres: Duplicate plugin_id"), "{e}");
-        assert!(conf("ClusterName=x\n")
-            .gres_types()
-            .unwrap()
-            .names
-            .is_empty());
+        assert!(conf("ClusterName=x\n").gres_types().unwrap().names.is_empty());
     }
 
     #[test]
@@ -697,21 +551,13 @@ mod tests {
 
     #[test]
     fn node_line_errors() {
-        let errs = errors(
-            "NodeName=a Gress=gpu:1\nNodeName=DEFAULT NodeAddr=x\nNodeName=ALL CPUs=1\nNodeName=b CPUs=1 junk\nGresTypes=gpu ClusterName=x\n",
-        );
+        let errs = errors("NodeName=a Gress=gpu:1\nNodeName=DEFAULT NodeAddr=x\nNodeName=ALL CPUs=1\nNodeName=b CPUs=1 junk\nGresTypes=gpu ClusterName=x\n");
         assert_eq!(errs.len(), 5);
         assert_eq!(errs[0].kind, ErrorKind::UnknownKey);
         assert_eq!(errs[0].suggestion.as_deref(), Some("Gres"));
         assert_eq!((errs[0].location.line, errs[0].location.column), (1, 12));
-        assert_eq!(
-            errs[1].message,
-            "NodeAddr not allowed with NodeName=DEFAULT"
-        );
-        assert_eq!(
-            errs[2].message,
-            "'ALL' is a reserved word disallowed for use with NodeName"
-        );
+        assert_eq!(errs[1].message, "NodeAddr not allowed with NodeName=DEFAULT");
+        assert_eq!(errs[2].message, "'ALL' is a reserved word disallowed for use with NodeName");
         assert_eq!(errs[3].message, "Parse error: \"junk\"");
         assert!(errs[4].message.contains("must be alone on its line"));
     }
@@ -725,35 +571,22 @@ mod tests {
     #[test]
     fn slurmctld_hosts() {
         let c = conf("SlurmctldHost=ctl1(10.0.0.1)\nSlurmctldHost=ctl2\n");
-        let hosts: Vec<_> = c
-            .slurmctld_hosts()
-            .iter()
-            .map(|h| (h.hostname.as_str(), h.addr.as_str()))
-            .collect();
+        let hosts: Vec<_> = c.slurmctld_hosts().iter().map(|h| (h.hostname.as_str(), h.addr.as_str())).collect();
         assert_eq!(hosts, [("ctl1", "10.0.0.1"), ("ctl2", "ctl2")]);
         for bad in ["a(b", "a)b", "a(b)c", "a(b))", "a)(b"] {
             let e = &errors(&format!("SlurmctldHost={bad}\n"))[0];
             assert_eq!(e.message, format!("Bad value \"{bad}\" for SlurmctldHost"));
         }
-        assert_eq!(
-            errors("SlurmctldHost=a Port=1\n")[0].kind,
-            ErrorKind::UnknownKey
-        );
+        assert_eq!(errors("SlurmctldHost=a Port=1\n")[0].kind, ErrorKind::UnknownKey);
     }
 
     #[test]
     fn include_with_cluster_name() {
         let reader = MemReader::new()
-            .with(
-                "/etc/slurm/slurm.conf",
-                "ClusterName=Tux\ninclude nodes-%c.conf\n",
-            )
+            .with("/etc/slurm/slurm.conf", "ClusterName=Tux\ninclude nodes-%c.conf\n")
             .with("/etc/slurm/nodes-tux.conf", "NodeName=n1 Gres=gpu:1\n");
         let c = SlurmConf::load_with(&reader, Path::new("/etc/slurm/slurm.conf")).unwrap();
-        assert_eq!(
-            c.node("n1").unwrap().location.path,
-            Path::new("/etc/slurm/nodes-tux.conf")
-        );
+        assert_eq!(c.node("n1").unwrap().location.path, Path::new("/etc/slurm/nodes-tux.conf"));
         let reader = MemReader::new().with("/s.conf", "include nodes-%c.conf\n");
         let e = SlurmConf::load_with(&reader, Path::new("/s.conf")).unwrap_err();
         assert_eq!(e.0[0].message, "Did not get ClusterName for include path");
@@ -762,10 +595,7 @@ mod tests {
     #[test]
     fn gres_spec_items() {
         let specs = parse_gres_spec("gpu:tesla:2,gpu:kepler:2,mps:400,bandwidth:lustre:no_consume:4G,nic,gpu:a100,gpu:4(S:0-1),x:1kb").unwrap();
-        let summary: Vec<_> = specs
-            .iter()
-            .map(|s| (s.name.as_str(), s.types.clone(), s.no_consume, s.count))
-            .collect();
+        let summary: Vec<_> = specs.iter().map(|s| (s.name.as_str(), s.types.clone(), s.no_consume, s.count)).collect();
         assert_eq!(
             summary,
             vec![
@@ -780,14 +610,8 @@ mod tests {
             ]
         );
         assert_eq!(specs[6].binding.as_deref(), Some("(S:0-1)"));
-        assert_eq!(
-            parse_gres_spec("gpu:2x"),
-            Err(GresSpecError::Bad("gpu:2x".into()))
-        );
-        assert_eq!(
-            parse_gres_spec(":2").unwrap_err().to_string(),
-            "Bad GRES configuration: :2"
-        );
+        assert_eq!(parse_gres_spec("gpu:2x"), Err(GresSpecError::Bad("gpu:2x".into())));
+        assert_eq!(parse_gres_spec(":2").unwrap_err().to_string(), "Bad GRES configuration: :2");
         assert!(parse_gres_spec("gpu:99999999999999999999").is_err());
         assert!(parse_gres_spec("gpu:9999999999P").is_err());
         assert_eq!(parse_gres_spec("").unwrap(), Vec::new());
@@ -799,62 +623,27 @@ mod tests {
         let specs = parse_gres_spec("gpu:tesla:2,gpu:kepler:2,gpu:tesla:1,mps:400,gpus:9").unwrap();
         let gpu = gres_count(&specs, "gpu");
         assert_eq!(gpu.count, 5);
-        assert_eq!(
-            gpu.types,
-            [("tesla".to_string(), 3), ("kepler".to_string(), 2)]
-        );
+        assert_eq!(gpu.types, [("tesla".to_string(), 3), ("kepler".to_string(), 2)]);
         assert!(!gpu.no_consume);
-        let bw = gres_count(
-            &parse_gres_spec("bandwidth:lustre:no_consume:4G").unwrap(),
-            "bandwidth",
-        );
-        assert_eq!(
-            bw,
-            GresCount {
-                count: 4 << 30,
-                types: vec![("lustre".into(), 4 << 30)],
-                no_consume: true
-            }
-        );
+        let bw = gres_count(&parse_gres_spec("bandwidth:lustre:no_consume:4G").unwrap(), "bandwidth");
+        assert_eq!(bw, GresCount { count: 4 << 30, types: vec![("lustre".into(), 4 << 30)], no_consume: true });
         // A bare name counts 1 and ends the sum.
-        assert_eq!(
-            gres_count(&parse_gres_spec("gpu:2,gpu,gpu:3").unwrap(), "gpu").count,
-            1
-        );
+        assert_eq!(gres_count(&parse_gres_spec("gpu:2,gpu,gpu:3").unwrap(), "gpu").count, 1);
         // Names compare exactly.
-        assert_eq!(
-            gres_count(&parse_gres_spec("GPU:2").unwrap(), "gpu").count,
-            0
-        );
+        assert_eq!(gres_count(&parse_gres_spec("GPU:2").unwrap(), "gpu").count, 0);
         assert_eq!(gres_count(&specs, "nic"), GresCount::default());
     }
 
     #[test]
     fn arbitrary_input_never_panics() {
-        for s in [
-            "NodeName=",
-            "NodeName=[ Gres=(",
-            "SlurmctldHost=()",
-            "SlurmctldHost=(",
-            "Gres=gpu:(",
-            "NodeName=x Gres=::::",
-            "include %c",
-        ] {
+        for s in ["NodeName=", "NodeName=[ Gres=(", "SlurmctldHost=()", "SlurmctldHost=(", "Gres=gpu:(", "NodeName=x Gres=::::", "include %c"] {
             if let Ok(c) = SlurmConf::parse_str(s, Path::new("s"), &MemReader::new()) {
                 let _ = c.gres_types();
                 let _ = c.node_gres("x");
                 let _ = c.node("x");
             }
         }
-        for s in [
-            "(",
-            ":",
-            "a:(",
-            "a:1(",
-            "((",
-            "a:b:c:d:e:1k(x)",
-            "\u{e9}:\u{e9}",
-        ] {
+        for s in ["(", ":", "a:(", "a:1(", "((", "a:b:c:d:e:1k(x)", "\u{e9}:\u{e9}"] {
             let _ = parse_gres_spec(s).map(|v| gres_count(&v, "a"));
         }
     }

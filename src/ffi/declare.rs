@@ -66,7 +66,13 @@ macro_rules! declare_gres_plugin {
                 unsafe { ex::set_env::<$plugin>(env, alloc, cnt, None, flags, "step_set_env") }
             }
             #[no_mangle]
-            pub unsafe extern "C" fn gres_p_task_set_env(env: *mut *mut *mut c_char, alloc: *mut sys::bitstr_t, cnt: u64, usable: *mut sys::bitstr_t, flags: sys::gres_internal_flags_t) {
+            pub unsafe extern "C" fn gres_p_task_set_env(
+                env: *mut *mut *mut c_char,
+                alloc: *mut sys::bitstr_t,
+                cnt: u64,
+                usable: *mut sys::bitstr_t,
+                flags: sys::gres_internal_flags_t,
+            ) {
                 // SAFETY: slurmd's arguments (in the order slurmd passes
                 // them), passed through unchanged.
                 unsafe { ex::set_env::<$plugin>(env, alloc, cnt, Some(usable), flags, "task_set_env") }
@@ -82,11 +88,21 @@ macro_rules! declare_gres_plugin {
                 unsafe { ex::recv_stepd::<$plugin>(buffer) }
             }
             #[no_mangle]
-            pub extern "C" fn gres_p_get_job_info(_js: *mut sys::gres_job_state_t, _node_inx: u32, _data_type: sys::gres_job_data_type, data: *mut c_void) -> c_int {
+            pub extern "C" fn gres_p_get_job_info(
+                _js: *mut sys::gres_job_state_t,
+                _node_inx: u32,
+                _data_type: sys::gres_job_data_type,
+                data: *mut c_void,
+            ) -> c_int {
                 ex::get_info::<$plugin>(data)
             }
             #[no_mangle]
-            pub extern "C" fn gres_p_get_step_info(_ss: *mut sys::gres_step_state_t, _node_inx: u32, _data_type: sys::gres_step_data_type, data: *mut c_void) -> c_int {
+            pub extern "C" fn gres_p_get_step_info(
+                _ss: *mut sys::gres_step_state_t,
+                _node_inx: u32,
+                _data_type: sys::gres_step_data_type,
+                data: *mut c_void,
+            ) -> c_int {
                 ex::get_info::<$plugin>(data)
             }
             #[no_mangle]

@@ -44,9 +44,7 @@ pub fn xstrdup(s: Option<&str>) -> *mut c_char {
 fn xcalloc<T>(n: usize) -> *mut T {
     // SAFETY: slurm_xcalloc either returns zeroed memory of the requested
     // size or aborts the process (it never returns NULL without `try`).
-    unsafe {
-        sys::slurm_xcalloc(n.max(1), std::mem::size_of::<T>(), true, false, c"rust".as_ptr(), 0, c"xcalloc".as_ptr()).cast()
-    }
+    unsafe { sys::slurm_xcalloc(n.max(1), std::mem::size_of::<T>(), true, false, c"rust".as_ptr(), 0, c"xcalloc".as_ptr()).cast() }
 }
 
 /// Free memory from Slurm's allocator.
@@ -401,9 +399,7 @@ pub unsafe fn job_alloc_from_c(js: *const sys::gres_job_state_t) -> Option<JobAl
     unsafe {
         let js = &*js;
         let n = js.node_cnt as usize;
-        let bit_alloc = (0..n)
-            .map(|i| if js.gres_bit_alloc.is_null() { None } else { bitmap_from_c(*js.gres_bit_alloc.add(i)) })
-            .collect();
+        let bit_alloc = (0..n).map(|i| if js.gres_bit_alloc.is_null() { None } else { bitmap_from_c(*js.gres_bit_alloc.add(i)) }).collect();
         let cnt = (!js.gres_cnt_node_alloc.is_null()).then(|| (0..n).map(|i| *js.gres_cnt_node_alloc.add(i)).collect());
         Some(JobAlloc { node_cnt: js.node_cnt, bit_alloc, cnt_node_alloc: cnt })
     }
@@ -422,9 +418,7 @@ pub unsafe fn epilog_info_from_c(ei: *const sys::gres_epilog_info_t) -> Option<J
     unsafe {
         let ei = &*ei;
         let n = ei.node_cnt as usize;
-        let bit_alloc = (0..n)
-            .map(|i| if ei.gres_bit_alloc.is_null() { None } else { bitmap_from_c(*ei.gres_bit_alloc.add(i)) })
-            .collect();
+        let bit_alloc = (0..n).map(|i| if ei.gres_bit_alloc.is_null() { None } else { bitmap_from_c(*ei.gres_bit_alloc.add(i)) }).collect();
         let cnt = (!ei.gres_cnt_node_alloc.is_null()).then(|| (0..n).map(|i| *ei.gres_cnt_node_alloc.add(i)).collect());
         Some(JobAlloc { node_cnt: ei.node_cnt, bit_alloc, cnt_node_alloc: cnt })
     }

@@ -13,11 +13,7 @@ use std::sync::{Mutex, PoisonError};
 /// (slurm.conf `GpuFreqDef` and `DebugFlags`, cgroup device constraint).
 fn step_context(host: &dyn Host) -> StepFreqContext {
     let default = StepFreqContext::default();
-    StepFreqContext {
-        freq_def: host.gpu_freq_def().or(default.freq_def),
-        local_ids: host.use_local_device_index(),
-        debug_gres: host.debug_gres(),
-    }
+    StepFreqContext { freq_def: host.gpu_freq_def().or(default.freq_def), local_ids: host.use_local_device_index(), debug_gres: host.debug_gres() }
 }
 
 /// The step's GPUs whose clocks were changed, to reset in fini (Slurm's

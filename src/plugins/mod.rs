@@ -6,8 +6,8 @@ use crate::core::env::{EnvChange, EnvOp};
 use crate::core::model::{Bitmap, EpilogInfo, GresDevice, GresRecord, InternalFlags, JobAlloc, LogLine};
 use crate::core::wire::{WireError, WireReader, WireWriter};
 
-pub mod gpu_nvml;
 pub mod gpu_detect;
+pub mod gpu_nvml;
 pub mod gres_gpu;
 pub mod gres_mps;
 pub mod gres_shard;

@@ -171,8 +171,7 @@ macro_rules! shared_gres_plugin {
     ($plugin:ident, $kind:expr, name: $name:literal, type: $type_:literal, gres: $gres:literal, forward_gpu_freq: $hw:literal) => {
         pub struct $plugin;
 
-        static STATE: std::sync::Mutex<$crate::plugins::shared::SharedState> =
-            std::sync::Mutex::new($crate::plugins::shared::SharedState::new());
+        static STATE: std::sync::Mutex<$crate::plugins::shared::SharedState> = std::sync::Mutex::new($crate::plugins::shared::SharedState::new());
         const KIND: $crate::core::shared::SharedKind = $kind;
 
         impl $crate::plugins::GresPlugin for $plugin {
@@ -219,11 +218,7 @@ macro_rules! shared_gres_plugin {
             fn epilog_set_env(info: &$crate::core::model::EpilogInfo, node_inx: usize) -> Vec<$crate::core::env::EnvOp> {
                 $crate::plugins::shared::epilog_set_env(KIND, &STATE, info, node_inx)
             }
-            fn step_hardware_init(
-                host: &dyn $crate::plugins::Host,
-                usable: Option<&$crate::core::model::Bitmap>,
-                settings: Option<&str>,
-            ) {
+            fn step_hardware_init(host: &dyn $crate::plugins::Host, usable: Option<&$crate::core::model::Bitmap>, settings: Option<&str>) {
                 if $hw {
                     host.gpu_step_hardware_init(usable, settings);
                 }

@@ -53,11 +53,7 @@ pub fn parse_flags(input: &str) -> ParsedFlags {
             flags.set(bit);
         }
     }
-    ParsedFlags {
-        flags,
-        no_gpu_env: has("no_gpu_env"),
-        sharing_mentioned: flags.has(ConfFlags::ONE_SHARING) || has("all_sharing"),
-    }
+    ParsedFlags { flags, no_gpu_env: has("no_gpu_env"), sharing_mentioned: flags.has(ConfFlags::ONE_SHARING) || has("all_sharing") }
 }
 
 /// Whether a GRES name is one of the shared kinds (`mps`, `shard`: exact,
@@ -118,12 +114,7 @@ pub fn links_validate(links: &str) -> Result<usize, LinksError> {
                     own = Some(i);
                 }
             }
-            _ => {
-                return Err(LinksError::BadToken {
-                    token: token.to_string(),
-                    links: links.to_string(),
-                })
-            }
+            _ => return Err(LinksError::BadToken { token: token.to_string(), links: links.to_string() }),
         }
     }
     own.ok_or_else(|| LinksError::NoSelf(links.to_string()))
@@ -147,20 +138,14 @@ pub fn add_gres_record(mut rec: GresRecord) -> Result<GresRecord, AffinityError>
         if bitmap.size() != cpu_cnt {
             let needed = bitmap.last().map_or(0, |last| last + 1);
             if needed > cpu_cnt {
-                return Err(AffinityError {
-                    mask: bitmap.hexmask_trim(),
-                    cpu_cnt: rec.cpu_cnt,
-                });
+                return Err(AffinityError { mask: bitmap.hexmask_trim(), cpu_cnt: rec.cpu_cnt });
             }
             bitmap.resize(cpu_cnt);
         }
     }
     if let Some(file) = rec.file.as_deref() {
         rec.flags.set(ConfFlags::HAS_FILE);
-        if hostlist::expand(file)
-            .map(|names| names.len() > 1)
-            .unwrap_or(false)
-        {
+        if hostlist::expand(file).map(|names| names.len() > 1).unwrap_or(false) {
             rec.flags.set(ConfFlags::HAS_MULT);
         }
     }
@@ -189,10 +174,7 @@ mod tests {
     #[test]
     fn flag_words_any_case_anywhere() {
         let f = parse_flags("NVIDIA_GPU_ENV,countonly");
-        assert_eq!(
-            f.flags,
-            ConfFlags(ConfFlags::ENV_NVML | ConfFlags::COUNT_ONLY)
-        );
+        assert_eq!(f.flags, ConfFlags(ConfFlags::ENV_NVML | ConfFlags::COUNT_ONLY));
         assert!(!f.no_gpu_env && !f.sharing_mentioned);
         let f = parse_flags("no_gpu_env");
         assert_eq!(f.flags, ConfFlags(0));
@@ -200,15 +182,7 @@ mod tests {
         assert!(parse_flags("All_Sharing").sharing_mentioned);
         let f = parse_flags("one_sharing,amd_gpu_env,intel_gpu_env,opencl_env");
         assert!(f.sharing_mentioned);
-        assert_eq!(
-            f.flags,
-            ConfFlags(
-                ConfFlags::ONE_SHARING
-                    | ConfFlags::ENV_RSMI
-                    | ConfFlags::ENV_ONEAPI
-                    | ConfFlags::ENV_OPENCL
-            )
-        );
+        assert_eq!(f.flags, ConfFlags(ConfFlags::ONE_SHARING | ConfFlags::ENV_RSMI | ConfFlags::ENV_ONEAPI | ConfFlags::ENV_OPENCL));
         assert_eq!(parse_flags("").flags, ConfFlags(0));
     }
 
@@ -220,35 +194,14 @@ mod tests {
         assert_eq!(links_validate(" 1,-1"), Ok(1));
         assert_eq!(links_validate("-2,-1,1023"), Ok(1));
         assert_eq!(links_validate(""), Err(LinksError::Empty));
-        assert!(matches!(
-            links_validate("0,1024,-1"),
-            Err(LinksError::BadToken { .. })
-        ));
-        assert!(matches!(
-            links_validate("0,x,-1"),
-            Err(LinksError::BadToken { .. })
-        ));
-        assert!(matches!(
-            links_validate("-1 ,0"),
-            Err(LinksError::BadToken { .. })
-        ));
-        assert!(matches!(
-            links_validate("-3,-1"),
-            Err(LinksError::BadToken { .. })
-        ));
-        assert!(matches!(
-            links_validate("99999999999999999999999,-1"),
-            Err(LinksError::BadToken { .. })
-        ));
-        assert_eq!(
-            links_validate("-1,-1"),
-            Err(LinksError::SeveralSelf("-1,-1".into()))
-        );
+        assert!(matches!(links_validate("0,1024,-1"), Err(LinksError::BadToken { .. })));
+        assert!(matches!(links_validate("0,x,-1"), Err(LinksError::BadToken { .. })));
+        assert!(matches!(links_validate("-1 ,0"), Err(LinksError::BadToken { .. })));
+        assert!(matches!(links_validate("-3,-1"), Err(LinksError::BadToken { .. })));
+        assert!(matches!(links_validate("99999999999999999999999,-1"), Err(LinksError::BadToken { .. })));
+        assert_eq!(links_validate("-1,-1"), Err(LinksError::SeveralSelf("-1,-1".into())));
         assert_eq!(links_validate("0,0"), Err(LinksError::NoSelf("0,0".into())));
-        assert_eq!(
-            links_validate("0,0").unwrap_err().to_string(),
-            "gres_links_validate: -1 wasn't found in links string '0,0'"
-        );
+        assert_eq!(links_validate("0,0").unwrap_err().to_string(), "gres_links_validate: -1 wasn't found in links string '0,0'");
     }
 
     #[test]
@@ -263,57 +216,21 @@ mod tests {
             ..Default::default()
         };
         let rec = add_gres_record(rec).unwrap();
-        assert_eq!(
-            rec.flags,
-            ConfFlags(
-                ConfFlags::ENV_NVML
-                    | ConfFlags::HAS_FILE
-                    | ConfFlags::HAS_MULT
-                    | ConfFlags::HAS_TYPE
-            )
-        );
+        assert_eq!(rec.flags, ConfFlags(ConfFlags::ENV_NVML | ConfFlags::HAS_FILE | ConfFlags::HAS_MULT | ConfFlags::HAS_TYPE));
         assert_eq!(rec.plugin_id, gres_build_id("gpu"));
-        let single = add_gres_record(GresRecord {
-            name: "gpu".into(),
-            file: Some("/dev/nvidia0".into()),
-            ..Default::default()
-        })
-        .unwrap();
+        let single = add_gres_record(GresRecord { name: "gpu".into(), file: Some("/dev/nvidia0".into()), ..Default::default() }).unwrap();
         assert_eq!(single.flags, ConfFlags(ConfFlags::HAS_FILE));
     }
 
     #[test]
     fn add_record_fits_the_cpu_bitmap() {
-        let rec = GresRecord {
-            name: "gpu".into(),
-            cpu_cnt: 4,
-            cpus_bitmap: Some(Bitmap::from_indices(64, &[1, 3])),
-            ..Default::default()
-        };
+        let rec = GresRecord { name: "gpu".into(), cpu_cnt: 4, cpus_bitmap: Some(Bitmap::from_indices(64, &[1, 3])), ..Default::default() };
         let rec = add_gres_record(rec).unwrap();
         assert_eq!(rec.cpus_bitmap, Some(Bitmap::from_indices(4, &[1, 3])));
-        let grown = add_gres_record(GresRecord {
-            cpu_cnt: 16,
-            cpus_bitmap: Some(Bitmap::from_indices(2, &[1])),
-            ..Default::default()
-        })
-        .unwrap();
+        let grown = add_gres_record(GresRecord { cpu_cnt: 16, cpus_bitmap: Some(Bitmap::from_indices(2, &[1])), ..Default::default() }).unwrap();
         assert_eq!(grown.cpus_bitmap, Some(Bitmap::from_indices(16, &[1])));
-        let err = add_gres_record(GresRecord {
-            cpu_cnt: 4,
-            cpus_bitmap: Some(Bitmap::from_indices(64, &[4, 8])),
-            ..Default::default()
-        })
-        .unwrap_err();
-        assert_eq!(
-            err,
-            AffinityError {
-                mask: "0x110".into(),
-                cpu_cnt: 4
-            }
-        );
-        assert!(err
-            .to_string()
-            .starts_with("This CPU affinity bitmask (0x110) does not fit"));
+        let err = add_gres_record(GresRecord { cpu_cnt: 4, cpus_bitmap: Some(Bitmap::from_indices(64, &[4, 8])), ..Default::default() }).unwrap_err();
+        assert_eq!(err, AffinityError { mask: "0x110".into(), cpu_cnt: 4 });
+        assert!(err.to_string().starts_with("This CPU affinity bitmask (0x110) does not fit"));
     }
 }

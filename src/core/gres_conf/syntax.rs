@@ -42,21 +42,11 @@ pub struct Location {
 impl Location {
     /// The file as a whole (an unreadable file, for one).
     pub fn file(path: &Path) -> Self {
-        Location {
-            path: path.to_path_buf(),
-            line: 0,
-            column: 0,
-            len: 0,
-        }
+        Location { path: path.to_path_buf(), line: 0, column: 0, len: 0 }
     }
     /// A whole line, without column information.
     pub fn line(path: &Path, line: usize) -> Self {
-        Location {
-            path: path.to_path_buf(),
-            line,
-            column: 1,
-            len: 0,
-        }
+        Location { path: path.to_path_buf(), line, column: 1, len: 0 }
     }
 }
 
@@ -105,12 +95,7 @@ fn suggestion_suffix(suggestion: &Option<String>) -> String {
 
 impl ConfError {
     pub fn new(kind: ErrorKind, location: Location, message: impl Into<String>) -> Self {
-        ConfError {
-            kind,
-            location,
-            message: message.into(),
-            suggestion: None,
-        }
+        ConfError { kind, location, message: message.into(), suggestion: None }
     }
 }
 
@@ -121,11 +106,7 @@ impl ConfError {
 pub struct ConfErrors(pub Vec<ConfError>);
 
 fn join_errors(errors: &[ConfError]) -> String {
-    errors
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("\n")
+    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
 }
 
 impl ConfErrors {
@@ -150,11 +131,7 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn new(level: LogLevel, location: Option<Location>, message: impl Into<String>) -> Self {
-        Diagnostic {
-            level,
-            location,
-            message: message.into(),
-        }
+        Diagnostic { level, location, message: message.into() }
     }
     /// The message as the plugin logs it: the stock wording, prefixed with
     /// the place when known.
@@ -230,10 +207,7 @@ impl MemReader {
 
 impl ConfReader for MemReader {
     fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {
-        self.files
-            .get(path)
-            .cloned()
-            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"))
+        self.files.get(path).cloned().ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"))
     }
 }
 
@@ -251,10 +225,7 @@ pub trait LineSink {
             return Err(ConfError::new(
                 ErrorKind::Include,
                 raw.location.clone(),
-                format!(
-                    "Include path \"{}\" uses %c, but no ClusterName is known here",
-                    raw.value
-                ),
+                format!("Include path \"{}\" uses %c, but no ClusterName is known here", raw.value),
             ));
         }
         Ok(raw.value.clone())
@@ -300,23 +271,11 @@ fn logical_lines(contents: &str) -> Vec<LogicalLine> {
         }
         // Continuation: an odd run of backslashes before trailing blanks.
         let trimmed = phys.len() - phys.iter().rev().take_while(|&&b| is_c_space(b)).count();
-        let run = phys[..trimmed]
-            .iter()
-            .rev()
-            .take_while(|&&b| b == b'\\')
-            .count();
+        let run = phys[..trimmed].iter().rev().take_while(|&&b| b == b'\\').count();
         let continued = run % 2 == 1;
-        let kept = if continued {
-            &phys[..trimmed - 1]
-        } else {
-            phys
-        };
+        let kept = if continued { &phys[..trimmed - 1] } else { phys };
 
-        let logical = current.get_or_insert_with(|| LogicalLine {
-            bytes: Vec::new(),
-            origin: Vec::new(),
-            first_line: line_no,
-        });
+        let logical = current.get_or_insert_with(|| LogicalLine { bytes: Vec::new(), origin: Vec::new(), first_line: line_no });
         for (i, &b) in kept.iter().enumerate() {
             logical.bytes.push(b);
             logical.origin.push((line_no, i + 1));
@@ -353,33 +312,12 @@ impl LogicalLine {
     /// `start`).
     fn location(&self, path: &Path, start: usize, end: usize) -> Location {
         let Some(&(line, column)) = self.origin.get(start) else {
-            let (line, column) = self
-                .origin
-                .last()
-                .map(|&(l, c)| (l, c + 1))
-                .unwrap_or((self.first_line, 1));
-            return Location {
-                path: path.to_path_buf(),
-                line,
-                column,
-                len: 0,
-            };
+            let (line, column) = self.origin.last().map(|&(l, c)| (l, c + 1)).unwrap_or((self.first_line, 1));
+            return Location { path: path.to_path_buf(), line, column, len: 0 };
         };
-        let last = (start..end.min(self.origin.len()))
-            .take_while(|&i| self.origin[i].0 == line)
-            .last()
-            .unwrap_or(start);
-        let len = if end > start {
-            self.origin[last].1 - column + 1
-        } else {
-            0
-        };
-        Location {
-            path: path.to_path_buf(),
-            line,
-            column,
-            len,
-        }
+        let last = (start..end.min(self.origin.len())).take_while(|&i| self.origin[i].0 == line).last().unwrap_or(start);
+        let len = if end > start { self.origin[last].1 - column + 1 } else { 0 };
+        Location { path: path.to_path_buf(), line, column, len }
     }
 
     fn text(&self, start: usize, end: usize) -> String {
@@ -420,22 +358,10 @@ impl LogicalLine {
         }
         // A quoted value counts only when a blank or the end follows it.
         if b[value_start] == b'"' {
-            if let Some(close) = b[value_start + 1..]
-                .iter()
-                .position(|&c| c == b'"')
-                .map(|p| p + value_start + 1)
-            {
+            if let Some(close) = b[value_start + 1..].iter().position(|&c| c == b'"').map(|p| p + value_start + 1) {
                 if close + 1 == b.len() || is_c_space(b[close + 1]) {
-                    let value = Spanned {
-                        value: self.text(value_start + 1, close),
-                        location: self.location(path, value_start, close + 1),
-                    };
-                    let pair = Pair {
-                        key: self.text(key_start, key_end),
-                        key_location: self.location(path, key_start, key_end),
-                        operator,
-                        value,
-                    };
+                    let value = Spanned { value: self.text(value_start + 1, close), location: self.location(path, value_start, close + 1) };
+                    let pair = Pair { key: self.text(key_start, key_end), key_location: self.location(path, key_start, key_end), operator, value };
                     return Some((pair, close + 1));
                 }
             }
@@ -448,10 +374,7 @@ impl LogicalLine {
             key: self.text(key_start, key_end),
             key_location: self.location(path, key_start, key_end),
             operator,
-            value: Spanned {
-                value: self.text(value_start, value_end),
-                location: self.location(path, value_start, value_end),
-            },
+            value: Spanned { value: self.text(value_start, value_end), location: self.location(path, value_start, value_end) },
         };
         Some((pair, value_end))
     }
@@ -465,42 +388,19 @@ impl LogicalLine {
         }
         let rest_start = self.skip_space(at);
         let rest = (rest_start < self.bytes.len()).then(|| {
-            let end = self.bytes.len()
-                - self
-                    .bytes
-                    .iter()
-                    .rev()
-                    .take_while(|&&b| is_c_space(b))
-                    .count();
-            Spanned {
-                value: self.text(rest_start, end),
-                location: self.location(path, rest_start, end),
-            }
+            let end = self.bytes.len() - self.bytes.iter().rev().take_while(|&&b| is_c_space(b)).count();
+            Spanned { value: self.text(rest_start, end), location: self.location(path, rest_start, end) }
         });
         let start = self.skip_space(0);
-        let end = self.bytes.len()
-            - self
-                .bytes
-                .iter()
-                .rev()
-                .take_while(|&&b| is_c_space(b))
-                .count();
-        ParsedLine {
-            location: self.location(path, start, start.max(end).min(start + 1)),
-            text: self.text(start, end.max(start)),
-            pairs,
-            rest,
-        }
+        let end = self.bytes.len() - self.bytes.iter().rev().take_while(|&&b| is_c_space(b)).count();
+        ParsedLine { location: self.location(path, start, start.max(end).min(start + 1)), text: self.text(start, end.max(start)), pairs, rest }
     }
 
     /// `include FILE`: the file name, if this line is an include.
     fn include(&self, path: &Path) -> Option<Result<Spanned, ConfError>> {
         const WORD: &[u8] = b"include";
         let b = &self.bytes;
-        if b.len() <= WORD.len()
-            || !b[..WORD.len()].eq_ignore_ascii_case(WORD)
-            || !is_c_space(b[WORD.len()])
-        {
+        if b.len() <= WORD.len() || !b[..WORD.len()].eq_ignore_ascii_case(WORD) || !is_c_space(b[WORD.len()]) {
             return None;
         }
         let start = self.skip_space(WORD.len());
@@ -509,11 +409,7 @@ impl LogicalLine {
             end += 1;
         }
         if end == start {
-            return Some(Err(ConfError::new(
-                ErrorKind::Include,
-                self.location(path, 0, WORD.len()),
-                "Include without a file name",
-            )));
+            return Some(Err(ConfError::new(ErrorKind::Include, self.location(path, 0, WORD.len()), "Include without a file name")));
         }
         let after = self.skip_space(end);
         if after < b.len() {
@@ -521,16 +417,10 @@ impl LogicalLine {
             return Some(Err(ConfError::new(
                 ErrorKind::Syntax,
                 self.location(path, after, tail_end),
-                format!(
-                    "Parse error: \"{}\" after the Include file name",
-                    self.text(after, tail_end)
-                ),
+                format!("Parse error: \"{}\" after the Include file name", self.text(after, tail_end)),
             )));
         }
-        Some(Ok(Spanned {
-            value: self.text(start, end),
-            location: self.location(path, start, end),
-        }))
+        Some(Ok(Spanned { value: self.text(start, end), location: self.location(path, start, end) }))
     }
 }
 
@@ -548,30 +438,15 @@ pub fn include_path(including: &Path, target: &str) -> PathBuf {
 }
 
 /// Parse `path` and the files it includes, handing each line to `sink`.
-pub fn parse_file(
-    reader: &dyn ConfReader,
-    path: &Path,
-    sink: &mut dyn LineSink,
-) -> Result<(), ConfErrors> {
-    let bytes = reader.read(path).map_err(|e| {
-        ConfError::new(
-            ErrorKind::Io,
-            Location::file(path),
-            format!("unable to read \"{}\": {e}", path.display()),
-        )
-    })?;
+pub fn parse_file(reader: &dyn ConfReader, path: &Path, sink: &mut dyn LineSink) -> Result<(), ConfErrors> {
+    let bytes = reader.read(path).map_err(|e| ConfError::new(ErrorKind::Io, Location::file(path), format!("unable to read \"{}\": {e}", path.display())))?;
     let text = String::from_utf8_lossy(&bytes);
     parse_text(reader, path, &text, sink)
 }
 
 /// Parse already-read `text` as if it were the file `path` (includes are
 /// read through `reader`).
-pub fn parse_text(
-    reader: &dyn ConfReader,
-    path: &Path,
-    text: &str,
-    sink: &mut dyn LineSink,
-) -> Result<(), ConfErrors> {
+pub fn parse_text(reader: &dyn ConfReader, path: &Path, text: &str, sink: &mut dyn LineSink) -> Result<(), ConfErrors> {
     let mut errors = Vec::new();
     let mut stack = vec![path.to_path_buf()];
     walk(reader, path, text, sink, &mut stack, &mut errors);
@@ -582,14 +457,7 @@ pub fn parse_text(
     }
 }
 
-fn walk(
-    reader: &dyn ConfReader,
-    path: &Path,
-    text: &str,
-    sink: &mut dyn LineSink,
-    stack: &mut Vec<PathBuf>,
-    errors: &mut Vec<ConfError>,
-) {
+fn walk(reader: &dyn ConfReader, path: &Path, text: &str, sink: &mut dyn LineSink, stack: &mut Vec<PathBuf>, errors: &mut Vec<ConfError>) {
     for logical in logical_lines(text) {
         if logical.bytes.iter().all(|&b| is_c_space(b)) {
             continue;
@@ -607,21 +475,14 @@ fn walk(
                 };
                 let included = include_path(path, &name);
                 if stack.contains(&included) {
-                    errors.push(ConfError::new(
-                        ErrorKind::Include,
-                        target.location.clone(),
-                        format!("Include of \"{}\" is a cycle", included.display()),
-                    ));
+                    errors.push(ConfError::new(ErrorKind::Include, target.location.clone(), format!("Include of \"{}\" is a cycle", included.display())));
                     continue;
                 }
                 if stack.len() > MAX_INCLUDE_DEPTH {
                     errors.push(ConfError::new(
                         ErrorKind::Include,
                         target.location.clone(),
-                        format!(
-                            "Include of \"{}\" nests deeper than {MAX_INCLUDE_DEPTH} files",
-                            included.display()
-                        ),
+                        format!("Include of \"{}\" nests deeper than {MAX_INCLUDE_DEPTH} files", included.display()),
                     ));
                     continue;
                 }
@@ -635,10 +496,7 @@ fn walk(
                     Err(e) => errors.push(ConfError::new(
                         ErrorKind::Io,
                         target.location.clone(),
-                        format!(
-                            "\"Include\" failed: unable to read \"{}\": {e}",
-                            included.display()
-                        ),
+                        format!("\"Include\" failed: unable to read \"{}\": {e}", included.display()),
                     )),
                 }
             }
@@ -667,12 +525,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 /// (at most a third of the word, and at least 2, edits away).
 pub fn closest_key<'a>(unknown: &str, valid: &[&'a str]) -> Option<&'a str> {
     let limit = (unknown.len() / 3).max(2);
-    valid
-        .iter()
-        .map(|k| (edit_distance(unknown, k), *k))
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k)
+    valid.iter().map(|k| (edit_distance(unknown, k), *k)).filter(|(d, _)| *d <= limit).min_by_key(|(d, _)| *d).map(|(_, k)| k)
 }
 
 /// An "unknown key" error with a suggestion.
@@ -687,11 +540,7 @@ pub fn unknown_key(pair: &Pair, valid: &[&str], context: &str) -> ConfError {
 
 /// The error for text left on a line that is not a pair.
 pub fn leftover_error(rest: &Spanned) -> ConfError {
-    ConfError::new(
-        ErrorKind::Syntax,
-        rest.location.clone(),
-        format!("Parse error: \"{}\"", rest.value),
-    )
+    ConfError::new(ErrorKind::Syntax, rest.location.clone(), format!("Parse error: \"{}\"", rest.value))
 }
 
 /// Slurm's `suffix_mult()`: the multiplier of a count suffix (`k`/`kib`
@@ -750,25 +599,16 @@ mod tests {
     }
 
     fn kv(line: &ParsedLine) -> Vec<(&str, &str)> {
-        line.pairs
-            .iter()
-            .map(|p| (p.key.as_str(), p.value.value.as_str()))
-            .collect()
+        line.pairs.iter().map(|p| (p.key.as_str(), p.value.value.as_str())).collect()
     }
 
     #[test]
     fn pairs_comments_and_quotes() {
         let lines = parse("# header\n\nName=gpu  File = /dev/nvidia0 # trailing\n  Reason=\"two words\" X=\"a\"b\n");
         assert_eq!(lines.len(), 2);
-        assert_eq!(
-            kv(&lines[0]),
-            vec![("Name", "gpu"), ("File", "/dev/nvidia0")]
-        );
+        assert_eq!(kv(&lines[0]), vec![("Name", "gpu"), ("File", "/dev/nvidia0")]);
         assert_eq!(lines[0].rest, None);
-        assert_eq!(
-            kv(&lines[1]),
-            vec![("Reason", "two words"), ("X", "\"a\"b")]
-        );
+        assert_eq!(kv(&lines[1]), vec![("Reason", "two words"), ("X", "\"a\"b")]);
         assert_eq!(lines[1].location.line, 4);
         assert_eq!(lines[1].location.column, 3);
     }
@@ -777,14 +617,7 @@ mod tests {
     fn locations_point_at_keys_and_values() {
         let lines = parse("Name=gpu Type=a100\n");
         let p = &lines[0].pairs[1];
-        assert_eq!(
-            (
-                p.key_location.line,
-                p.key_location.column,
-                p.key_location.len
-            ),
-            (1, 10, 4)
-        );
+        assert_eq!((p.key_location.line, p.key_location.column, p.key_location.len), (1, 10, 4));
         assert_eq!((p.value.location.column, p.value.location.len), (15, 4));
     }
 
@@ -792,10 +625,7 @@ mod tests {
     fn continuation_joins_lines_and_keeps_origin() {
         let lines = parse("Name=gpu \\\n  File=/dev/nvidia0 \\  \nType=x\nCount=1\n");
         assert_eq!(lines.len(), 2);
-        assert_eq!(
-            kv(&lines[0]),
-            vec![("Name", "gpu"), ("File", "/dev/nvidia0"), ("Type", "x")]
-        );
+        assert_eq!(kv(&lines[0]), vec![("Name", "gpu"), ("File", "/dev/nvidia0"), ("Type", "x")]);
         assert_eq!(lines[0].pairs[1].key_location.line, 2);
         assert_eq!(lines[0].pairs[1].key_location.column, 3);
         assert_eq!(lines[0].pairs[2].key_location.line, 3);
@@ -837,17 +667,12 @@ mod tests {
 
     #[test]
     fn includes_are_followed_relative_to_the_includer() {
-        let reader = MemReader::new()
-            .with("/etc/slurm/main.conf", "A=1\nInclude sub.conf\nB=2\n")
-            .with("/etc/slurm/sub.conf", "C=3\n");
+        let reader = MemReader::new().with("/etc/slurm/main.conf", "A=1\nInclude sub.conf\nB=2\n").with("/etc/slurm/sub.conf", "C=3\n");
         let mut sink = Collect { lines: Vec::new() };
         parse_file(&reader, Path::new("/etc/slurm/main.conf"), &mut sink).unwrap();
         let keys: Vec<_> = sink.lines.iter().map(|l| l.pairs[0].key.clone()).collect();
         assert_eq!(keys, ["A", "C", "B"]);
-        assert_eq!(
-            sink.lines[1].location.path,
-            Path::new("/etc/slurm/sub.conf")
-        );
+        assert_eq!(sink.lines[1].location.path, Path::new("/etc/slurm/sub.conf"));
     }
 
     #[test]
@@ -856,13 +681,8 @@ mod tests {
             .with("/a.conf", "include /b.conf\nINCLUDE missing.conf\ninclude /a.conf\ninclude x y\ninclude %c.conf\n")
             .with("/b.conf", "include /a.conf\n");
         let mut sink = Collect { lines: Vec::new() };
-        let errs = parse_file(&reader, Path::new("/a.conf"), &mut sink)
-            .unwrap_err()
-            .0;
-        let kinds: Vec<_> = errs
-            .iter()
-            .map(|e| (e.kind, e.location.path.clone(), e.location.line))
-            .collect();
+        let errs = parse_file(&reader, Path::new("/a.conf"), &mut sink).unwrap_err().0;
+        let kinds: Vec<_> = errs.iter().map(|e| (e.kind, e.location.path.clone(), e.location.line)).collect();
         assert_eq!(
             kinds,
             vec![
@@ -887,14 +707,8 @@ mod tests {
 
     #[test]
     fn suggestions() {
-        assert_eq!(
-            closest_key("Fils", &["File", "Files", "Flags"]),
-            Some("File")
-        );
-        assert_eq!(
-            closest_key("nodname", &["Name", "NodeName"]),
-            Some("NodeName")
-        );
+        assert_eq!(closest_key("Fils", &["File", "Files", "Flags"]), Some("File"));
+        assert_eq!(closest_key("nodname", &["Name", "NodeName"]), Some("NodeName"));
         assert_eq!(closest_key("xyz", &["Name", "Type"]), None);
         assert_eq!(closest_key("COUNT", &["Count"]), Some("Count"));
     }
@@ -917,19 +731,7 @@ mod tests {
 
     #[test]
     fn garbage_never_panics() {
-        for text in [
-            "\\",
-            "\"",
-            "=\"",
-            "a=\"",
-            "a=\"\"",
-            "\\\n\\\n",
-            "include",
-            "include ",
-            "include\t",
-            "a\u{e9}=b",
-            "x=\u{e9}\\\u{e9}",
-        ] {
+        for text in ["\\", "\"", "=\"", "a=\"", "a=\"\"", "\\\n\\\n", "include", "include ", "include\t", "a\u{e9}=b", "x=\u{e9}\\\u{e9}"] {
             let mut sink = Collect { lines: Vec::new() };
             let _ = parse_text(&MemReader::new(), Path::new("x"), text, &mut sink);
         }

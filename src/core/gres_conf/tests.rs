@@ -18,23 +18,16 @@ fn node(text: &str, node: &str) -> NodeGresConf {
 }
 
 fn node_err(text: &str, node: &str) -> ConfError {
-    conf(text)
-        .node_config(&NodeContext::new(node, 16))
-        .unwrap_err()
+    conf(text).node_config(&NodeContext::new(node, 16)).unwrap_err()
 }
 
 fn has_diag(n: &NodeGresConf, level: LogLevel, text: &str) -> bool {
-    n.diagnostics
-        .iter()
-        .any(|d| d.level == level && d.message.contains(text))
+    n.diagnostics.iter().any(|d| d.level == level && d.message.contains(text))
 }
 
 #[test]
 fn typed_gpu_line_with_files_and_cores() {
-    let n = node(
-        "Name=gpu Type=a100 File=/dev/nvidia[0-3] Cores=0-7\n",
-        "tux0",
-    );
+    let n = node("Name=gpu Type=a100 File=/dev/nvidia[0-3] Cores=0-7\n", "tux0");
     assert_eq!(n.records.len(), 1);
     let r = &n.records[0].record;
     assert_eq!(r.name, "gpu");
@@ -43,14 +36,8 @@ fn typed_gpu_line_with_files_and_cores() {
     assert_eq!(r.file.as_deref(), Some("/dev/nvidia[0-3]"));
     assert_eq!(r.cpu_cnt, 16);
     assert_eq!(r.cpus.as_deref(), Some("0-7"));
-    assert_eq!(
-        r.cpus_bitmap,
-        Some(Bitmap::from_indices(16, &[0, 1, 2, 3, 4, 5, 6, 7]))
-    );
-    assert_eq!(
-        r.flags,
-        ConfFlags(ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE | ENV_DEFAULT)
-    );
+    assert_eq!(r.cpus_bitmap, Some(Bitmap::from_indices(16, &[0, 1, 2, 3, 4, 5, 6, 7])));
+    assert_eq!(r.flags, ConfFlags(ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE | ENV_DEFAULT));
     assert_eq!(r.plugin_id, gres_build_id("gpu"));
     assert_eq!(r.links, None);
     assert_eq!(n.autodetect, AutoDetect::Unset);
@@ -59,17 +46,11 @@ fn typed_gpu_line_with_files_and_cores() {
 
 #[test]
 fn keys_any_case_and_continuation() {
-    let n = node(
-        "name=gpu \\\n  TYPE=v100 \\\n  fIlEs=/dev/nvidia0,/dev/nvidia2\n",
-        "n",
-    );
+    let n = node("name=gpu \\\n  TYPE=v100 \\\n  fIlEs=/dev/nvidia0,/dev/nvidia2\n", "n");
     let r = &n.records[0].record;
     assert_eq!(r.count, 2);
     assert_eq!(r.type_name.as_deref(), Some("v100"));
-    assert_eq!(
-        r.flags,
-        ConfFlags(ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE | ENV_DEFAULT)
-    );
+    assert_eq!(r.flags, ConfFlags(ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE | ENV_DEFAULT));
 }
 
 #[test]
@@ -78,48 +59,20 @@ fn nodename_lines_apply_to_listed_nodes_and_follow_name_lines() {
                 Name=nic Count=2\n\
                 NodeName=tux[2-3] Name=gpu Type=b File=/dev/nvidia1\n\
                 NodeName=tux1,tux3 Name=gpu Type=c File=/dev/nvidia2\n";
-    let types = |n: &NodeGresConf| {
-        n.records
-            .iter()
-            .map(|r| {
-                r.record
-                    .type_name
-                    .clone()
-                    .unwrap_or_else(|| r.record.name.clone())
-            })
-            .collect::<Vec<_>>()
-    };
+    let types = |n: &NodeGresConf| n.records.iter().map(|r| r.record.type_name.clone().unwrap_or_else(|| r.record.name.clone())).collect::<Vec<_>>();
     assert_eq!(types(&node(text, "tux1")), ["nic", "a", "c"]);
     assert_eq!(types(&node(text, "tux2")), ["nic", "b"]);
     assert_eq!(types(&node(text, "other")), ["nic"]);
     let n = node(text, "other");
-    assert!(has_diag(
-        &n,
-        LogLevel::Debug,
-        "skipping GRES for NodeName=tux[0-1]"
-    ));
-    assert_eq!(
-        conf(text)
-            .node_names()
-            .iter()
-            .map(|s| s.value.as_str())
-            .collect::<Vec<_>>(),
-        ["tux[0-1]", "tux[2-3]", "tux1,tux3"]
-    );
+    assert!(has_diag(&n, LogLevel::Debug, "skipping GRES for NodeName=tux[0-1]"));
+    assert_eq!(conf(text).node_names().iter().map(|s| s.value.as_str()).collect::<Vec<_>>(), ["tux[0-1]", "tux[2-3]", "tux1,tux3"]);
 }
 
 #[test]
 fn bad_nodename_hostlist_skips_the_line() {
-    let n = node(
-        "NodeName=tux[3-1] Name=gpu File=/dev/nvidia0\nName=nic\n",
-        "tux1",
-    );
+    let n = node("NodeName=tux[3-1] Name=gpu File=/dev/nvidia0\nName=nic\n", "tux1");
     assert_eq!(n.records.len(), 1);
-    assert!(has_diag(
-        &n,
-        LogLevel::Error,
-        "skipping GRES for NodeName=tux[3-1]"
-    ));
+    assert!(has_diag(&n, LogLevel::Error, "skipping GRES for NodeName=tux[3-1]"));
 }
 
 #[test]
@@ -134,33 +87,13 @@ fn counts_default_to_files_or_one_and_take_suffixes() {
 fn count_errors() {
     let e = node_err("Name=gpu File=/dev/nvidia[0-1] Count=3\n", "n");
     assert_eq!(e.kind, ErrorKind::Invalid);
-    assert_eq!(
-        e.message,
-        "Invalid GRES record for gpu, count does not match File value"
-    );
+    assert_eq!(e.message, "Invalid GRES record for gpu, count does not match File value");
     assert_eq!((e.location.line, e.location.column), (1, 38));
-    assert_eq!(
-        node_err("Name=nic Count=abc\n", "n").message,
-        "Invalid GRES record for nic, invalid count abc"
-    );
-    assert_eq!(
-        node_err("Name=nic Count=-2\n", "n").message,
-        "Invalid GRES record for nic, invalid count -2"
-    );
-    assert_eq!(
-        node_err("Name=nic Count=4X\n", "n").message,
-        "Invalid GRES record for nic, invalid count 4X"
-    );
-    assert_eq!(
-        node_err("Name=nic Count=18446744073709551614\n", "n").message,
-        "GRES nic has invalid count value 18446744073709551614"
-    );
-    assert!(
-        node("Name=gpu File=/dev/nvidia[0-1] Count=2\n", "n").records[0]
-            .record
-            .count
-            == 2
-    );
+    assert_eq!(node_err("Name=nic Count=abc\n", "n").message, "Invalid GRES record for nic, invalid count abc");
+    assert_eq!(node_err("Name=nic Count=-2\n", "n").message, "Invalid GRES record for nic, invalid count -2");
+    assert_eq!(node_err("Name=nic Count=4X\n", "n").message, "Invalid GRES record for nic, invalid count 4X");
+    assert_eq!(node_err("Name=nic Count=18446744073709551614\n", "n").message, "GRES nic has invalid count value 18446744073709551614");
+    assert!(node("Name=gpu File=/dev/nvidia[0-1] Count=2\n", "n").records[0].record.count == 2);
 }
 
 #[test]
@@ -168,67 +101,32 @@ fn shared_gres_count_may_differ_from_files() {
     let n = node("Name=gpu File=/dev/nvidia0\nName=mps Count=100 File=/dev/nvidia0\nName=shard Count=8 File=/dev/nvidia0\n", "n");
     let mps = &n.records[1].record;
     assert_eq!(mps.count, 100);
-    assert_eq!(
-        mps.flags,
-        ConfFlags(ConfFlags::HAS_FILE | ConfFlags::SHARED | ConfFlags::ONE_SHARING)
-    );
+    assert_eq!(mps.flags, ConfFlags(ConfFlags::HAS_FILE | ConfFlags::SHARED | ConfFlags::ONE_SHARING));
     let shard = &n.records[2].record;
     assert_eq!(shard.count, 8);
-    assert_eq!(
-        shard.flags,
-        ConfFlags(ConfFlags::HAS_FILE | ConfFlags::SHARED)
-    );
+    assert_eq!(shard.flags, ConfFlags(ConfFlags::HAS_FILE | ConfFlags::SHARED));
     // Upper case is not a shared name for Slurm, so the count check applies.
-    assert!(node_err("Name=MPS Count=100 File=/dev/nvidia0\n", "n")
-        .message
-        .contains("count does not match File value"));
+    assert!(node_err("Name=MPS Count=100 File=/dev/nvidia0\n", "n").message.contains("count does not match File value"));
 }
 
 #[test]
 fn mps_sharing_flags() {
-    let n = node(
-        "Name=mps Type=a Count=100 Flags=all_sharing\nName=mps Type=b Count=100 Flags=CountOnly\n",
-        "n",
-    );
+    let n = node("Name=mps Type=a Count=100 Flags=all_sharing\nName=mps Type=b Count=100 Flags=CountOnly\n", "n");
     let t = ConfFlags::HAS_TYPE | ConfFlags::SHARED;
     assert_eq!(n.records[0].record.flags, ConfFlags(t));
-    assert_eq!(
-        n.records[1].record.flags,
-        ConfFlags(t | ConfFlags::COUNT_ONLY | ConfFlags::ONE_SHARING)
-    );
+    assert_eq!(n.records[1].record.flags, ConfFlags(t | ConfFlags::COUNT_ONLY | ConfFlags::ONE_SHARING));
 }
 
 #[test]
 fn multiple_files() {
-    let n = node(
-        "Name=gpu MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21\n",
-        "n",
-    );
+    let n = node("Name=gpu MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21\n", "n");
     let r = &n.records[0].record;
     assert_eq!(r.count, 1);
-    assert_eq!(
-        r.file.as_deref(),
-        Some("/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21")
-    );
-    assert_eq!(
-        r.flags,
-        ConfFlags(ConfFlags::HAS_FILE | ConfFlags::HAS_MULT | ENV_DEFAULT)
-    );
-    assert_eq!(
-        node_err("Name=gpu MultipleFiles=/dev/nvidia0\n", "n").message,
-        "MultipleFiles does not contain multiple files. Use File instead"
-    );
-    assert_eq!(
-        node_err(
-            "Name=gpu File=/dev/nvidia0 MultipleFiles=/dev/nvidia[1-2]\n",
-            "n"
-        )
-        .message,
-        "File and MultipleFiles options are mutually exclusive"
-    );
-    assert!(node_err("Name=gpu File=/dev/nvidia[0-\n", "n")
-        .message
-        .starts_with("can't parse File=/dev/nvidia[0-"));
+    assert_eq!(r.file.as_deref(), Some("/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21"));
+    assert_eq!(r.flags, ConfFlags(ConfFlags::HAS_FILE | ConfFlags::HAS_MULT | ENV_DEFAULT));
+    assert_eq!(node_err("Name=gpu MultipleFiles=/dev/nvidia0\n", "n").message, "MultipleFiles does not contain multiple files. Use File instead");
+    assert_eq!(node_err("Name=gpu File=/dev/nvidia0 MultipleFiles=/dev/nvidia[1-2]\n", "n").message, "File and MultipleFiles options are mutually exclusive");
+    assert!(node_err("Name=gpu File=/dev/nvidia[0-\n", "n").message.starts_with("can't parse File=/dev/nvidia[0-"));
 }
 
 #[test]
@@ -237,44 +135,24 @@ fn explicit_env_flags_replace_the_defaults_and_are_inherited() {
     let n = node(text, "n");
     let flags: Vec<u32> = n.records.iter().map(|r| r.record.flags.0).collect();
     let base = ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE;
-    assert_eq!(
-        flags,
-        [base | ConfFlags::ENV_NVML, base | ConfFlags::ENV_NVML, 0]
-    );
+    assert_eq!(flags, [base | ConfFlags::ENV_NVML, base | ConfFlags::ENV_NVML, 0]);
 }
 
 #[test]
 fn default_env_flags_are_inherited_too() {
-    let n = node(
-        "Name=gpu File=/dev/nvidia0\nName=gpu File=/dev/nvidia1\n",
-        "n",
-    );
-    assert!(n
-        .records
-        .iter()
-        .all(|r| r.record.flags.0 == ConfFlags::HAS_FILE | ENV_DEFAULT));
+    let n = node("Name=gpu File=/dev/nvidia0\nName=gpu File=/dev/nvidia1\n", "n");
+    assert!(n.records.iter().all(|r| r.record.flags.0 == ConfFlags::HAS_FILE | ENV_DEFAULT));
 }
 
 #[test]
 fn env_flag_conflicts_are_fatal() {
     let e = node_err("Name=gpu Type=a File=/dev/nvidia0 Flags=nvidia_gpu_env\nName=gpu Type=a File=/dev/nvidia1 Flags=amd_gpu_env\n", "n");
-    assert_eq!(
-        e.message,
-        "Invalid GRES record name=gpu type=a: Flags (amd_gpu_env) does not match env flags for previous GRES of same node and name"
-    );
+    assert_eq!(e.message, "Invalid GRES record name=gpu type=a: Flags (amd_gpu_env) does not match env flags for previous GRES of same node and name");
     assert_eq!(e.location.line, 2);
     // As in Slurm, a line with the defaults followed by one with explicit
     // env flags is a mismatch too.
-    assert!(node_err(
-        "Name=gpu File=/dev/nvidia0\nName=gpu File=/dev/nvidia1 Flags=opencl_env\n",
-        "n"
-    )
-    .message
-    .contains("does not match env flags"));
-    let e = node_err(
-        "Name=gpu File=/dev/nvidia0 Flags=no_gpu_env,nvidia_gpu_env\n",
-        "n",
-    );
+    assert!(node_err("Name=gpu File=/dev/nvidia0\nName=gpu File=/dev/nvidia1 Flags=opencl_env\n", "n").message.contains("does not match env flags"));
+    let e = node_err("Name=gpu File=/dev/nvidia0 Flags=no_gpu_env,nvidia_gpu_env\n", "n");
     assert_eq!(
         e.message,
         "Invalid GRES record name=gpu type=(null): Flags (no_gpu_env,nvidia_gpu_env) contains \"no_gpu_env\", which must be mutually exclusive to all other GRES env flags of same node and name"
@@ -283,74 +161,36 @@ fn env_flag_conflicts_are_fatal() {
 
 #[test]
 fn no_gpu_env_clears_and_is_inherited() {
-    let n = node(
-        "Name=gpu File=/dev/nvidia0 Flags=no_gpu_env\nName=gpu File=/dev/nvidia1\n",
-        "n",
-    );
-    assert!(n
-        .records
-        .iter()
-        .all(|r| r.record.flags.0 == ConfFlags::HAS_FILE));
+    let n = node("Name=gpu File=/dev/nvidia0 Flags=no_gpu_env\nName=gpu File=/dev/nvidia1\n", "n");
+    assert!(n.records.iter().all(|r| r.record.flags.0 == ConfFlags::HAS_FILE));
 }
 
 #[test]
 fn env_flags_on_other_nodes_lines_are_not_seen() {
     let text = "NodeName=a Name=gpu File=/dev/nvidia0 Flags=amd_gpu_env\nNodeName=b Name=gpu File=/dev/nvidia0 Flags=nvidia_gpu_env\n";
-    assert_eq!(
-        node(text, "b").records[0].record.flags.0,
-        ConfFlags::HAS_FILE | ConfFlags::ENV_NVML
-    );
+    assert_eq!(node(text, "b").records[0].record.flags.0, ConfFlags::HAS_FILE | ConfFlags::ENV_NVML);
 }
 
 #[test]
 fn links_are_checked() {
-    let n = node(
-        "Name=gpu File=/dev/nvidia0 Links=-1,2\nName=gpu File=/dev/nvidia1 Link=0,0\n",
-        "n",
-    );
+    let n = node("Name=gpu File=/dev/nvidia0 Links=-1,2\nName=gpu File=/dev/nvidia1 Link=0,0\n", "n");
     assert_eq!(n.records[0].record.links.as_deref(), Some("-1,2"));
     assert_eq!(n.records[1].record.links, None);
-    assert!(has_diag(
-        &n,
-        LogLevel::Error,
-        "gres.conf: Ignoring invalid Links=0,0 for Name=gpu"
-    ));
-    assert!(has_diag(
-        &n,
-        LogLevel::Error,
-        "-1 wasn't found in links string '0,0'"
-    ));
+    assert!(has_diag(&n, LogLevel::Error, "gres.conf: Ignoring invalid Links=0,0 for Name=gpu"));
+    assert!(has_diag(&n, LogLevel::Error, "-1 wasn't found in links string '0,0'"));
 }
 
 #[test]
 fn cores_and_cpus() {
-    let n = node(
-        "Name=gpu File=/dev/nvidia0 CPUs=2-3\nName=gpu File=/dev/nvidia1 Cores=4 CPUs=5\n",
-        "n",
-    );
+    let n = node("Name=gpu File=/dev/nvidia0 CPUs=2-3\nName=gpu File=/dev/nvidia1 Cores=4 CPUs=5\n", "n");
     assert_eq!(n.records[0].record.cpus.as_deref(), Some("2-3"));
-    assert_eq!(
-        n.records[1].record.cpus_bitmap,
-        Some(Bitmap::from_indices(16, &[4]))
-    );
-    assert!(has_diag(
-        &n,
-        LogLevel::Debug,
-        "CPUs=2-3 is not being converted to machine-local format"
-    ));
+    assert_eq!(n.records[1].record.cpus_bitmap, Some(Bitmap::from_indices(16, &[4])));
+    assert!(has_diag(&n, LogLevel::Debug, "CPUs=2-3 is not being converted to machine-local format"));
     let e = node_err("Name=gpu File=/dev/nvidia0 Cores=0-31\n", "n");
-    assert_eq!(
-        e.message,
-        "Invalid GRES data for gpu, Cores=0-31 (only 16 CPUs are available)"
-    );
+    assert_eq!(e.message, "Invalid GRES data for gpu, Cores=0-31 (only 16 CPUs are available)");
     assert_eq!(e.location.column, 34);
-    let zero = conf("Name=gpu File=/dev/nvidia0 Cores=0\n")
-        .node_config(&NodeContext::new("n", 0))
-        .unwrap_err();
-    assert_eq!(
-        zero.message,
-        "Invalid GRES data for gpu, Cores=0 (only 0 CPUs are available)"
-    );
+    let zero = conf("Name=gpu File=/dev/nvidia0 Cores=0\n").node_config(&NodeContext::new("n", 0)).unwrap_err();
+    assert_eq!(zero.message, "Invalid GRES data for gpu, Cores=0 (only 0 CPUs are available)");
 }
 
 #[test]
@@ -362,47 +202,27 @@ fn cores_go_through_the_machine_conversion() {
         }
     };
     let c = conf("Name=gpu File=/dev/nvidia0 Cores=0-1\nName=gpu File=/dev/nvidia1 Cores=9\n");
-    let ctx = NodeContext {
-        abs_to_mac: Some(&convert),
-        ..NodeContext::new("n", 16)
-    };
+    let ctx = NodeContext { abs_to_mac: Some(&convert), ..NodeContext::new("n", 16) };
     let n = c.node_config(&ctx).unwrap();
     assert_eq!(n.records[0].record.cpus.as_deref(), Some("0-1"));
-    assert_eq!(
-        n.records[0].record.cpus_bitmap,
-        Some(Bitmap::from_indices(16, &[0, 8]))
-    );
+    assert_eq!(n.records[0].record.cpus_bitmap, Some(Bitmap::from_indices(16, &[0, 8])));
     assert_eq!(n.records[1].record.cpus.as_deref(), Some("9"));
     assert_eq!(n.records[1].record.cpus_bitmap, None);
-    assert!(has_diag(
-        &n,
-        LogLevel::Error,
-        "Invalid GRES data for gpu, Cores=9"
-    ));
+    assert!(has_diag(&n, LogLevel::Error, "Invalid GRES data for gpu, Cores=9"));
 }
 
 #[test]
 fn gres_types_filter_names_and_give_plugin_ids() {
     let types = vec!["gpu".to_string(), "mps".to_string()];
     let c = conf("Name=GPU File=/dev/nvidia0\nName=nic Count=1\n");
-    let ctx = NodeContext {
-        gres_types: Some(&types),
-        ..NodeContext::new("n", 4)
-    };
+    let ctx = NodeContext { gres_types: Some(&types), ..NodeContext::new("n", 4) };
     let n = c.node_config(&ctx).unwrap();
     assert_eq!(n.records.len(), 1);
     assert_eq!(n.records[0].record.name, "GPU");
     assert_eq!(n.records[0].record.plugin_id, gres_build_id("gpu"));
     // "GPU" still gets the GPU env defaults (compared without case).
-    assert_eq!(
-        n.records[0].record.flags.0,
-        ConfFlags::HAS_FILE | ENV_DEFAULT
-    );
-    assert!(has_diag(
-        &n,
-        LogLevel::Error,
-        "Ignoring gres.conf record, invalid name: nic"
-    ));
+    assert_eq!(n.records[0].record.flags.0, ConfFlags::HAS_FILE | ENV_DEFAULT);
+    assert!(has_diag(&n, LogLevel::Error, "Ignoring gres.conf record, invalid name: nic"));
 }
 
 #[test]
@@ -420,116 +240,54 @@ fn autodetect_global_local_and_off() {
     assert_eq!(c.autodetect_for_node("tux3").unwrap(), AutoDetect::Off);
     assert_eq!(c.autodetect_for_node("tux9").unwrap(), AutoDetect::Nvml);
     assert_eq!(node("Name=nic\n", "x").autodetect, AutoDetect::Unset);
-    assert_eq!(
-        node("AutoDetect=OneAPI\n", "x").autodetect,
-        AutoDetect::OneApi
-    );
+    assert_eq!(node("AutoDetect=OneAPI\n", "x").autodetect, AutoDetect::OneApi);
     assert_eq!(node("AutoDetect=OFF\n", "x").autodetect, AutoDetect::Off);
 }
 
 #[test]
 fn autodetect_problems() {
-    let e = node_err(
-        "NodeName=t AutoDetect=nvml\nNodeName=t AutoDetect=rsmi\n",
-        "t",
-    );
-    assert_eq!(
-        e.message,
-        "gres.conf: duplicate node-local AutoDetect specification does not match the first"
-    );
+    let e = node_err("NodeName=t AutoDetect=nvml\nNodeName=t AutoDetect=rsmi\n", "t");
+    assert_eq!(e.message, "gres.conf: duplicate node-local AutoDetect specification does not match the first");
     assert_eq!(e.location.line, 2);
-    assert_eq!(
-        conf("NodeName=t AutoDetect=nvml\nNodeName=t AutoDetect=rsmi\n")
-            .autodetect_for_node("t")
-            .unwrap_err()
-            .kind,
-        ErrorKind::Invalid
-    );
-    assert_eq!(
-        node(
-            "NodeName=t AutoDetect=nvml\nNodeName=t AutoDetect=NVML\n",
-            "t"
-        )
-        .autodetect,
-        AutoDetect::Nvml
-    );
+    assert_eq!(conf("NodeName=t AutoDetect=nvml\nNodeName=t AutoDetect=rsmi\n").autodetect_for_node("t").unwrap_err().kind, ErrorKind::Invalid);
+    assert_eq!(node("NodeName=t AutoDetect=nvml\nNodeName=t AutoDetect=NVML\n", "t").autodetect, AutoDetect::Nvml);
     let n = node("AutoDetect=cuda\n", "x");
     assert_eq!(n.autodetect, AutoDetect::Unset);
-    assert!(has_diag(
-        &n,
-        LogLevel::Error,
-        "unknown autodetect flag 'cuda'"
-    ));
+    assert!(has_diag(&n, LogLevel::Error, "unknown autodetect flag 'cuda'"));
     let n = node("Name=gpu AutoDetect=nvml File=/dev/nvidia0\n", "x");
     assert_eq!(n.autodetect, AutoDetect::Unset);
-    assert!(has_diag(
-        &n,
-        LogLevel::Error,
-        "In-line AutoDetect requires NodeName to take effect"
-    ));
+    assert!(has_diag(&n, LogLevel::Error, "In-line AutoDetect requires NodeName to take effect"));
     let n = node("AutoDetect=nvml\nAutoDetect=rsmi\n", "x");
     assert_eq!(n.autodetect, AutoDetect::Rsmi);
-    assert!(has_diag(
-        &n,
-        LogLevel::Error,
-        "AutoDetect specified more than once"
-    ));
+    assert!(has_diag(&n, LogLevel::Error, "AutoDetect specified more than once"));
 }
 
 #[test]
 fn nodename_line_without_name() {
     let n = node("NodeName=x File=/dev/nvidia0\n", "x");
     assert!(n.records.is_empty());
-    assert!(has_diag(
-        &n,
-        LogLevel::Error,
-        "Invalid GRES data, no type name (NodeName=x File=/dev/nvidia0)"
-    ));
+    assert!(has_diag(&n, LogLevel::Error, "Invalid GRES data, no type name (NodeName=x File=/dev/nvidia0)"));
 }
 
 #[test]
 fn consistency_checks() {
     let e = node_err("Name=gpu Type=a File=/dev/nvidia0\nName=gpu Type=b\n", "n");
-    assert_eq!(
-        e.message,
-        "gres.conf for gpu, some records have \"File\" specification while others do not"
-    );
+    assert_eq!(e.message, "gres.conf for gpu, some records have \"File\" specification while others do not");
     assert_eq!(e.location.line, 2);
-    let e = node_err(
-        "Name=gpu Type=a File=/dev/nvidia0\nName=gpu File=/dev/nvidia1\n",
-        "n",
-    );
-    assert_eq!(
-        e.message,
-        "gres.conf for gpu, some records have \"Type=\" specification while others do not"
-    );
-    assert_eq!(
-        node_err("Name=nic Count=1\nName=nic Count=2\n", "n").message,
-        "gres.conf duplicate records for nic"
-    );
+    let e = node_err("Name=gpu Type=a File=/dev/nvidia0\nName=gpu File=/dev/nvidia1\n", "n");
+    assert_eq!(e.message, "gres.conf for gpu, some records have \"Type=\" specification while others do not");
+    assert_eq!(node_err("Name=nic Count=1\nName=nic Count=2\n", "n").message, "gres.conf duplicate records for nic");
     // Different names are checked apart.
-    assert_eq!(
-        node("Name=gpu File=/dev/nvidia0\nName=nic Count=2\n", "n")
-            .records
-            .len(),
-        2
-    );
+    assert_eq!(node("Name=gpu File=/dev/nvidia0\nName=nic Count=2\n", "n").records.len(), 2);
 }
 
 #[test]
 fn repeated_keys_keep_the_last_value() {
     let n = node("Name=gpu File=/dev/nvidia0 File=/dev/nvidia1\n", "n");
     assert_eq!(n.records[0].record.file.as_deref(), Some("/dev/nvidia1"));
-    assert!(has_diag(
-        &n,
-        LogLevel::Error,
-        "File specified more than once, latest value used"
-    ));
+    assert!(has_diag(&n, LogLevel::Error, "File specified more than once, latest value used"));
     // File wins over Files, Link over Links, as in Slurm.
-    let n = node(
-        "Name=gpu Files=/dev/nvidia1 File=/dev/nvidia0 Links=0,-1 Link=-1,0\n",
-        "n",
-    );
+    let n = node("Name=gpu Files=/dev/nvidia1 File=/dev/nvidia0 Links=0,-1 Link=-1,0\n", "n");
     assert_eq!(n.records[0].record.file.as_deref(), Some("/dev/nvidia0"));
     assert_eq!(n.records[0].record.links.as_deref(), Some("-1,0"));
 }
@@ -539,20 +297,11 @@ fn syntax_errors_are_located_with_suggestions() {
     let errs = parse_err("Name=gpu Fil=/dev/nvidia0\nNme=gpu\nFile=/dev/x\nName=gpu NodeName=x\nAutoDetect=nvml Name=gpu\nName=gpu what\n").0;
     assert_eq!(errs.len(), 6);
     assert_eq!(errs[0].kind, ErrorKind::UnknownKey);
-    assert_eq!(
-        (
-            errs[0].location.line,
-            errs[0].location.column,
-            errs[0].location.len
-        ),
-        (1, 10, 3)
-    );
+    assert_eq!((errs[0].location.line, errs[0].location.column, errs[0].location.len), (1, 10, 3));
     assert_eq!(errs[0].suggestion.as_deref(), Some("File"));
     assert_eq!(errs[0].to_string(), "/etc/slurm/gres.conf:1:10: Parsing error at unrecognized key: Fil (did you mean \"File\"?)");
     assert_eq!(errs[1].suggestion.as_deref(), Some("Name"));
-    assert!(errs[2]
-        .message
-        .contains("must start with Name= or NodeName= before File"));
+    assert!(errs[2].message.contains("must start with Name= or NodeName= before File"));
     assert!(errs[3].message.contains("NodeName must be the first key"));
     assert_eq!(errs[4].kind, ErrorKind::Syntax);
     assert_eq!(errs[5].kind, ErrorKind::Syntax);
@@ -563,32 +312,15 @@ fn syntax_errors_are_located_with_suggestions() {
 #[test]
 fn includes_and_error_places() {
     let reader = MemReader::new()
-        .with(
-            "/etc/slurm/gres.conf",
-            "Name=gpu File=/dev/nvidia0\ninclude gres.d/more.conf\n",
-        )
-        .with(
-            "/etc/slurm/gres.d/more.conf",
-            "# more\nName=nic\nName=mps Count=x\n",
-        );
+        .with("/etc/slurm/gres.conf", "Name=gpu File=/dev/nvidia0\ninclude gres.d/more.conf\n")
+        .with("/etc/slurm/gres.d/more.conf", "# more\nName=nic\nName=mps Count=x\n");
     let c = GresConf::load_with(&reader, Path::new("/etc/slurm/gres.conf")).unwrap();
     let e = c.node_config(&NodeContext::new("n", 4)).unwrap_err();
     assert_eq!(e.location.path, Path::new("/etc/slurm/gres.d/more.conf"));
     assert_eq!(e.location.line, 3);
-    let reader = MemReader::new()
-        .with("/g.conf", "Name=gpu File=/dev/nvidia0\ninclude /h.conf\n")
-        .with("/h.conf", "Name=nic\n");
-    let n = GresConf::load_with(&reader, Path::new("/g.conf"))
-        .unwrap()
-        .node_config(&NodeContext::new("n", 4))
-        .unwrap();
-    assert_eq!(
-        n.records
-            .iter()
-            .map(|r| r.record.name.as_str())
-            .collect::<Vec<_>>(),
-        ["gpu", "nic"]
-    );
+    let reader = MemReader::new().with("/g.conf", "Name=gpu File=/dev/nvidia0\ninclude /h.conf\n").with("/h.conf", "Name=nic\n");
+    let n = GresConf::load_with(&reader, Path::new("/g.conf")).unwrap().node_config(&NodeContext::new("n", 4)).unwrap();
+    assert_eq!(n.records.iter().map(|r| r.record.name.as_str()).collect::<Vec<_>>(), ["gpu", "nic"]);
     assert_eq!(n.records[1].location.path, Path::new("/h.conf"));
 }
 
@@ -600,9 +332,7 @@ fn empty_and_comment_only_files() {
 
 #[test]
 fn records_for_node_convenience() {
-    let records = conf("NodeName=a Name=gpu File=/dev/nvidia[0-1]\n")
-        .records_for_node("a", 8)
-        .unwrap();
+    let records = conf("NodeName=a Name=gpu File=/dev/nvidia[0-1]\n").records_for_node("a", 8).unwrap();
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].count, 2);
     assert_eq!(records[0].cpu_cnt, 8);
