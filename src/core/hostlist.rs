@@ -13,6 +13,8 @@ pub enum HostlistError {
     BadRange { expr: String, range: String },
     #[error("range \"{range}\" in \"{expr}\" expands to more than {max} names")]
     TooLarge { expr: String, range: String, max: usize },
+    #[error("\"{expr}\" expands to more than {max} bytes of names")]
+    TooLong { expr: String, max: usize },
 }
 
 /// Most names one bracket range may hold: Slurm's `MAX_RANGE` (64K hosts);
@@ -23,6 +25,10 @@ pub const MAX_RANGE: u64 = 64 * 1024;
 /// lists and cartesian products together), so that no expression can
 /// exhaust memory.
 pub const MAX_EXPANSION: usize = 1 << 20;
+
+/// Upper bound on the bytes of all the names of an expression together
+/// (long names times large ranges).
+pub const MAX_EXPANSION_BYTES: usize = 1 << 24;
 
 /// Split at commas that are outside brackets.
 fn split_top_level(expr: &str) -> Result<Vec<&str>, HostlistError> {
@@ -103,10 +109,15 @@ fn expand_one(expr: &str, name: &str) -> Result<Vec<String>, HostlistError> {
     }
     let rest = expand_one(expr, &name[close + 1..])?;
     let mut out = Vec::new();
+    let mut bytes = 0usize;
     for member in expand_ranges(expr, body)? {
         for tail in &rest {
             if out.len() >= MAX_EXPANSION {
                 return Err(HostlistError::TooLarge { expr: expr.to_string(), range: body.to_string(), max: MAX_EXPANSION });
+            }
+            bytes += prefix.len() + member.len() + tail.len();
+            if bytes > MAX_EXPANSION_BYTES {
+                return Err(HostlistError::TooLong { expr: expr.to_string(), max: MAX_EXPANSION_BYTES });
             }
             out.push(format!("{prefix}{member}{tail}"));
         }
@@ -117,10 +128,15 @@ fn expand_one(expr: &str, name: &str) -> Result<Vec<String>, HostlistError> {
 /// Expand a whole hostlist expression into its names, in order.
 pub fn expand(expr: &str) -> Result<Vec<String>, HostlistError> {
     let mut out = Vec::new();
+    let mut bytes = 0usize;
     for part in split_top_level(expr)? {
         let names = expand_one(expr, part)?;
         if out.len() + names.len() > MAX_EXPANSION {
             return Err(HostlistError::TooLarge { expr: expr.to_string(), range: part.to_string(), max: MAX_EXPANSION });
+        }
+        bytes += names.iter().map(String::len).sum::<usize>();
+        if bytes > MAX_EXPANSION_BYTES {
+            return Err(HostlistError::TooLong { expr: expr.to_string(), max: MAX_EXPANSION_BYTES });
         }
         out.extend(names);
     }
@@ -168,5 +184,10 @@ mod tests {
         assert!(matches!(expand(&list), Err(HostlistError::TooLarge { .. })));
         assert!(matches!(expand("a[0-2047]b[0-1023]"), Err(HostlistError::TooLarge { .. })));
         assert_eq!(expand(&vec!["x[0-65535]"; 16].join(",")).unwrap().len(), MAX_EXPANSION);
+        // Long names times large ranges: bounded in bytes too.
+        let long = format!("{}[0-65535]", "n".repeat(600));
+        assert!(matches!(expand(&long), Err(HostlistError::TooLong { .. })));
+        let product = format!("{}[0-1023]x[0-1023]", "n".repeat(40));
+        assert!(matches!(expand(&product), Err(HostlistError::TooLong { .. })));
     }
 }

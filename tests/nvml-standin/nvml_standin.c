@@ -29,6 +29,14 @@
  *   energy_mj <n>   power_mw <n>
  *   fail <function> <code>      that call fails on this device
  *                               (nvmlDeviceGetHandleByIndex_v2 included)
+ *   delay_us <n>                (anywhere) every call takes n microseconds
+ *                               longer: a slow driver
+ *   init_delay_ms <n>           (anywhere) nvmlInit* takes n milliseconds
+ *                               longer when it loads the fixture
+ *
+ * The fixture is read again by the first nvmlInit* after the last
+ * nvmlShutdown, so a test may change it between two uses of NVML (a GPU
+ * that falls off the bus while jobs run).
  */
 
 #include <ctype.h>
@@ -36,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int nvmlReturn_t;
 typedef struct nvml_dev *nvmlDevice_t;
@@ -122,6 +131,16 @@ static char driver_version[80] = "535.104.05";
 static char nvml_version[80] = "12.535.104.05";
 static int init_error, count_error;
 static int init_count;
+static unsigned long delay_us, init_delay_ms;
+
+static void pause_us(unsigned long us)
+{
+	struct timespec ts = { .tv_sec = (time_t) (us / 1000000),
+			       .tv_nsec = (long) (us % 1000000) * 1000 };
+
+	while (us && nanosleep(&ts, &ts))
+		;
+}
 
 static void record(const char *fmt, ...)
 {
@@ -129,6 +148,7 @@ static void record(const char *fmt, ...)
 	FILE *f;
 	va_list ap;
 
+	pause_us(delay_us);
 	if (!path || !*path)
 		return;
 	if (!(f = fopen(path, "a")))
@@ -244,6 +264,7 @@ static void load_fixture(const char *path)
 	memset(migs, 0, sizeof(migs));
 	n_gpus = n_migs_total = 0;
 	init_error = count_error = 0;
+	delay_us = init_delay_ms = 0;
 	if (!f) {
 		init_error = NVML_ERROR_DRIVER_NOT_LOADED;
 		return;
@@ -272,6 +293,10 @@ static void load_fixture(const char *path)
 			init_error = atoi(rest);
 		} else if (!strcmp(key, "count_error")) {
 			count_error = atoi(rest);
+		} else if (!strcmp(key, "delay_us")) {
+			delay_us = strtoul(rest, NULL, 10);
+		} else if (!strcmp(key, "init_delay_ms")) {
+			init_delay_ms = strtoul(rest, NULL, 10);
 		} else if (!strcmp(key, "gpu")) {
 			if (n_gpus >= MAX_GPUS)
 				break;
@@ -365,6 +390,7 @@ static nvmlReturn_t do_init(const char *fn)
 		if (!path || !*path)
 			return NVML_ERROR_DRIVER_NOT_LOADED;
 		load_fixture(path);
+		pause_us(init_delay_ms * 1000);
 	}
 	if (init_error)
 		return init_error;

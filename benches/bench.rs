@@ -1,0 +1,956 @@
+//! Ours against the stock plugins, measured in one run on one machine.
+//!
+//! ```sh
+//! cargo build --release --workspace        # the plugin files and gres-rs
+//! cargo bench --bench bench                # table on stdout, JSON in target/bench.json
+//! cargo bench --bench bench -- --quick --json /tmp/b.json --only slurmd-g,steps
+//! ```
+//!
+//! Rows (each a ratio ours/stock; lower is better for ours):
+//! * `slurmd-g`: wall time of `slurmd -G` (median of many runs), on a
+//!   fake-GPU node (`fake_gpus.conf`, both sides), and on NVML stand-in
+//!   nodes (8 GPUs with NVLink; 8 GPUs x 7 MIG devices) where ours detects
+//!   through NVML while the stock side, which has no gpu/nvml on Debian,
+//!   reads the same GPUs from `fake_gpus.conf`; plus the NVML calls ours
+//!   makes against the calls stock gpu/nvml makes (derived from
+//!   gpu_nvml.c of 22.05.8, see `stock_nvml_calls`).
+//! * `steps`: sequential `srun --gres=gpu:1 true` steps inside one
+//!   allocation, time per step.
+//! * `rss`: slurmd's resident memory once the node is idle.
+//! * `check`: `gres-rs check --all-nodes` against `slurmd -G`, on a
+//!   100,000-line gres.conf.
+//!
+//! Stock and ours alternate (stock, ours, ours, stock, ...) and medians are
+//! reported, to keep a shared machine's noise out of the ratios.  Needs
+//! root and Debian's Slurm packages, like the real-Slurm tests.
+
+#[path = "../tests/harness/mod.rs"]
+mod harness;
+#[path = "../tests/nvml-standin/standin.rs"]
+mod standin;
+
+use harness::*;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------
+// Options and results
+// ---------------------------------------------------------------------------
+
+struct Opts {
+    /// Started by `cargo bench` (which passes `--bench`), not by `cargo
+    /// test --benches`/`--all-targets`, where the bench does nothing.
+    bench: bool,
+    quick: bool,
+    json: PathBuf,
+    only: Option<Vec<String>>,
+}
+
+impl Opts {
+    fn parse() -> Opts {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let mut o = Opts { bench: false, quick: false, json: root.join("target").join("bench.json"), only: None };
+        let mut args = std::env::args().skip(1);
+        while let Some(a) = args.next() {
+            match a.as_str() {
+                // cargo bench passes --bench to harness = false targets
+                "--bench" => o.bench = true,
+                "--quick" => o.quick = true,
+                "--json" => o.json = PathBuf::from(args.next().expect("--json PATH")),
+                "--only" => o.only = Some(args.next().expect("--only ROWS").split(',').map(str::to_string).collect()),
+                "-h" | "--help" => {
+                    println!("cargo bench --bench bench -- [--quick] [--json PATH] [--only slurmd-g,steps,rss,check]");
+                    std::process::exit(0);
+                }
+                other => panic!("unknown argument {other:?} (try --help)"),
+            }
+        }
+        o
+    }
+    fn wants(&self, group: &str) -> bool {
+        match &self.only {
+            None => true,
+            Some(v) => v.iter().any(|g| g == group),
+        }
+    }
+    /// `full` iterations normally, `quick` with --quick.
+    fn n(&self, full: usize, quick: usize) -> usize {
+        if self.quick {
+            quick
+        } else {
+            full
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct Row {
+    group: &'static str,
+    what: String,
+    metric: String,
+    unit: String,
+    stock: Option<f64>,
+    ours: Option<f64>,
+    /// Samples per side.
+    n: usize,
+    goal: String,
+    note: String,
+}
+
+impl Row {
+    fn ratio(&self) -> Option<f64> {
+        match (self.stock, self.ours) {
+            (Some(s), Some(o)) if s > 0.0 => Some(o / s),
+            _ => None,
+        }
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Runs `f(side)` `n` times per side, alternating which side goes first
+/// (stock, ours, ours, stock, ...); returns the samples of each side.
+fn interleaved<F: FnMut(Side) -> f64>(n: usize, mut f: F) -> (Vec<f64>, Vec<f64>) {
+    let (mut s, mut o) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let order = if i % 2 == 0 { [Side::Stock, Side::Ours] } else { [Side::Ours, Side::Stock] };
+        for side in order {
+            let v = f(side);
+            match side {
+                Side::Stock => s.push(v),
+                Side::Ours => o.push(v),
+            }
+        }
+    }
+    (s, o)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Stock,
+    Ours,
+}
+
+// ---------------------------------------------------------------------------
+// slurmd -G in a prepared directory
+// ---------------------------------------------------------------------------
+
+/// A cluster directory prepared by the harness (slurm.conf, gres.conf,
+/// fake devices, our plugins installed) in which `slurmd -G` is run
+/// directly, so that only slurmd itself is timed.
+struct GDir {
+    dir: PathBuf,
+    node: String,
+    env: Vec<(String, String)>,
+}
+
+impl GDir {
+    fn prepare(cfg: &ClusterConfig) -> GDir {
+        std::env::set_var("GRES_RS_KEEP", "1");
+        let g = Cluster::slurmd_g(cfg);
+        std::env::remove_var("GRES_RS_KEEP");
+        let d = GDir { dir: g.dir.clone(), node: cfg.node_name.clone(), env: cfg.slurmd_env.clone() };
+        if !g.output.ok() {
+            panic!("slurmd -G failed while preparing {}:\n{}", d.dir.display(), g.output);
+        }
+        if let Some(our) = &g.our_dir {
+            let names: Vec<&str> = ["gres_gpu"].into_iter().filter(|n| our.join(format!("{n}.so")).exists()).collect();
+            g.assert_ours_loaded(&names);
+        }
+        d
+    }
+    fn slurm_conf(&self) -> PathBuf {
+        self.dir.join("etc").join("slurm.conf")
+    }
+    fn command(&self, prog: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(prog);
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy().into_owned();
+            if k.starts_with("SLURM_") || k.starts_with("GRES_RS_") || k == "LD_LIBRARY_PATH" {
+                cmd.env_remove(&k);
+            }
+        }
+        cmd.args(args).env("SLURM_CONF", self.slurm_conf()).env("LC_ALL", "C").current_dir(&self.dir);
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+    fn slurmd_g(&self, extra_env: &[(&str, &Path)]) -> Command {
+        let mut cmd = self.command(&tool("slurmd"), &["-G", "-N", &self.node]);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+}
+
+impl Drop for GDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs a command to completion; returns its wall time and output.
+fn timed(mut cmd: Command) -> (f64, Output) {
+    let t = Instant::now();
+    let out = cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    (t.elapsed().as_secs_f64(), out)
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn gres_lines(out: &Output) -> usize {
+    text(out).lines().filter(|l| l.contains("Gres Name=gpu")).count()
+}
+
+// ---------------------------------------------------------------------------
+// NVML nodes
+// ---------------------------------------------------------------------------
+
+/// One GPU of a stand-in fixture, as far as the number of NVML calls
+/// depends on it.
+#[derive(Clone, Debug, Default)]
+struct FixtureGpu {
+    name: String,
+    uuid: String,
+    bus_id: String,
+    minor: u32,
+    cpus: String,
+    lanes: u32,
+    /// Remote bus ids of the active lanes.
+    links: Vec<String>,
+    mig_mode: bool,
+    mig_max: u32,
+    /// (uuid, gpu instance, compute instance, memory MB, slices)
+    migs: Vec<(String, u32, u32, u64, u32)>,
+    mem_clocks: u32,
+}
+
+fn parse_fixture(path: &Path) -> Vec<FixtureGpu> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut gpus: Vec<FixtureGpu> = Vec::new();
+    let mut in_mig = false;
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        let (key, rest) = line.split_once(char::is_whitespace).map(|(k, r)| (k, r.trim())).unwrap_or((line, ""));
+        match key {
+            "gpu" => {
+                gpus.push(FixtureGpu::default());
+                in_mig = false;
+            }
+            "mig" => {
+                if let Some(g) = gpus.last_mut() {
+                    g.migs.push((String::new(), 0, 0, 0, 0));
+                }
+                in_mig = true;
+            }
+            _ => {}
+        }
+        let Some(g) = gpus.last_mut() else { continue };
+        if in_mig {
+            let m = g.migs.last_mut().expect("mig");
+            match key {
+                "uuid" => m.0 = rest.to_string(),
+                "gi" => m.1 = rest.parse().unwrap_or(0),
+                "ci" => m.2 = rest.parse().unwrap_or(0),
+                "mem_mb" => m.3 = rest.parse().unwrap_or(0),
+                "slices" => m.4 = rest.parse().unwrap_or(0),
+                _ => {}
+            }
+            continue;
+        }
+        match key {
+            "name" => g.name = rest.to_string(),
+            "uuid" => g.uuid = rest.to_string(),
+            "bus_id" => g.bus_id = rest.to_string(),
+            "minor" => g.minor = rest.parse().unwrap_or(0),
+            "cpus" => g.cpus = rest.to_string(),
+            "nvlink_lanes" => g.lanes = rest.parse().unwrap_or(0),
+            "nvlink" => g.links.push(rest.split_whitespace().nth(1).unwrap_or("").to_string()),
+            "mig_mode" => g.mig_mode = rest.split_whitespace().next() == Some("1"),
+            "mig_max" => g.mig_max = rest.parse().unwrap_or(0),
+            "mem_clocks" => g.mem_clocks = rest.split(',').filter(|s| !s.trim().is_empty()).count() as u32,
+            _ => {}
+        }
+    }
+    gpus
+}
+
+/// NVML calls stock gpu/nvml (src/plugins/gpu/nvml/gpu_nvml.c of 22.05.8,
+/// `_get_system_gpu_list_nvml`, built with MIG support and NVML 12's
+/// `NVML_NVLINK_MAX_LINKS` = 18) makes to detect `gpus`:
+/// init, driver and NVML versions, device count, shutdown; per GPU a
+/// handle and PCI info for the bus-id table, then handle, MIG mode, name,
+/// UUID, PCI info, minor number, CPU affinity, NVLink state of all 18
+/// lanes (one call when NVLink is not supported) plus the remote PCI info
+/// of each active lane, the supported memory clocks and the graphics
+/// clocks of each (at most 5) memory clock; per MIG GPU the maximum MIG
+/// count, one handle per MIG device (plus the failing one when fewer than
+/// the maximum exist), and per MIG device handle, UUID, GPU and compute
+/// instance ids and attributes; the driver version once more for the first
+/// MIG device.
+fn stock_nvml_calls(gpus: &[FixtureGpu]) -> u64 {
+    let mut calls = 5u64;
+    let mut mig_driver_asked = false;
+    for g in gpus {
+        calls += 2;
+        calls += 7;
+        calls += if g.lanes == 0 { 1 } else { 18 + g.links.len() as u64 };
+        if g.mig_mode {
+            let migs = g.migs.len() as u64;
+            calls += 1 + migs + u64::from(migs < u64::from(g.mig_max)) + 5 * migs;
+            if migs > 0 && !mig_driver_asked {
+                calls += 1;
+                mig_driver_asked = true;
+            }
+        }
+        calls += 1 + if g.mem_clocks == 0 { 0 } else { u64::from(g.mem_clocks.min(5)) };
+    }
+    calls
+}
+
+/// Slurm's type name of a GPU: the NVML name in lower case, blanks as `_`;
+/// for a MIG device, the name up to its first `-` and the profile.
+fn type_name(g: &FixtureGpu, mig: Option<&(String, u32, u32, u64, u32)>) -> String {
+    let base = match mig {
+        None => g.name.clone(),
+        Some((_, _, _, mem, slices)) => {
+            let head = g.name.split('-').next().unwrap_or("");
+            format!("{head}_{slices}g.{}gb", ((*mem as f64) / 1024.0).round() as u64)
+        }
+    };
+    base.to_ascii_lowercase().replace(' ', "_")
+}
+
+/// The fixture's node as `fake_gpus.conf` lines (what the stock side
+/// reads instead of asking NVML), and the node's `Gres=`.
+fn fake_gpus_of(gpus: &[FixtureGpu], cpus: u32, mig_minors: &Path) -> (String, String) {
+    let minors = std::fs::read_to_string(mig_minors).unwrap_or_default();
+    let minor_of = |key: &str| minors.lines().find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string())).unwrap_or_default();
+    let mut lines = String::new();
+    let mut types: Vec<(String, u32)> = Vec::new();
+    let mut count_type = |t: &str| match types.iter_mut().find(|(n, _)| n == t) {
+        Some((_, c)) => *c += 1,
+        None => types.push((t.to_string(), 1)),
+    };
+    let n = gpus.len();
+    for (i, g) in gpus.iter().enumerate() {
+        if g.mig_mode && !g.migs.is_empty() {
+            let m = g.migs.len();
+            for (j, mig) in g.migs.iter().enumerate() {
+                let links: Vec<String> = (0..m).map(|k| if k == j { "-1".into() } else { "0".into() }).collect();
+                let files = format!(
+                    "/dev/nvidia{},/dev/nvidia-caps/nvidia-cap{},/dev/nvidia-caps/nvidia-cap{}",
+                    g.minor,
+                    minor_of(&format!("gpu{}/gi{}/access ", g.minor, mig.1)),
+                    minor_of(&format!("gpu{}/gi{}/ci{}/access ", g.minor, mig.1, mig.2))
+                );
+                let t = type_name(g, Some(mig));
+                count_type(&t);
+                let _ = writeln!(lines, "{t}|{cpus}|{}|{}|{files}|{}|nvidia_gpu_env", g.cpus, links.join(","), mig.0);
+            }
+        } else {
+            let mut links = vec![0i32; n];
+            links[i] = -1;
+            for remote in &g.links {
+                if let Some(k) = gpus.iter().position(|o| o.bus_id.eq_ignore_ascii_case(remote)) {
+                    if k != i {
+                        links[k] += 1;
+                    }
+                }
+            }
+            let links: Vec<String> = links.iter().map(|l| l.to_string()).collect();
+            let t = type_name(g, None);
+            count_type(&t);
+            let _ = writeln!(lines, "{t}|{cpus}|{}|{}|/dev/nvidia{}|(null)|nvidia_gpu_env", g.cpus, links.join(","), g.minor);
+        }
+    }
+    let gres = types.iter().map(|(t, c)| format!("gpu:{t}:{c}")).collect::<Vec<_>>().join(",");
+    (lines, gres)
+}
+
+/// The node of a fixture for `slurmd -G`: stock reads `fake_gpus.conf`,
+/// ours asks the NVML stand-in.
+fn nvml_node(side: Side, fixture: &Path, sockets: u32, cores: u32, threads: u32) -> ClusterConfig {
+    let gpus = parse_fixture(fixture);
+    let cpus = sockets * cores * threads;
+    let minors = standin::fixture("mig-minors");
+    let (fake, gres) = fake_gpus_of(&gpus, cpus, &minors);
+    let plugins = match side {
+        Side::Stock => PluginSet::Stock,
+        Side::Ours => PluginSet::Ours,
+    };
+    let mut c = ClusterConfig::gpus(plugins, 0).with_cpus(sockets, cores, threads).with_gres(&gres, "AutoDetect=nvml\n");
+    c.node_name = "gpunode".into();
+    c.real_memory_mb = 1000;
+    match side {
+        Side::Stock => c.fake_gpus_conf = Some(fake),
+        Side::Ours => {
+            c.slurmd_env = vec![
+                ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
+                ("GRES_RS_NVML_FIXTURE".into(), fixture.to_string_lossy().into_owned()),
+                ("GRES_RS_MIG_MINORS".into(), minors.to_string_lossy().into_owned()),
+            ]
+        }
+    }
+    c
+}
+
+/// `slurmd -G` on two prepared directories, interleaved.
+fn bench_slurmd_g(opts: &Opts, what: &str, stock: &GDir, ours: &GDir, note: &str) -> Row {
+    let n = opts.n(31, 7);
+    // Both must configure GPUs.  (The numbers of lines may differ: with
+    // gres/mps or gres/shard loaded, stock splits a MIG device into one
+    // GPU per device file, ours keeps it one GPU: docs/deviations.md,
+    // MPS/shard 6.)
+    let (_, s_out) = timed(stock.slurmd_g(&[]));
+    let (_, o_out) = timed(ours.slurmd_g(&[]));
+    let (sl, ol) = (gres_lines(&s_out), gres_lines(&o_out));
+    if std::env::var_os("GRES_RS_BENCH_SHOW").is_some() {
+        eprintln!("---- {what}: stock ----\n{}\n---- ours ----\n{}", text(&s_out), text(&o_out));
+    }
+    assert!(sl > 0 && ol > 0, "{what}: stock printed {sl} GPU lines, ours {ol}\n---- stock ----\n{}\n---- ours ----\n{}", text(&s_out), text(&o_out));
+    let lines = if sl == ol { format!("{sl} `Gres Name=gpu` lines") } else { format!("`Gres Name=gpu` lines: stock {sl}, ours {ol}") };
+    let (s, o) = interleaved(n, |side| {
+        let d = if side == Side::Stock { stock } else { ours };
+        let (t, out) = timed(d.slurmd_g(&[]));
+        assert!(out.status.success(), "{what} ({side:?}): slurmd -G failed:\n{}", text(&out));
+        t * 1000.0
+    });
+    Row {
+        group: "slurmd-g",
+        what: format!("{what} ({lines})"),
+        metric: "`slurmd -G` wall time, median".into(),
+        unit: "ms".into(),
+        stock: Some(median(&s)),
+        ours: Some(median(&o)),
+        n,
+        goal: "-".into(),
+        note: note.into(),
+    }
+}
+
+/// A copy of a stand-in fixture whose GPUs are attached to this machine's
+/// CPUs 0 (first half of the GPUs) and 1 (second half): slurmd converts
+/// NVML's CPU affinity with the real machine's topology and refuses CPUs
+/// the machine lacks.
+fn two_cpu_fixture(name: &str) -> PathBuf {
+    let src = standin::fixture(name);
+    let text = std::fs::read_to_string(&src).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+    let n = text.lines().filter(|l| l.trim() == "gpu").count();
+    let (mut gpu, mut out) = (0usize, String::new());
+    for line in text.lines() {
+        if line.trim() == "gpu" {
+            gpu += 1;
+        }
+        if line.trim_start().starts_with("cpus ") {
+            out.push_str(if gpu <= n / 2 { "cpus 0\n" } else { "cpus 1\n" });
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    let dst = standin::scratch_dir().join(format!("bench-{name}"));
+    std::fs::write(&dst, out).unwrap_or_else(|e| panic!("{}: {e}", dst.display()));
+    dst
+}
+
+/// Where ours' `slurmd -G` time goes on an NVML node (stderr only):
+/// the same run with NVML failing at init (library loaded, nothing
+/// detected) and with a fixture of no GPU.
+fn explain_nvml(ours: &GDir, fixture: &Path) {
+    let variants = [
+        ("as measured", fixture.to_path_buf()),
+        ("nvmlInit fails", standin::scratch_dir().join("bench-init-fails.conf")),
+        ("no GPU", standin::scratch_dir().join("bench-no-gpu.conf")),
+    ];
+    let _ = std::fs::write(&variants[1].1, "init_error 999\n");
+    let _ = std::fs::write(&variants[2].1, "driver 535.104.05\n");
+    for (label, f) in &variants {
+        let t: Vec<f64> = (0..15)
+            .map(|_| {
+                let (t, out) = timed(ours.slurmd_g(&[("GRES_RS_NVML_FIXTURE", f)]));
+                let _ = out;
+                t * 1000.0
+            })
+            .collect();
+        eprintln!("bench: explain {}: ours slurmd -G, {label}: median {:.1} ms", fixture.display(), median(&t));
+    }
+}
+
+fn rows_slurmd_g(opts: &Opts, rows: &mut Vec<Row>) {
+    let h100 = two_cpu_fixture("h100x8.conf");
+    let mig = two_cpu_fixture("a100x8_mig.conf");
+    // (a1) the same fake-GPU node on both sides.
+    let fake_node = |side: Side| {
+        let mut c = nvml_node(Side::Stock, &h100, 1, 2, 1);
+        c.plugins = if side == Side::Stock { PluginSet::Stock } else { PluginSet::Ours };
+        c.gres_conf = String::new();
+        c
+    };
+    {
+        let (s, o) = (GDir::prepare(&fake_node(Side::Stock)), GDir::prepare(&fake_node(Side::Ours)));
+        rows.push(bench_slurmd_g(opts, "fake-GPU node: 8 GPUs in fake_gpus.conf", &s, &o, "both sides read fake_gpus.conf"));
+    }
+    // (a2, a3) NVML stand-in nodes.
+    for (label, fixture) in [("8x H100 with NVLink", &h100), ("8x A100 x 7 MIG = 56 MIG devices", &mig)] {
+        let stock = GDir::prepare(&nvml_node(Side::Stock, fixture, 1, 2, 1));
+        let ours = GDir::prepare(&nvml_node(Side::Ours, fixture, 1, 2, 1));
+        rows.push(bench_slurmd_g(
+            opts,
+            &format!("NVML node: {label}"),
+            &stock,
+            &ours,
+            "ours: AutoDetect=nvml on the NVML stand-in; stock (no gpu/nvml in Debian): the same GPUs from fake_gpus.conf",
+        ));
+        if std::env::var_os("GRES_RS_BENCH_EXPLAIN").is_some() {
+            explain_nvml(&ours, fixture);
+        }
+        // NVML calls: one counted run of ours; stock derived from gpu_nvml.c.
+        let calls = standin::scratch_dir().join(format!("bench-calls-{}.log", fixture.file_stem().unwrap_or_default().to_string_lossy()));
+        let _ = std::fs::remove_file(&calls);
+        let (_, out) = timed(ours.slurmd_g(&[("GRES_RS_NVML_CALLS", &calls)]));
+        assert!(out.status.success(), "{}", text(&out));
+        let log = std::fs::read_to_string(&calls).unwrap_or_default();
+        let ours_calls = log.lines().count() as f64;
+        let stock_calls = stock_nvml_calls(&parse_fixture(fixture)) as f64;
+        let mut by_fn: Vec<(String, usize)> = Vec::new();
+        for l in log.lines() {
+            let f = l.split_whitespace().next().unwrap_or("").to_string();
+            match by_fn.iter_mut().find(|(n, _)| *n == f) {
+                Some((_, c)) => *c += 1,
+                None => by_fn.push((f, 1)),
+            }
+        }
+        eprintln!("bench: NVML calls of ours for {label}: {by_fn:?}");
+        rows.push(Row {
+            group: "slurmd-g",
+            what: format!("NVML node: {label}"),
+            metric: "NVML calls during `slurmd -G`".into(),
+            unit: "calls".into(),
+            stock: Some(stock_calls),
+            ours: Some(ours_calls),
+            n: 1,
+            goal: "<= 1.00".into(),
+            note: "ours counted by the stand-in; stock derived from gpu_nvml.c (22.05.8), not measured".into(),
+        });
+        let _ = std::fs::remove_file(&calls);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Step launch
+// ---------------------------------------------------------------------------
+
+fn rows_steps(opts: &Opts, rows: &mut Vec<Row>) {
+    let steps = opts.n(20, 5);
+    let rounds = opts.n(9, 3);
+    let stock = Cluster::start(ClusterConfig::gpus(PluginSet::Stock, 4));
+    let ours = Cluster::start(ClusterConfig::gpus(PluginSet::Ours, 4));
+    ours.assert_stepd_ours_loaded(&["gres_gpu"], &["--gres=gpu:1"]);
+    let script = format!(
+        "s=$(date +%s%N); i=0; while [ $i -lt {steps} ]; do srun --gres=gpu:1 true || exit 1; i=$((i+1)); done; e=$(date +%s%N); echo STEP_NS=$((e-s))"
+    );
+    let round = |c: &Cluster| -> f64 {
+        let out = c.run("salloc", &["--gres=gpu:1", "bash", "-c", &script], Duration::from_secs(600));
+        let ns: f64 = out
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("STEP_NS="))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("step round failed:\n{out}\n{}", c.log_tails(20)));
+        ns / 1e6 / steps as f64
+    };
+    // Warm-up (first allocation, page cache).
+    round(&stock);
+    round(&ours);
+    let (s, o) = interleaved(rounds, |side| round(if side == Side::Stock { &stock } else { &ours }));
+    // slurmstepd's memory: a step's task reads its parent's VmRSS.
+    let stepd_rss = |c: &Cluster| -> f64 {
+        let out = c.srun(&["--gres=gpu:1", "sh", "-c", "awk '/^VmRSS/{print $2}' /proc/$PPID/status"]);
+        out.stdout.trim().parse::<f64>().unwrap_or_else(|_| panic!("stepd VmRSS:\n{out}")) / 1024.0
+    };
+    let (rs, ro) = interleaved(opts.n(5, 2), |side| stepd_rss(if side == Side::Stock { &stock } else { &ours }));
+    rows.push(Row {
+        group: "steps",
+        what: format!("{steps} sequential `srun --gres=gpu:1 true` steps in one allocation"),
+        metric: "time per step, median of rounds".into(),
+        unit: "ms".into(),
+        stock: Some(median(&s)),
+        ours: Some(median(&o)),
+        n: rounds,
+        goal: "<= 1.02".into(),
+        note: "4 fake GPUs, GresTypes=gpu,mps,shard".into(),
+    });
+    let (sm, om) = (median(&rs), median(&ro));
+    rows.push(Row {
+        group: "steps",
+        what: "slurmstepd resident memory of a `srun --gres=gpu:1` step (VmRSS)".into(),
+        metric: format!("difference ours - stock: {:+.2} MiB", om - sm),
+        unit: "MiB".into(),
+        stock: Some(sm),
+        ours: Some(om),
+        n: rs.len(),
+        goal: "difference < 1 MiB".into(),
+        note: "read by the step's task from /proc/$PPID/status".into(),
+    });
+}
+
+// ---------------------------------------------------------------------------
+// slurmd memory
+// ---------------------------------------------------------------------------
+
+/// (VmRSS, Pss, Private_Dirty) of a process in KiB.
+fn memory_of(pid: u32) -> (f64, f64, f64) {
+    let kib = |text: &str, key: &str| -> f64 {
+        text.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+    };
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    (kib(&status, "VmRSS:"), kib(&rollup, "Pss:"), kib(&rollup, "Private_Dirty:"))
+}
+
+/// Resident KiB of each mapped `gres_*.so` / `gpu_*.so` file (all its
+/// mappings together), for the report.
+fn plugin_rss(pid: u32) -> String {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut per: Vec<(String, u64, u64)> = Vec::new();
+    let mut current: Option<usize> = None;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            current = line
+                .split_whitespace()
+                .nth(5)
+                .filter(|p| {
+                    let f = p.rsplit('/').next().unwrap_or("");
+                    f.starts_with("gres_") || f.starts_with("gpu_")
+                })
+                .map(|p| match per.iter().position(|(n, _, _)| n == p) {
+                    Some(i) => i,
+                    None => {
+                        per.push((p.to_string(), 0, 0));
+                        per.len() - 1
+                    }
+                });
+        } else if let Some(i) = current {
+            let kib = |key: &str| line.strip_prefix(key).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse::<u64>().ok());
+            if let Some(v) = kib("Rss:") {
+                per[i].1 += v;
+            }
+            if let Some(v) = kib("Private_Dirty:") {
+                per[i].2 += v;
+            }
+        }
+    }
+    per.iter().map(|(n, r, d)| format!("{} {r} KiB ({d} KiB private dirty)", n.rsplit('/').next().unwrap_or(n))).collect::<Vec<_>>().join(", ")
+}
+
+fn rows_rss(opts: &Opts, rows: &mut Vec<Row>) {
+    let n = opts.n(5, 2);
+    let mut pss = (Vec::new(), Vec::new());
+    let mut dirty = (Vec::new(), Vec::new());
+    let (s, o) = interleaved(n, |side| {
+        let plugins = if side == Side::Stock { PluginSet::Stock } else { PluginSet::Ours };
+        let c = Cluster::start(ClusterConfig::gpus(plugins, 4));
+        // Let registration and the first node health exchange finish.
+        std::thread::sleep(Duration::from_secs(3));
+        let pid = c.pid(Daemon::Slurmd).expect("slurmd");
+        let (rss, p, d) = memory_of(pid);
+        eprintln!("bench: slurmd ({side:?}) RSS by GRES plugin file: {}", plugin_rss(pid));
+        if side == Side::Stock {
+            pss.0.push(p / 1024.0);
+            dirty.0.push(d / 1024.0);
+        } else {
+            pss.1.push(p / 1024.0);
+            dirty.1.push(d / 1024.0);
+        }
+        rss / 1024.0
+    });
+    let (sm, om) = (median(&s), median(&o));
+    rows.push(Row {
+        group: "rss",
+        what: "slurmd resident memory once the node is idle (VmRSS)".into(),
+        metric: format!("difference ours - stock: {:+.2} MiB", om - sm),
+        unit: "MiB".into(),
+        stock: Some(sm),
+        ours: Some(om),
+        n,
+        goal: "difference < 1 MiB".into(),
+        note: "GresTypes=gpu,mps,shard (three GRES plugins loaded), 4 fake GPUs; most of the difference is clean, shareable text of our three .so files (see stderr)".into(),
+    });
+    let (sp, op) = (median(&pss.0), median(&pss.1));
+    rows.push(Row {
+        group: "rss",
+        what: "slurmd proportional set size once the node is idle (Pss)".into(),
+        metric: format!("difference ours - stock: {:+.2} MiB", op - sp),
+        unit: "MiB".into(),
+        stock: Some(sp),
+        ours: Some(op),
+        n,
+        goal: "difference < 1 MiB".into(),
+        note: "shared library pages divided among the processes mapping them".into(),
+    });
+    let (sd, od) = (median(&dirty.0), median(&dirty.1));
+    rows.push(Row {
+        group: "rss",
+        what: "slurmd private dirty memory once the node is idle (Private_Dirty)".into(),
+        metric: format!("difference ours - stock: {:+.2} MiB", od - sd),
+        unit: "MiB".into(),
+        stock: Some(sd),
+        ours: Some(od),
+        n,
+        goal: "difference < 1 MiB".into(),
+        note: "memory no other process shares and the kernel cannot drop".into(),
+    });
+}
+
+// ---------------------------------------------------------------------------
+// gres-rs check on a large gres.conf
+// ---------------------------------------------------------------------------
+
+fn rows_check(opts: &Opts, rows: &mut Vec<Row>) {
+    const NODES: usize = 12_500;
+    const PER_NODE: usize = 8;
+    let what = format!("{}-line gres.conf ({NODES} nodes x {PER_NODE} GPUs)", NODES * PER_NODE);
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let gres_rs = std::env::var_os("GRES_RS_BIN").map(PathBuf::from).unwrap_or_else(|| root.join("target/release/gres-rs"));
+    let pending = |note: String| Row {
+        group: "check",
+        what: what.clone(),
+        metric: "`gres-rs check --all-nodes` vs `slurmd -G`, median".into(),
+        unit: "ms".into(),
+        n: 0,
+        goal: "-".into(),
+        note,
+        ..Default::default()
+    };
+    if !gres_rs.is_file() {
+        rows.push(pending(format!("pending: {} not built", gres_rs.display())));
+        return;
+    }
+    let mut conf = String::with_capacity(NODES * PER_NODE * 64);
+    for n in 0..NODES {
+        for k in 0..PER_NODE {
+            let cores = if k < PER_NODE / 2 { "0-1" } else { "2-3" };
+            let _ = writeln!(conf, "NodeName=gpu{n:05} Name=gpu Type=h100 File={{DEV}}/nvidia{k} Cores={cores}");
+        }
+    }
+    let mut cfg = ClusterConfig::gpus(PluginSet::Stock, PER_NODE as u32).with_gres(&format!("gpu:h100:{PER_NODE}"), &conf);
+    cfg.node_name = "gpu00000".into();
+    cfg.debug_gres = false;
+    cfg.extra_slurm_conf = vec![format!(
+        "NodeName=gpu[00001-{:05}] CPUs=4 Boards=1 SocketsPerBoard=1 CoresPerSocket=4 ThreadsPerCore=1 RealMemory=1000 Gres=gpu:h100:{PER_NODE} State=UNKNOWN",
+        NODES - 1
+    )];
+    let d = GDir::prepare(&cfg);
+    let conf_path = d.slurm_conf();
+    let check = || {
+        let mut cmd = d.command(&gres_rs, &["check", "--all-nodes", "--quiet", "--slurm-conf"]);
+        cmd.arg(&conf_path);
+        cmd
+    };
+    let (_, first) = timed(check());
+    if first.status.code() == Some(2) || first.status.code().is_none() {
+        rows.push(pending(format!("gres-rs check failed (status {:?}): {}", first.status, text(&first).lines().take(5).collect::<Vec<_>>().join(" / "))));
+        return;
+    }
+    let n = opts.n(5, 2);
+    let (s, o) = interleaved(n, |side| {
+        let (t, out) = if side == Side::Stock { timed(d.slurmd_g(&[])) } else { timed(check()) };
+        if side == Side::Stock {
+            assert!(out.status.success(), "slurmd -G failed:\n{}", text(&out));
+        }
+        t * 1000.0
+    });
+    let mut row = pending(format!(
+        "stock: `slurmd -G` for one node of the file; ours: `gres-rs check --all-nodes` (status {}) for all {NODES} nodes",
+        first.status.code().unwrap_or(-1)
+    ));
+    row.stock = Some(median(&s));
+    row.ours = Some(median(&o));
+    row.n = n;
+    row.goal = "<= 1.00".into();
+    rows.push(row);
+}
+
+// ---------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------
+
+fn cmd_line(prog: &str, args: &[&str]) -> String {
+    Command::new(prog).args(args).output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
+}
+
+fn machine() -> Vec<(String, String)> {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo.lines().find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())).unwrap_or_default();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kib: f64 =
+        meminfo.lines().find_map(|l| l.strip_prefix("MemTotal:")).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    let os = std::fs::read_to_string("/etc/os-release")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME=").map(|v| v.trim_matches('"').to_string()))
+        .unwrap_or_default();
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    vec![
+        ("cpu".into(), format!("{model} ({cpus} CPUs available)")),
+        ("memory".into(), format!("{:.1} GiB", mem_kib / 1024.0 / 1024.0)),
+        ("os".into(), format!("{os}, kernel {}", cmd_line("uname", &["-r"]))),
+        ("slurm".into(), cmd_line(&tool("slurmd").to_string_lossy(), &["-V"])),
+        ("rustc".into(), cmd_line("rustc", &["-V"])),
+        ("load average at start".into(), load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
+    ]
+}
+
+fn fmt_num(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if v.is_nan() => "-".into(),
+        Some(v) if v >= 100.0 => format!("{v:.0}"),
+        Some(v) if v >= 10.0 => format!("{v:.1}"),
+        Some(v) => format!("{v:.2}"),
+    }
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut s = String::from("| what | metric | stock | ours | ours/stock | goal | n | note |\n|---|---|---:|---:|---:|---|---:|---|\n");
+    for r in rows {
+        let unit = if r.unit.is_empty() { String::new() } else { format!(" {}", r.unit) };
+        let val = |v: Option<f64>| if v.is_some() { format!("{}{unit}", fmt_num(v)) } else { "-".into() };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.what,
+            r.metric,
+            val(r.stock),
+            val(r.ours),
+            r.ratio().map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into()),
+            r.goal,
+            r.n,
+            r.note
+        );
+    }
+    s
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(o, "\\u{:04x}", c as u32);
+            }
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+fn json_num(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{v}"),
+        _ => "null".into(),
+    }
+}
+
+fn json(machine: &[(String, String)], rows: &[Row], started: &str, secs: f64) -> String {
+    let mut s = String::from("{\n  \"started\": ");
+    s.push_str(&json_str(started));
+    let _ = write!(s, ",\n  \"duration_s\": {secs:.1},\n  \"machine\": {{");
+    for (i, (k, v)) in machine.iter().enumerate() {
+        let _ = write!(s, "{}\n    {}: {}", if i > 0 { "," } else { "" }, json_str(k), json_str(v));
+    }
+    s.push_str("\n  },\n  \"rows\": [");
+    for (i, r) in rows.iter().enumerate() {
+        let _ = write!(
+            s,
+            "{}\n    {{\"group\": {}, \"what\": {}, \"metric\": {}, \"unit\": {}, \"stock\": {}, \"ours\": {}, \"ratio\": {}, \"n\": {}, \"goal\": {}, \"note\": {}}}",
+            if i > 0 { "," } else { "" },
+            json_str(r.group),
+            json_str(&r.what),
+            json_str(&r.metric),
+            json_str(&r.unit),
+            json_num(r.stock),
+            json_num(r.ours),
+            json_num(r.ratio()),
+            r.n,
+            json_str(&r.goal),
+            json_str(&r.note)
+        );
+    }
+    s.push_str("\n  ]\n}\n");
+    s
+}
+
+fn main() {
+    let opts = Opts::parse();
+    if !opts.bench {
+        eprintln!("bench: run it with `cargo bench --bench bench` (it does nothing under `cargo test`)");
+        return;
+    }
+    let problems = prereq_problems();
+    if !problems.is_empty() {
+        eprintln!("bench: cannot run real Slurm here:\n  - {}", problems.join("\n  - "));
+        std::process::exit(2);
+    }
+    // The release build of our plugins, unless told otherwise.
+    if std::env::var_os("GRES_RS_PLUGIN_DIR").is_none() {
+        let release = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release");
+        if !OUR_PLUGINS.iter().all(|n| release.join(format!("lib{n}.so")).is_file()) {
+            eprintln!("bench: {} lacks our plugins; run `cargo build --release --workspace` first", release.display());
+            std::process::exit(2);
+        }
+        std::env::set_var("GRES_RS_PLUGIN_DIR", &release);
+    }
+    let started = cmd_line("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]);
+    let t0 = Instant::now();
+    let machine = machine();
+    let mut rows = Vec::new();
+    if opts.wants("slurmd-g") {
+        rows_slurmd_g(&opts, &mut rows);
+    }
+    if opts.wants("steps") {
+        rows_steps(&opts, &mut rows);
+    }
+    if opts.wants("rss") {
+        rows_rss(&opts, &mut rows);
+    }
+    if opts.wants("check") {
+        rows_check(&opts, &mut rows);
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    println!("\nMachine:");
+    for (k, v) in &machine {
+        println!("- {k}: {v}");
+    }
+    println!("\nPlugins: ours from {}; stock from {}\n", std::env::var("GRES_RS_PLUGIN_DIR").unwrap_or_default(), stock_plugin_dir().display());
+    print!("{}", table(&rows));
+    if let Some(dir) = opts.json.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    match std::fs::write(&opts.json, json(&machine, &rows, &started, secs)) {
+        Ok(()) => println!("\nJSON: {} ({secs:.0} s)", opts.json.display()),
+        Err(e) => eprintln!("bench: writing {}: {e}", opts.json.display()),
+    }
+}

@@ -1,0 +1,43 @@
+//! The slurmd-to-slurmstepd messages (`recv_stepd`): gres/gpu's
+//! (`read_gpu`), the bare device list (`read_devices`), and gres/mps's and
+//! gres/shard's (`shared::read_stepd`), from untrusted bytes.  Whatever
+//! decodes must encode into a message that decodes the same.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use slurm_gpu_gres::core::shared::{read_stepd, write_stepd, SharedKind};
+use slurm_gpu_gres::core::wire::{read_devices, read_gpu, write_devices, write_gpu, MemWire, WireReader};
+
+fn reader(data: &[u8]) -> MemWire {
+    MemWire { bytes: data.to_vec(), pos: 0 }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut r = reader(data);
+    if let Ok((devices, flags)) = read_gpu(&mut r) {
+        assert!(r.pos <= data.len());
+        let mut w = MemWire::default();
+        write_gpu(&mut w, &devices, flags);
+        // Decoding what was encoded gives the same message back.
+        let mut again = reader(&w.bytes);
+        assert_eq!(read_gpu(&mut again), Ok((devices, flags)));
+        assert_eq!(again.remaining(), 0);
+    }
+    let mut r = reader(data);
+    if let Ok(devices) = read_devices(&mut r) {
+        let mut w = MemWire::default();
+        write_devices(&mut w, &devices);
+        assert_eq!(read_devices(&mut reader(&w.bytes)), Ok(devices));
+    }
+    for kind in [SharedKind::Mps, SharedKind::Shard] {
+        let mut r = reader(data);
+        if let Ok(info) = read_stepd(&mut r, kind) {
+            assert!(r.pos <= data.len());
+            let mut w = MemWire::default();
+            write_stepd(&mut w, kind, &info);
+            let mut again = reader(&w.bytes);
+            assert_eq!(read_stepd(&mut again, kind), Ok(info));
+            assert_eq!(again.remaining(), 0);
+        }
+    }
+});
