@@ -30,6 +30,10 @@ fn node(plugins: PluginSet) -> ClusterConfig {
     let mut c = ClusterConfig::gpus(plugins, 0).with_cpus(1, 2, 1).with_gres(gres, "AutoDetect=nvml\n");
     c.debug_gres = true;
     c.slurmd_debug = "debug2".into();
+    // gres/gpu and gpu/nvml alone: with mps or shard in GresTypes the stock
+    // sharing plugins make a GPU of each MIG file (docs/deviations.md,
+    // MPS/shard 6; tests/nvml_jobs.rs covers MIG with them loaded).
+    c.gres_types = "gpu".into();
     c
 }
 
