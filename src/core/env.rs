@@ -249,21 +249,10 @@ pub fn epilog_env(devices: &[GresDevice], alloc: Option<&Bitmap>, node_flags: Co
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::model::DevType;
     use std::collections::HashMap;
 
     fn devs(n: u32) -> Vec<GresDevice> {
-        (0..n)
-            .map(|i| GresDevice {
-                index: i,
-                dev_num: i as i32,
-                dev_type: DevType::Char,
-                major: 195,
-                minor: i,
-                path: format!("/dev/nvidia{i}"),
-                unique_id: None,
-            })
-            .collect()
+        crate::core::model::test_devices(n)
     }
 
     const ALL: ConfFlags = ConfFlags(ConfFlags::ENV_SET);

@@ -896,17 +896,7 @@ mod tests {
     }
 
     fn devs(n: u32) -> Vec<GresDevice> {
-        (0..n)
-            .map(|i| GresDevice {
-                index: i,
-                dev_num: i as i32,
-                dev_type: DevType::Char,
-                major: 195,
-                minor: i,
-                path: format!("/dev/nvidia{i}"),
-                unique_id: None,
-            })
-            .collect()
+        crate::core::model::test_devices(n)
     }
 
     fn doc_counts() -> Vec<SharedDev> {

@@ -236,7 +236,7 @@ pub(crate) use shared_gres_plugin;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::model::{Bitmap, DevType, InternalFlags};
+    use crate::core::model::{Bitmap, InternalFlags};
     use crate::core::shared::SharedDev;
     use crate::core::wire::MemWire;
 
@@ -255,17 +255,7 @@ mod tests {
     }
 
     fn nvidia(n: u32) -> Vec<GresDevice> {
-        (0..n)
-            .map(|i| GresDevice {
-                index: i,
-                dev_num: i as i32,
-                dev_type: DevType::Char,
-                major: 195,
-                minor: i,
-                path: format!("/dev/nvidia{i}"),
-                unique_id: None,
-            })
-            .collect()
+        crate::core::model::test_devices(n)
     }
 
     #[test]
