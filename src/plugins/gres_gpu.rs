@@ -2,7 +2,7 @@
 
 use super::{EnvTarget, GresPlugin, Host, NodeConfig, SetEnv};
 use crate::core::devices::{self, DeviceList};
-use crate::core::env::{self, EnvChange, EnvOp, EnvState, GpuEnvRequest, Scope};
+use crate::core::env::{self, EnvChange, EnvOp, EnvState, GpuEnvRequest};
 use crate::core::model::{ConfFlags, EpilogInfo, GresDevice, GresRecord, JobAlloc};
 use crate::core::wire::{self, WireError, WireReader, WireWriter};
 use std::sync::{Mutex, MutexGuard};
@@ -129,13 +129,7 @@ impl GresPlugin for GresGpu {
         let mut st = state();
         let st = &mut *st;
         let mut job_state = EnvState::default();
-        let (scope, env_state) = match target {
-            // A job's variables are computed afresh each time: slurmd calls
-            // this for many jobs and several times per job.
-            EnvTarget::Job => (Scope::Job, &mut job_state),
-            EnvTarget::Step => (Scope::Step, &mut st.step_env),
-            EnvTarget::Task { usable } => (Scope::Task(usable), &mut st.task_env),
-        };
+        let (scope, env_state) = super::env_scope(target, &mut job_state, &mut st.step_env, &mut st.task_env);
         let request = GpuEnvRequest {
             devices: &st.devices,
             alloc: req.alloc,

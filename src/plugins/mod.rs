@@ -2,7 +2,7 @@
 //! the core types.  `ffi` turns Slurm's calls into calls of these traits;
 //! each `plugins/<name>/` crate is one line that declares its file.
 
-use crate::core::env::{EnvChange, EnvOp};
+use crate::core::env::{EnvChange, EnvOp, EnvState, Scope};
 use crate::core::model::{Bitmap, EpilogInfo, GresDevice, GresRecord, InternalFlags, JobAlloc, LogLine};
 use crate::core::wire::{WireError, WireReader, WireWriter};
 
@@ -74,6 +74,18 @@ pub enum EnvTarget<'a> {
     Job,
     Step,
     Task { usable: Option<&'a Bitmap> },
+}
+
+/// The scope of a `*_set_env` call and the state it runs with: a job's
+/// variables are computed afresh each time (slurmd prepares many jobs and
+/// calls this several times per job, so `job` is a fresh state), a step's
+/// and a task's keep the state of earlier calls of this process.
+pub(crate) fn env_scope<'a>(target: EnvTarget<'a>, job: &'a mut EnvState, step: &'a mut EnvState, task: &'a mut EnvState) -> (Scope<'a>, &'a mut EnvState) {
+    match target {
+        EnvTarget::Job => (Scope::Job, job),
+        EnvTarget::Step => (Scope::Step, step),
+        EnvTarget::Task { usable } => (Scope::Task(usable), task),
+    }
 }
 
 /// One GRES plugin file (`gres_gpu.so`, `gres_mps.so`, `gres_shard.so`).

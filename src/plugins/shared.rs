@@ -5,7 +5,7 @@
 
 use super::{EnvTarget, Host, NodeConfig, SetEnv};
 use crate::core::devices;
-use crate::core::env::{EnvChange, EnvOp, EnvState, Scope};
+use crate::core::env::{EnvChange, EnvOp, EnvState};
 use crate::core::model::{ConfFlags, EpilogInfo, GresDevice, GresRecord, JobAlloc, LogLine};
 use crate::core::shared::{self, LoadInput, SharedDev, SharedEnvRequest, SharedKind, StepdInfo};
 use crate::core::wire::{WireError, WireReader, WireWriter};
@@ -109,12 +109,7 @@ pub fn set_env(kind: SharedKind, state: &'static Mutex<SharedState>, host: &dyn 
     let mut st = lock(state);
     let st = &mut *st;
     let mut job_state = EnvState::default();
-    let (scope, env_state) = match target {
-        // Computed afresh for each call: slurmd prepares many jobs.
-        EnvTarget::Job => (Scope::Job, &mut job_state),
-        EnvTarget::Step => (Scope::Step, &mut st.step_env),
-        EnvTarget::Task { usable } => (Scope::Task(usable), &mut st.task_env),
-    };
+    let (scope, env_state) = super::env_scope(target, &mut job_state, &mut st.step_env, &mut st.task_env);
     let request = SharedEnvRequest {
         kind,
         devices: &st.devices,
