@@ -229,13 +229,7 @@ impl LineSink for Collector {
 
 impl Collector {
     fn check_line(&mut self, line: ParsedLine) -> Result<Option<Entry>, ConfError> {
-        let Some(first) = line.pairs.first() else {
-            return Err(line
-                .rest
-                .as_ref()
-                .map(leftover_error)
-                .unwrap_or_else(|| ConfError::new(ErrorKind::Syntax, line.location.clone(), "Parse error: not a key=value line")));
-        };
+        let first = line.first_pair()?;
         let kind = if first.key.eq_ignore_ascii_case("AutoDetect") {
             if let Some(extra) = line.pairs.get(1) {
                 return Err(ConfError::new(

@@ -147,13 +147,7 @@ impl Collector {
     }
 
     fn check_line(&mut self, line: ParsedLine) -> Result<(), ConfError> {
-        let Some(first) = line.pairs.first() else {
-            return Err(line
-                .rest
-                .as_ref()
-                .map(leftover_error)
-                .unwrap_or_else(|| ConfError::new(ErrorKind::Syntax, line.location.clone(), "Parse error: not a key=value line")));
-        };
+        let first = line.first_pair()?;
         let Some(kind) = canonical(&MULTI_PAIR_KEYS, &first.key) else {
             if let Some(extra) = line.pairs.get(1) {
                 return Err(ConfError::new(

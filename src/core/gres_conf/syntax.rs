@@ -173,6 +173,19 @@ pub struct ParsedLine {
     pub rest: Option<Spanned>,
 }
 
+impl ParsedLine {
+    /// The line's first pair, or the error for a line that has none (its
+    /// leftover text, or "not a key=value line").
+    pub fn first_pair(&self) -> Result<&Pair, ConfError> {
+        self.pairs.first().ok_or_else(|| {
+            self.rest
+                .as_ref()
+                .map(leftover_error)
+                .unwrap_or_else(|| ConfError::new(ErrorKind::Syntax, self.location.clone(), "Parse error: not a key=value line"))
+        })
+    }
+}
+
 /// Where file contents come from: the file system, or memory in tests and
 /// fuzzing.
 pub trait ConfReader {
