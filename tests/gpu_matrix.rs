@@ -55,14 +55,6 @@ fn assert_distinct_step_gpus(r: &ScenarioResult, label: &str) {
     );
 }
 
-const CONCURRENT_STEPS: &str = r#"#!/bin/bash
-"$GRES_RS_DUMP_ENV" batch
-for i in 1 2 3; do
-  srun --exclusive -n1 --gres=gpu:1 "$GRES_RS_DUMP_ENV" step &
-done
-wait
-"#;
-
 /// `--gres=none` (and friends) inside a job that has GPUs.
 const GRES_NONE_STEPS: &str = r#"#!/bin/bash
 "$GRES_RS_DUMP_ENV" batch

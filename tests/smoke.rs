@@ -98,14 +98,6 @@ fn slurmd_g_same_config_stock_and_ours() {
     assert_eq!(stock.gres_lines(), ours.gres_lines());
 }
 
-const CONCURRENT_STEPS: &str = r#"#!/bin/bash
-"$GRES_RS_DUMP_ENV" batch
-for i in 1 2 3; do
-  srun --exclusive -n1 --gres=gpu:1 "$GRES_RS_DUMP_ENV" step &
-done
-wait
-"#;
-
 fn concurrent_steps(plugins: PluginSet) {
     let c = Cluster::start(ClusterConfig::gpus(plugins, 4));
     let job = c.sbatch(&["--gres=gpu:4", "-n3"], CONCURRENT_STEPS).expect_ok("batch job with 3 concurrent steps");

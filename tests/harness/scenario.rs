@@ -21,6 +21,17 @@ use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
+/// A batch script (`sbatch --gres=gpu:4 -n3`) that records its own
+/// environment and starts three concurrent `srun --exclusive -n1
+/// --gres=gpu:1` steps that record theirs (tags `batch` and `step`).
+pub const CONCURRENT_STEPS: &str = r#"#!/bin/bash
+"$GRES_RS_DUMP_ENV" batch
+for i in 1 2 3; do
+  srun --exclusive -n1 --gres=gpu:1 "$GRES_RS_DUMP_ENV" step &
+done
+wait
+"#;
+
 /// The GPU-related variables the plugins set (compared by the
 /// differential; anything matching [`is_gpu_var`] is compared too).
 pub const GPU_ENV_VARS: &[&str] = &[
