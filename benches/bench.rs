@@ -624,8 +624,8 @@ fn memory_of(pid: u32) -> (f64, f64, f64) {
     (kib(&status, "VmRSS:"), kib(&rollup, "Pss:"), kib(&rollup, "Private_Dirty:"))
 }
 
-/// Resident KiB of each mapped `gres_*.so` / `gpu_*.so` file (all its
-/// mappings together), for the report.
+/// Resident KiB of each mapped `gres_*.so` / `gpu_*.so` file and of our
+/// `libgres_rs.so` (all its mappings together), for the report.
 fn plugin_rss(pid: u32) -> String {
     let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
     let mut per: Vec<(String, u64, u64)> = Vec::new();
@@ -638,7 +638,7 @@ fn plugin_rss(pid: u32) -> String {
                 .nth(5)
                 .filter(|p| {
                     let f = p.rsplit('/').next().unwrap_or("");
-                    f.starts_with("gres_") || f.starts_with("gpu_")
+                    f.starts_with("gres_") || f.starts_with("gpu_") || f == SHARED_LIBRARY_FILE
                 })
                 .map(|p| match per.iter().position(|(n, _, _)| n == p) {
                     Some(i) => i,
@@ -691,7 +691,7 @@ fn rows_rss(opts: &Opts, rows: &mut Vec<Row>) {
         ours: Some(om),
         n,
         goal: "difference < 1 MiB".into(),
-        note: "GresTypes=gpu,mps,shard (three GRES plugins loaded), 4 fake GPUs; most of the difference is clean, shareable text of our three .so files (see stderr)".into(),
+        note: "GresTypes=gpu,mps,shard (three GRES plugins loaded), 4 fake GPUs; most of the difference is the clean, shareable text of libgres_rs.so (see stderr)".into(),
     });
     let (sp, op) = (median(&pss.0), median(&pss.1));
     rows.push(Row {
@@ -917,8 +917,8 @@ fn main() {
     // The release build of our plugins, unless told otherwise.
     if std::env::var_os("GRES_RS_PLUGIN_DIR").is_none() {
         let release = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release");
-        if !OUR_PLUGINS.iter().all(|n| release.join(format!("lib{n}.so")).is_file()) {
-            eprintln!("bench: {} lacks our plugins; run `cargo build --release --workspace` first", release.display());
+        if !release.join(SHARED_LIBRARY_FILE).is_file() {
+            eprintln!("bench: {} lacks {SHARED_LIBRARY_FILE}; run `cargo build --release --workspace` first", release.display());
             std::process::exit(2);
         }
         std::env::set_var("GRES_RS_PLUGIN_DIR", &release);

@@ -49,14 +49,14 @@ fn main() -> ExitCode {
         eprintln!("cannot run the demo:\n  - {}\n(run `bash examples/demo.sh` as root)", problems.join("\n  - "));
         return ExitCode::FAILURE;
     }
-    let built = match locate_our_plugins(&OUR_PLUGINS) {
+    let built = match locate_our_library() {
         Ok(d) => d,
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::FAILURE;
         }
     };
-    println!("our plugin files: {}/lib{{{}}}.so", built.display(), OUR_PLUGINS.join(","));
+    println!("our plugins' code: {}/{SHARED_LIBRARY_FILE}; their files {}.so are built into this program", built.display(), OUR_PLUGINS.join(".so, "));
 
     let mut failures: Vec<String> = Vec::new();
 

@@ -5,6 +5,7 @@
 
 #![cfg(feature = "cli")]
 
+use slurm_gpu_gres::SHARED_LIBRARY_FILE;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -200,11 +201,11 @@ fn install_plugins() {
         eprintln!("install_plugins: skipped (no Slurm plugins installed)");
         return;
     };
-    // Slurm's own files stand in for ours (gpu_generic.so for gpu_nvml.so).
+    // The plugin files are built into gres-rs; the library comes from
+    // --from.
+    let built = Path::new(GRES_RS).parent().unwrap();
     let from = temp_dir("install-from");
-    for (name, src) in [("gres_gpu", "gres_gpu"), ("gres_mps", "gres_mps"), ("gres_shard", "gres_shard"), ("gpu_nvml", "gpu_generic")] {
-        fs::copy(stock.join(format!("{src}.so")), from.0.join(format!("lib{name}.so"))).unwrap();
-    }
+    fs::copy(built.join(SHARED_LIBRARY_FILE), from.0.join(SHARED_LIBRARY_FILE)).expect("our libgres_rs.so is built (cargo build --workspace)");
     let to = temp_dir("install-to");
     let dest = to.0.join("plugins");
     let run = |version: &str, force: bool| {
@@ -219,11 +220,20 @@ fn install_plugins() {
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     for name in ["gres_gpu", "gres_mps", "gres_shard", "gpu_nvml"] {
-        assert!(dest.join(format!("{name}.so")).is_file(), "{name}.so");
+        let file = dest.join(format!("{name}.so"));
+        assert!(file.is_file(), "{name}.so");
+        // What slurmd would check first: a Slurm plugin of this release.
+        let nm = Command::new("nm").args(["-D", "--defined-only"]).arg(&file).output().unwrap();
+        let symbols = text(&nm.stdout);
+        for sym in ["plugin_name", "plugin_type", "plugin_version", "init", "fini"] {
+            assert!(symbols.lines().any(|l| l.ends_with(&format!(" {sym}"))), "{name}.so lacks {sym}:\n{symbols}");
+        }
     }
-    assert!(err.contains("(gres/gpu, Slurm 22.05.8)"), "{err}");
+    assert_eq!(fs::read(dest.join(SHARED_LIBRARY_FILE)).unwrap(), fs::read(built.join(SHARED_LIBRARY_FILE)).unwrap());
+    assert!(err.contains("libgres_rs.so (the plugins' code)"), "{err}");
+    assert!(err.contains("gres_gpu.so (gres/gpu, Slurm 22.05.8)"), "{err}");
     assert_eq!(text(&out.stdout), format!("PluginDir={}:{}\n", dest.display(), stock.display()));
-    assert_eq!(fs::read_dir(&dest).unwrap().count(), 4, "no temporary files left");
+    assert_eq!(fs::read_dir(&dest).unwrap().count(), 5, "no temporary files left");
     // Another release: refused, unless forced.
     fs::remove_dir_all(&dest).unwrap();
     let out = run("23.02.1", false);
@@ -232,15 +242,46 @@ fn install_plugins() {
     assert!(!dest.exists(), "nothing installed");
     let out = run("23.02.1", true);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    // Not a plugin at all.
-    fs::write(from.0.join("libgres_mps.so"), b"\x7fELF\x02\x01 not really").unwrap();
+    fs::remove_dir_all(&dest).unwrap();
+    // Not our library at all, or one of another build that lacks the
+    // functions the plugin files jump to: refused, --force or not.
+    fs::copy(stock.join("gpu_generic.so"), from.0.join(SHARED_LIBRARY_FILE)).unwrap();
+    for force in [false, true] {
+        let out = run("22.05.8", force);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(text(&out.stderr).contains("not the plugins' shared library"), "{}", text(&out.stderr));
+    }
+    let mut other_build = fs::read(built.join(SHARED_LIBRARY_FILE)).unwrap();
+    assert!(replace_all(&mut other_build, b"gres_rs_gres_mps_", b"gres_rs_gres_mpX_"), "the library names its functions gres_rs_<file>_*");
+    fs::write(from.0.join(SHARED_LIBRARY_FILE), &other_build).unwrap();
     let out = run("22.05.8", true);
     assert_eq!(out.status.code(), Some(1));
-    // Missing files are a usage error.
-    fs::remove_file(from.0.join("libgres_mps.so")).unwrap();
+    let err = text(&out.stderr);
+    assert!(err.contains("gres_mps.so (built into gres-rs) calls gres_rs_gres_mps_") && err.contains("the two are from different builds"), "{err}");
+    assert!(!dest.exists(), "nothing installed");
+    // No library: a usage error.
+    fs::remove_file(from.0.join(SHARED_LIBRARY_FILE)).unwrap();
     let out = run("22.05.8", false);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("no libgres_mps.so or gres_mps.so in"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("no libgres_rs.so in"), "{}", text(&out.stderr));
+    assert!(!dest.exists(), "nothing installed");
+}
+
+/// Replace every occurrence of `from` in `bytes` by `to` (same length);
+/// whether there was one.
+fn replace_all(bytes: &mut [u8], from: &[u8], to: &[u8]) -> bool {
+    let mut found = false;
+    let mut i = 0;
+    while i + from.len() <= bytes.len() {
+        if &bytes[i..i + from.len()] == from {
+            bytes[i..i + from.len()].copy_from_slice(to);
+            found = true;
+            i += from.len();
+        } else {
+            i += 1;
+        }
+    }
+    found
 }
 
 #[test]

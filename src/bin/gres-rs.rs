@@ -111,16 +111,19 @@ EXIT STATUS
 
 const INSTALL_LONG_ABOUT: &str = "\
 Copy gres_gpu.so, gres_mps.so, gres_shard.so and gpu_nvml.so into DIR under
-the names slurmd loads.  Each file is written to a temporary file in DIR
-and renamed over the old one, so that a running slurmd or slurmstepd that
-has the old file mapped keeps its copy (overwriting a mapped library in
-place crashes the daemon).
+the names slurmd loads, with libgres_rs.so, the library that holds the code
+of all four (each plugin file loads it from its own directory).  Each file
+is written to a temporary file in DIR and renamed over the old one, so that
+a running slurmd or slurmstepd that has the old file mapped keeps its copy
+(overwriting a mapped library in place crashes the daemon).  The library is
+installed first; plugin files that need functions the library lacks (files
+of different builds) are refused.
 
-The files are taken from --from DIR, else from the directory of this
-executable (cargo's target/<profile>/, where they are built as
-libgres_gpu.so etc.).  A file whose plugin_version is not the installed
-slurmd's release is refused, since slurmd would not load it; --force
-installs it anyway.
+The plugin files are built into this executable; libgres_rs.so is taken
+from --from DIR, else from the directory of this executable (cargo's
+target/<profile>/, where both are built).  Plugin files whose
+plugin_version is not the installed slurmd's release are refused, since
+slurmd would not load them; --force installs them anyway.
 
 Prints the PluginDir= line for slurm.conf: DIR first, then the directory
 Slurm's own plugins are in.
@@ -222,7 +225,7 @@ pub struct InstallArgs {
     /// Directory to install the plugin files into
     #[arg(long, value_name = "DIR")]
     pub plugin_dir: PathBuf,
-    /// Directory holding the built plugins [default: this executable's directory]
+    /// Directory holding the built libgres_rs.so [default: this executable's directory]
     #[arg(long, value_name = "DIR")]
     pub from: Option<PathBuf>,
     /// Install files whose plugin_version differs from the installed slurmd's

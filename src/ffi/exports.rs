@@ -14,11 +14,11 @@ use std::ptr;
 pub const SLURM_SUCCESS: c_int = 0;
 pub const SLURM_ERROR: c_int = -1;
 
-/// `init()` of any plugin file: route its logs to slurmd, then run
+/// `init()` of any plugin file: route our logs to slurmd, then run
 /// `init` under the guard; an error makes slurmd load the next file of the
 /// same name in `PluginDir` (the stock plugin).
 pub fn init_plugin(plugin_type: &'static str, init: impl FnOnce() -> Result<(), String>) -> c_int {
-    super::log::install(plugin_type);
+    super::log::install();
     guard(plugin_type, "init", SLURM_ERROR, || match init() {
         Ok(()) => SLURM_SUCCESS,
         Err(e) => {

@@ -9,7 +9,7 @@ static QUIET_HOOK: Once = Once::new();
 
 /// Run `f`; on panic log `"<plugin_type>: <func>: internal error: ..."` and
 /// return `fallback`.
-pub fn guard<R>(plugin_type: &str, func: &str, fallback: R, f: impl FnOnce() -> R) -> R {
+pub fn guard<R>(plugin_type: &'static str, func: &str, fallback: R, f: impl FnOnce() -> R) -> R {
     QUIET_HOOK.call_once(|| {
         // The default hook writes to slurmd's stderr, often /dev/null; we
         // log the panic ourselves below.  Keep the previous hook for
@@ -21,7 +21,7 @@ pub fn guard<R>(plugin_type: &str, func: &str, fallback: R, f: impl FnOnce() -> 
             }
         }));
     });
-    let _scope = super::log::GuardScope::enter();
+    let _scope = super::log::GuardScope::enter(plugin_type);
     match catch_unwind(AssertUnwindSafe(|| {
         #[cfg(feature = "fault-injection")]
         inject(func);

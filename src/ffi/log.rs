@@ -17,28 +17,35 @@ use tracing::subscriber::Interest;
 use tracing::{Event, Level, Metadata, Subscriber};
 
 thread_local! {
-    static GUARD_DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// The plugin whose exported function this thread is running (the
+    /// innermost one: gres/gpu's detection calls into gpu/nvml).
+    static CURRENT: Cell<Option<&'static str>> = const { Cell::new(None) };
 }
 
-/// Marks the current thread as running inside an exported function.
-pub struct GuardScope;
+/// Marks the current thread as running inside an exported function of
+/// `plugin_type`, whose name prefixes the lines it logs.
+pub struct GuardScope {
+    outer: Option<&'static str>,
+}
 
 impl GuardScope {
-    pub fn enter() -> GuardScope {
-        GUARD_DEPTH.with(|d| d.set(d.get() + 1));
-        GuardScope
+    pub fn enter(plugin_type: &'static str) -> GuardScope {
+        GuardScope { outer: CURRENT.replace(Some(plugin_type)) }
     }
 }
 
 impl Drop for GuardScope {
     fn drop(&mut self) {
-        GUARD_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+        CURRENT.set(self.outer);
     }
 }
 
 pub fn in_guard() -> bool {
-    GUARD_DEPTH.with(|d| d.get() > 0)
+    CURRENT.get().is_some()
 }
+
+/// Lines logged outside any exported function (none are expected).
+const NO_PLUGIN: &str = "gres-rs";
 
 fn slurm_level(meta: &Metadata<'_>) -> sys::log_level_t {
     match meta.target() {
@@ -100,10 +107,8 @@ impl Visit for MessageVisitor {
     }
 }
 
-/// The subscriber installed by each plugin's `init()`.
-struct SlurmLog {
-    prefix: &'static str,
-}
+/// The subscriber, installed by the first plugin's `init()`.
+struct SlurmLog;
 
 impl Subscriber for SlurmLog {
     fn register_callsite(&self, _meta: &'static Metadata<'static>) -> Interest {
@@ -124,7 +129,7 @@ impl Subscriber for SlurmLog {
         let meta = event.metadata();
         // Lines other tools parse (Slurm's testsuite reads GRES_PARSABLE
         // lines) are logged exactly as the stock plugins log them.
-        let prefix = if meta.target() == targets::UNPREFIXED { String::new() } else { format!("{}: ", self.prefix) };
+        let prefix = if meta.target() == targets::UNPREFIXED { String::new() } else { format!("{}: ", CURRENT.get().unwrap_or(NO_PLUGIN)) };
         emit(slurm_level(meta), &format!("{prefix}{}{}", v.message, v.fields));
     }
     fn enter(&self, _span: &Id) {}
@@ -133,10 +138,11 @@ impl Subscriber for SlurmLog {
 
 static INSTALLED: OnceLock<()> = OnceLock::new();
 
-/// Route this plugin file's `tracing` events to slurmd's log.  Each plugin
-/// file has its own copy of `tracing`, so each installs its own prefix.
-pub fn install(plugin_type: &'static str) {
+/// Route `tracing` events to slurmd's log, each line prefixed with the
+/// plugin whose function logged it (all plugins share `libgres_rs.so`,
+/// hence one subscriber).
+pub fn install() {
     INSTALLED.get_or_init(|| {
-        let _ = tracing::subscriber::set_global_default(SlurmLog { prefix: plugin_type });
+        let _ = tracing::subscriber::set_global_default(SlurmLog);
     });
 }

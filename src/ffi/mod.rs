@@ -3,6 +3,8 @@
 //! Every `unsafe` block carries a `// SAFETY:` comment.
 
 pub mod declare;
+#[macro_use]
+pub mod entry_points;
 pub mod exports;
 pub mod gpu_exports;
 pub mod guard;

@@ -33,8 +33,8 @@ fn to_stderr(lines: &[String]) {
 pub struct GpuNvml;
 
 impl GpuPlugin for GpuNvml {
-    const PLUGIN_NAME: &'static str = "GPU NVML plugin";
-    const PLUGIN_TYPE: &'static str = "gpu/nvml";
+    const PLUGIN_NAME: &'static str = super::files::GPU_NVML.name;
+    const PLUGIN_TYPE: &'static str = super::files::GPU_NVML.plugin_type;
 
     fn init() -> Result<(), String> {
         tracing::debug!("init: {} loaded", Self::PLUGIN_NAME);

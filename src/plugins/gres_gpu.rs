@@ -74,8 +74,8 @@ fn load_config(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>, 
 }
 
 impl GresPlugin for GresGpu {
-    const PLUGIN_NAME: &'static str = "Gres GPU plugin";
-    const PLUGIN_TYPE: &'static str = "gres/gpu";
+    const PLUGIN_NAME: &'static str = super::files::GRES_GPU.name;
+    const PLUGIN_TYPE: &'static str = super::files::GRES_GPU.plugin_type;
     const GRES_NAME: &'static str = "gpu";
 
     fn init() -> Result<(), String> {

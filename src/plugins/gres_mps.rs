@@ -6,8 +6,7 @@
 super::shared::shared_gres_plugin!(
     GresMps,
     crate::core::shared::SharedKind::Mps,
-    name: "Gres MPS plugin",
-    type: "gres/mps",
+    file: super::files::GRES_MPS,
     gres: "mps",
     forward_gpu_freq: false
 );

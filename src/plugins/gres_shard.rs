@@ -6,8 +6,7 @@
 super::shared::shared_gres_plugin!(
     GresShard,
     crate::core::shared::SharedKind::Shard,
-    name: "Gres SHARD plugin",
-    type: "gres/shard",
+    file: super::files::GRES_SHARD,
     gres: "shard",
     forward_gpu_freq: true
 );

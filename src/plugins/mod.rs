@@ -6,6 +6,7 @@ use crate::core::env::{EnvChange, EnvOp, EnvState, Scope};
 use crate::core::model::{Bitmap, EpilogInfo, GresDevice, GresRecord, InternalFlags, JobAlloc, LogLine};
 use crate::core::wire::{WireError, WireReader, WireWriter};
 
+pub mod files;
 pub mod gpu_detect;
 pub mod gpu_nvml;
 pub mod gres_gpu;
@@ -86,6 +87,16 @@ pub(crate) fn env_scope<'a>(target: EnvTarget<'a>, job: &'a mut EnvState, step: 
         EnvTarget::Step => (Scope::Step, step),
         EnvTarget::Task { usable } => (Scope::Task(usable), task),
     }
+}
+
+mod built {
+    include!(concat!(env!("OUT_DIR"), "/plugin_files.rs"));
+}
+
+/// The bytes of plugin file `file` as build.rs made it (data symbols and
+/// jumps into [`files::SHARED_LIBRARY_FILE`]), for installing it.
+pub fn plugin_file_bytes(file: &files::PluginFile) -> &'static [u8] {
+    built::BUILT.iter().find(|(f, _)| *f == file.file).map(|(_, b)| *b).unwrap_or_else(|| panic!("build.rs made no {}.so", file.file))
 }
 
 /// One GRES plugin file (`gres_gpu.so`, `gres_mps.so`, `gres_shard.so`).

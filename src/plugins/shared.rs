@@ -163,15 +163,15 @@ pub fn epilog_set_env(kind: SharedKind, state: &'static Mutex<SharedState>, info
 /// `forward_gpu_freq` hands `--gpu-freq` to slurmd's gpu plugin, as the
 /// stock gres/shard does (jobs using MPS cannot ask for a GPU frequency).
 macro_rules! shared_gres_plugin {
-    ($plugin:ident, $kind:expr, name: $name:literal, type: $type_:literal, gres: $gres:literal, forward_gpu_freq: $hw:literal) => {
+    ($plugin:ident, $kind:expr, file: $file:expr, gres: $gres:literal, forward_gpu_freq: $hw:literal) => {
         pub struct $plugin;
 
         static STATE: std::sync::Mutex<$crate::plugins::shared::SharedState> = std::sync::Mutex::new($crate::plugins::shared::SharedState::new());
         const KIND: $crate::core::shared::SharedKind = $kind;
 
         impl $crate::plugins::GresPlugin for $plugin {
-            const PLUGIN_NAME: &'static str = $name;
-            const PLUGIN_TYPE: &'static str = $type_;
+            const PLUGIN_NAME: &'static str = $file.name;
+            const PLUGIN_TYPE: &'static str = $file.plugin_type;
             const GRES_NAME: &'static str = $gres;
 
             fn init() -> Result<(), String> {

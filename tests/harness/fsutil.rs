@@ -70,15 +70,20 @@ pub fn write_file(path: &Path, contents: &str, mode: u32) -> io::Result<()> {
     fs::set_permissions(path, fs::Permissions::from_mode(mode))
 }
 
-/// Copies `src` into `dest` atomically: a temp file in the same directory,
-/// then rename(2). Never overwrites a file in place (a running daemon may
-/// have it mapped).
+/// Copies `src` into `dest` atomically (see [`write_atomic`]).
 pub fn install_atomic(src: &Path, dest: &Path, mode: u32) -> io::Result<()> {
+    write_atomic(&fs::read(src)?, dest, mode)
+}
+
+/// Writes `bytes` into `dest` atomically: a temp file in the same
+/// directory, then rename(2). Never overwrites a file in place (a running
+/// daemon may have it mapped).
+pub fn write_atomic(bytes: &[u8], dest: &Path, mode: u32) -> io::Result<()> {
     let dir = dest.parent().ok_or_else(|| io::Error::other("dest has no parent"))?;
     let name = dest.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp.{}.{}", std::process::id(), DIR_SEQ.fetch_add(1, Ordering::SeqCst)));
     let res = (|| {
-        fs::copy(src, &tmp)?;
+        fs::write(&tmp, bytes)?;
         fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
         File::open(&tmp)?.sync_all()?;
         fs::rename(&tmp, dest)

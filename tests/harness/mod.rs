@@ -33,6 +33,8 @@ pub use fsutil::make_fake_gpu_nodes;
 pub use process::CmdOutput;
 pub use scenario::*;
 
+pub use slurm_gpu_gres::plugins::files::{PLUGIN_FILES, SHARED_LIBRARY_FILE};
+use slurm_gpu_gres::plugins::plugin_file_bytes;
 use std::collections::BTreeSet;
 use std::fs;
 use std::io;
@@ -44,7 +46,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// The plugin files this project replaces (names slurmd loads, minus ".so").
-pub const OUR_PLUGINS: [&str; 4] = ["gres_gpu", "gres_mps", "gres_shard", "gpu_nvml"];
+pub const OUR_PLUGINS: [&str; 4] = [PLUGIN_FILES[0].file, PLUGIN_FILES[1].file, PLUGIN_FILES[2].file, PLUGIN_FILES[3].file];
 
 /// Serializes clusters inside one test binary (2 cores; parallel daemon
 /// start-ups are slow and flaky). Held for a cluster's whole lifetime.
@@ -158,25 +160,19 @@ pub fn require_slurm(test: &str) -> bool {
 // Our plugin files
 // ---------------------------------------------------------------------------
 
-/// Finds the directory holding our built `lib<name>.so` (or `<name>.so`)
-/// files: `$GRES_RS_PLUGIN_DIR`, else `$CARGO_TARGET_DIR` (or
+/// Finds the directory holding our built `libgres_rs.so` (the code of all
+/// our plugins; the plugin files themselves are built into this crate):
+/// `$GRES_RS_PLUGIN_DIR`, else `$CARGO_TARGET_DIR` (or
 /// `<workspace>/target`) `/debug` or `/release` (the one matching this
 /// build's profile first).
-pub fn locate_our_plugins(names: &[&str]) -> Result<PathBuf, String> {
-    let file_in = |dir: &Path, n: &str| [dir.join(format!("lib{n}.so")), dir.join(format!("{n}.so"))].into_iter().find(|p| p.is_file());
-    let check = |dir: &Path| -> Result<(), Vec<String>> {
-        let missing: Vec<String> = names.iter().filter(|n| file_in(dir, n).is_none()).map(|n| format!("lib{n}.so")).collect();
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            Err(missing)
-        }
-    };
+pub fn locate_our_library() -> Result<PathBuf, String> {
     if let Some(d) = std::env::var_os("GRES_RS_PLUGIN_DIR") {
         let d = PathBuf::from(d);
-        return check(&d)
-            .map(|_| d.clone())
-            .map_err(|m| format!("GRES_RS_PLUGIN_DIR={} lacks {}; run `cargo build --workspace` first", d.display(), m.join(", ")));
+        return if d.join(SHARED_LIBRARY_FILE).is_file() {
+            Ok(d)
+        } else {
+            Err(format!("GRES_RS_PLUGIN_DIR={} lacks {SHARED_LIBRARY_FILE}; run `cargo build --workspace` first", d.display()))
+        };
     }
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let target = match std::env::var_os("CARGO_TARGET_DIR") {
@@ -185,25 +181,25 @@ pub fn locate_our_plugins(names: &[&str]) -> Result<PathBuf, String> {
         None => manifest.join("target"),
     };
     let profiles = if cfg!(debug_assertions) { ["debug", "release"] } else { ["release", "debug"] };
-    let mut tried = Vec::new();
-    for p in profiles {
-        let d = target.join(p);
-        match check(&d) {
-            Ok(()) => return Ok(d),
-            Err(m) => tried.push(format!("{} (missing {})", d.display(), m.join(", "))),
-        }
-    }
-    Err(format!("our plugin files are not built; run `cargo build --workspace` first (or set GRES_RS_PLUGIN_DIR). Looked in: {}", tried.join("; ")))
+    let tried: Vec<PathBuf> = profiles.iter().map(|p| target.join(p)).collect();
+    tried.iter().find(|d| d.join(SHARED_LIBRARY_FILE).is_file()).cloned().ok_or_else(|| {
+        let looked: Vec<String> = tried.iter().map(|d| d.display().to_string()).collect();
+        format!("{SHARED_LIBRARY_FILE} is not built; run `cargo build --workspace` first (or set GRES_RS_PLUGIN_DIR). Looked in: {}", looked.join("; "))
+    })
 }
 
-/// Path of our built file for plugin `name` inside `dir`.
-fn our_built_file(dir: &Path, name: &str) -> PathBuf {
-    let lib = dir.join(format!("lib{name}.so"));
-    if lib.is_file() {
-        lib
-    } else {
-        dir.join(format!("{name}.so"))
+/// Installs our library from `built` and the named plugin files into
+/// `dir`, each through a temporary file and rename(2); the library first,
+/// so that a plugin file never sits there without it.
+pub fn install_ours(built: &Path, names: &[&str], dir: &Path) -> Result<(), String> {
+    let src = built.join(SHARED_LIBRARY_FILE);
+    fsutil::install_atomic(&src, &dir.join(SHARED_LIBRARY_FILE), 0o755).map_err(|e| format!("installing {} in {}: {e}", src.display(), dir.display()))?;
+    for n in names {
+        let file = PLUGIN_FILES.iter().find(|f| f.file == *n).ok_or_else(|| format!("{n} is not one of our plugin files"))?;
+        fsutil::write_atomic(plugin_file_bytes(file), &dir.join(format!("{n}.so")), 0o755)
+            .map_err(|e| format!("installing {n}.so in {}: {e}", dir.display()))?;
     }
+    Ok(())
 }
 
 /// Which plugin files slurmd/slurmctld/slurmstepd should load.
@@ -482,13 +478,9 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
         let names: Vec<&str> = ours.iter().map(|s| s.as_str()).collect();
         let built = match &c.plugin_build_dir {
             Some(d) => d.clone(),
-            None => locate_our_plugins(&names)?,
+            None => locate_our_library()?,
         };
-        for n in &names {
-            let src = our_built_file(&built, n);
-            fsutil::install_atomic(&src, &l.plugins.join(format!("{n}.so")), 0o755)
-                .map_err(|err| format!("installing {} as {}/{n}.so: {err}", src.display(), l.plugins.display()))?;
-        }
+        install_ours(&built, &names, &l.plugins)?;
         (format!("{}:{}", l.plugins.display(), stock.display()), Some(l.plugins.clone()))
     };
 
@@ -673,10 +665,15 @@ impl SlurmdG {
 }
 
 /// Checks a list of mapped/loaded paths: each `<name>.so` must come from
-/// `our_dir` and must not come from the stock dir.
+/// `our_dir` and must not come from the stock dir, and our shared library
+/// must come from `our_dir` too.
 pub fn check_loaded(paths: &[String], our_dir: &Path, names: &[&str]) -> Result<(), String> {
     let stock = stock_plugin_dir();
     let mut errs = Vec::new();
+    let shared = our_dir.join(SHARED_LIBRARY_FILE).to_string_lossy().into_owned();
+    if !names.is_empty() && !paths.iter().any(|x| x == &shared || x.starts_with(&format!("{shared} "))) {
+        errs.push(format!("{shared} is NOT loaded"));
+    }
     for n in names {
         let ours = our_dir.join(format!("{n}.so")).to_string_lossy().into_owned();
         let theirs = stock.join(format!("{n}.so")).to_string_lossy().into_owned();
@@ -1252,13 +1249,16 @@ impl Cluster {
         }
         // LD_DEBUG goes to stderr: slurmd closes all other descriptors at
         // start, so LD_DEBUG_OUTPUT would lose the plugin dlopen()s.
-        cmd.env("LD_DEBUG", "files");
+        // "libs" adds the paths of the libraries the plugin files need
+        // ("trying file=/path/libgres_rs.so").
+        cmd.env("LD_DEBUG", "files,libs");
         let mut output = process::run_with_timeout(cmd, Duration::from_secs(60), &l.capture);
         let mut loaded: BTreeSet<String> = BTreeSet::new();
         let mut stderr = String::new();
         for line in output.stderr.lines() {
             if is_ld_debug_line(line) {
-                // "    123:\tfile=/path/x.so [0];  dynamically loaded by ..."
+                // "    123:\tfile=/path/x.so [0];  dynamically loaded by ...",
+                // "    123:\t  trying file=/path/libgres_rs.so"
                 if let Some(rest) = line.split("file=").nth(1) {
                     if let Some(path) = rest.split_whitespace().next() {
                         loaded.insert(path.to_string());

@@ -1,6 +1,7 @@
 //! `gres-rs install`: put the plugin files where slurmd loads them, without
 //! ever writing into a file a running daemon has mapped.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -8,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use slurm_gpu_gres::core::slurm_conf::SlurmConf;
+use slurm_gpu_gres::ffi::entry_points::SHARED_SYMBOL_PREFIX;
+use slurm_gpu_gres::plugins::{files::PLUGIN_FILES, plugin_file_bytes};
+use slurm_gpu_gres::SHARED_LIBRARY_FILE;
 
 use crate::{default_slurm_conf, tool_error, InstallArgs, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};
-
-/// The plugin files, by the name slurmd loads (`<name>.so`).
-pub const PLUGINS: [&str; 4] = ["gres_gpu", "gres_mps", "gres_shard", "gpu_nvml"];
 
 /// Where Slurm's own plugins usually are.
 const STOCK_PLUGIN_DIRS: [&str; 5] =
@@ -29,6 +30,9 @@ pub struct PluginInfo {
     /// Where the version is in the file.
     pub version_offset: usize,
     pub plugin_type: Option<String>,
+    /// The functions it calls in our shared library (none for another
+    /// plugin).
+    pub needs: Vec<String>,
 }
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
@@ -49,10 +53,19 @@ struct Section {
     link: u32,
 }
 
-/// Read `plugin_version` (and `plugin_type`, when it is a string in the
-/// file) from the dynamic symbols of a 64-bit little-endian ELF shared
-/// object, without loading it.  `Err` says why not.
-pub fn plugin_info(elf: &[u8]) -> Result<PluginInfo, String> {
+/// One entry of an ELF file's dynamic symbol table.
+struct DynSym<'a> {
+    name: &'a [u8],
+    /// Undefined here: to be found in another object at load time.
+    undefined: bool,
+    /// The symbol's object in the file (`None` for code outside the file's
+    /// sections or zero-filled data), and its offset.
+    object: Option<(&'a [u8], usize)>,
+}
+
+/// The dynamic symbols of a 64-bit little-endian ELF shared object,
+/// without loading it.  `Err` says why not.
+fn dynamic_symbols(elf: &[u8]) -> Result<Vec<DynSym<'_>>, String> {
     const SHT_DYNSYM: u32 = 11;
     const SHT_NOBITS: u32 = 8;
     if elf.get(..4) != Some(b"\x7fELF") {
@@ -85,48 +98,68 @@ pub fn plugin_info(elf: &[u8]) -> Result<PluginInfo, String> {
     let strtab = sections.get(dynsym.link as usize).ok_or_else(bad)?;
     let name_at = |off: u32| -> Option<&[u8]> {
         let start = (strtab.offset as usize).checked_add(off as usize)?;
-        let rest = elf.get(start..(strtab.offset + strtab.size) as usize)?;
+        let rest = elf.get(start..(strtab.offset.checked_add(strtab.size)?) as usize)?;
         Some(&rest[..rest.iter().position(|&b| b == 0)?])
     };
-    // The bytes of a defined symbol's object in the file.
-    let object = |value: u64, size: u64, shndx: u16| -> Option<&[u8]> {
+    let object = |value: u64, size: u64, shndx: u16| -> Option<(&[u8], usize)> {
         let sec = sections.get(shndx as usize)?;
-        if sec.kind == SHT_NOBITS || value < sec.addr || value + size > sec.addr + sec.size {
+        if sec.kind == SHT_NOBITS || value < sec.addr || value.checked_add(size)? > sec.addr.checked_add(sec.size)? {
             return None;
         }
-        let start = (sec.offset + (value - sec.addr)) as usize;
-        elf.get(start..start + size as usize)
+        let start = (sec.offset.checked_add(value - sec.addr)?) as usize;
+        Some((elf.get(start..start.checked_add(size as usize)?)?, start))
     };
-    let mut version = None;
-    let mut version_at = None;
-    let mut plugin_type = None;
-    let count = dynsym.size / 24;
-    for i in 0..count {
+    let mut symbols = Vec::new();
+    for i in 0..dynsym.size / 24 {
         let at = (dynsym.offset + i * 24) as usize;
         let (Some(name), Some(shndx), Some(value), Some(size)) = (u32_at(elf, at), u16_at(elf, at + 6), u64_at(elf, at + 8), u64_at(elf, at + 16)) else {
             return Err(bad());
         };
-        if shndx == 0 {
-            continue;
-        }
-        match name_at(name) {
-            Some(b"plugin_version") => {
-                version = object(value, 4, shndx).and_then(|b| u32_at(b, 0));
-                version_at = sections.get(shndx as usize).map(|sec| (sec.offset + (value - sec.addr)) as usize);
-            }
-            Some(b"plugin_type") => {
-                plugin_type = object(value, size, shndx).and_then(|b| {
-                    let s = &b[..b.iter().position(|&c| c == 0)?];
-                    (!s.is_empty() && s.iter().all(|c| c.is_ascii_graphic())).then(|| String::from_utf8_lossy(s).into_owned())
-                });
+        let name = name_at(name).ok_or_else(bad)?;
+        symbols.push(DynSym { name, undefined: shndx == 0, object: if shndx == 0 { None } else { object(value, size, shndx) } });
+    }
+    Ok(symbols)
+}
+
+/// Read `plugin_version` (and `plugin_type`, when it is a string in the
+/// file) from the dynamic symbols of a plugin file, and what it needs from
+/// our shared library.  `Err` says why not.
+pub fn plugin_info(elf: &[u8]) -> Result<PluginInfo, String> {
+    let mut version = None;
+    let mut plugin_type = None;
+    let mut needs = Vec::new();
+    for sym in dynamic_symbols(elf)? {
+        match (sym.name, sym.object) {
+            (name, _) if sym.undefined && name.starts_with(SHARED_SYMBOL_PREFIX.as_bytes()) => needs.push(String::from_utf8_lossy(name).into_owned()),
+            _ if sym.undefined => {}
+            (b"plugin_version", Some((bytes, at))) => version = u32_at(bytes, 0).map(|v| (v, at)),
+            (b"plugin_type", Some((bytes, _))) => {
+                plugin_type = bytes
+                    .iter()
+                    .position(|&c| c == 0)
+                    .map(|end| &bytes[..end])
+                    .and_then(|s| (!s.is_empty() && s.iter().all(|c| c.is_ascii_graphic())).then(|| String::from_utf8_lossy(s).into_owned()));
             }
             _ => {}
         }
     }
-    match (version, version_at) {
-        (Some(version), Some(version_offset)) => Ok(PluginInfo { version, version_offset, plugin_type }),
-        _ => Err("no plugin_version symbol: not a Slurm plugin".into()),
+    match version {
+        Some((version, version_offset)) => Ok(PluginInfo { version, version_offset, plugin_type, needs }),
+        None => Err("no plugin_version symbol: not a Slurm plugin".into()),
     }
+}
+
+/// The functions our shared library offers the plugin files.
+pub fn shared_exports(elf: &[u8]) -> Result<BTreeSet<String>, String> {
+    let exports: BTreeSet<String> = dynamic_symbols(elf)?
+        .into_iter()
+        .filter(|s| !s.undefined && s.name.starts_with(SHARED_SYMBOL_PREFIX.as_bytes()))
+        .map(|s| String::from_utf8_lossy(s.name).into_owned())
+        .collect();
+    if exports.is_empty() {
+        return Err(format!("exports no {SHARED_SYMBOL_PREFIX}* function: not the plugins' shared library"));
+    }
+    Ok(exports)
 }
 
 /// Whether a plugin of release `version` may be installed for a slurmd of
@@ -199,12 +232,6 @@ pub fn install_file(bytes: &[u8], dest: &Path) -> std::io::Result<()> {
     result
 }
 
-/// The built file of plugin `name` in `dir`: `lib<name>.so` (as cargo
-/// names it) or `<name>.so`.
-fn source_file(dir: &Path, name: &str) -> Option<PathBuf> {
-    [format!("lib{name}.so"), format!("{name}.so")].into_iter().map(|f| dir.join(f)).find(|p| p.is_file())
-}
-
 /// The `PluginDir=` value to use: `dir` first, then the directories slurmd
 /// already searches (slurm.conf's PluginDir, else where Slurm's own plugins
 /// are).
@@ -232,38 +259,38 @@ pub fn run(args: &InstallArgs) -> u8 {
             }
         },
     };
-    let mut sources = Vec::new();
-    for name in PLUGINS {
-        match source_file(&from, name) {
-            Some(p) => sources.push((name, p)),
-            None => {
-                tool_error(format!(
-                    "no lib{name}.so or {name}.so in {}: build the plugins (cargo build --release --workspace) or use --from DIR",
-                    from.display()
-                ));
-                return EXIT_USAGE;
-            }
-        }
+    let read = |path: &Path| fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()));
+    let library_path = from.join(SHARED_LIBRARY_FILE);
+    if !library_path.is_file() {
+        tool_error(format!("no {SHARED_LIBRARY_FILE} in {}: build the plugins (cargo build --release --workspace) or use --from DIR", from.display()));
+        return EXIT_USAGE;
     }
+    let library = match read(&library_path) {
+        Ok(b) => b,
+        Err(e) => {
+            tool_error(e);
+            return EXIT_USAGE;
+        }
+    };
+    let mut refused = false;
+    let offered = shared_exports(&library).unwrap_or_else(|e| {
+        tool_error(format!("{}: {e}", library_path.display()));
+        refused = true;
+        BTreeSet::new()
+    });
     let expected = installed_version();
     match &expected {
         Some((v, whence)) => eprintln!("gres-rs: installed Slurm is {} ({whence})", version_text(*v)),
         None => eprintln!("gres-rs: warning: cannot tell the installed Slurm version (no slurmd, no slurm_version.h): versions not checked"),
     }
     let mut files = Vec::new();
-    let mut refused = false;
-    for (name, path) in sources {
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) => {
-                tool_error(format!("cannot read {}: {e}", path.display()));
-                return EXIT_USAGE;
-            }
-        };
-        let info = match plugin_info(&bytes) {
+    for file in &PLUGIN_FILES {
+        let (name, bytes) = (file.file, plugin_file_bytes(file));
+        let path = format!("{name}.so (built into gres-rs)");
+        let info = match plugin_info(bytes) {
             Ok(i) => i,
             Err(e) => {
-                tool_error(format!("{}: {e}", path.display()));
+                tool_error(format!("{path}: {e}"));
                 refused = true;
                 continue;
             }
@@ -272,13 +299,22 @@ pub fn run(args: &InstallArgs) -> u8 {
             if !version_ok(info.version, Some(v)) {
                 let what = if args.force { "warning" } else { "error" };
                 eprintln!(
-                    "gres-rs: {what}: {} is for Slurm {}, the installed slurmd is {}: slurmd would not load it{}",
-                    path.display(),
+                    "gres-rs: {what}: {path} is for Slurm {}, the installed slurmd is {}: slurmd would not load it{}",
                     version_text(info.version),
                     version_text(v),
                     if args.force { " (installing anyway: --force)" } else { " (rebuild against this Slurm, or --force)" }
                 );
                 refused |= !args.force;
+            }
+        }
+        // slurmd could not load this pair at all (--force does not help).
+        if !offered.is_empty() {
+            if let Some(missing) = info.needs.iter().find(|f| !offered.contains(*f)) {
+                tool_error(format!(
+                    "{path} calls {missing}, which {} lacks: the two are from different builds (install with the gres-rs of the same build)",
+                    library_path.display()
+                ));
+                refused = true;
             }
         }
         files.push((name, path, bytes, info));
@@ -291,19 +327,20 @@ pub fn run(args: &InstallArgs) -> u8 {
         tool_error(format!("cannot create {}: {e}", args.plugin_dir.display()));
         return EXIT_USAGE;
     }
-    for (name, path, bytes, info) in &files {
+    // The library first: every plugin file installed finds what it needs.
+    let dest = args.plugin_dir.join(SHARED_LIBRARY_FILE);
+    if let Err(e) = install_file(&library, &dest) {
+        tool_error(format!("cannot install {}: {e}", dest.display()));
+        return EXIT_USAGE;
+    }
+    eprintln!("gres-rs: installed {} (the plugins' code) from {}", dest.display(), library_path.display());
+    for (name, _, bytes, info) in &files {
         let dest = args.plugin_dir.join(format!("{name}.so"));
         if let Err(e) = install_file(bytes, &dest) {
             tool_error(format!("cannot install {}: {e}", dest.display()));
             return EXIT_USAGE;
         }
-        eprintln!(
-            "gres-rs: installed {} ({}, Slurm {}) from {}",
-            dest.display(),
-            info.plugin_type.as_deref().unwrap_or(name),
-            version_text(info.version),
-            path.display()
-        );
+        eprintln!("gres-rs: installed {} ({}, Slurm {})", dest.display(), info.plugin_type.as_deref().unwrap_or(name), version_text(info.version));
     }
     let conf_path = args.slurm_conf.clone().unwrap_or_else(default_slurm_conf);
     let conf = SlurmConf::load(&conf_path).ok();

@@ -1,0 +1,77 @@
+//! The entry points of the plugin files, written once.  Each plugin file
+//! (`gres_gpu.so` ...) holds only the data symbols slurmd reads and, for
+//! every function slurmd resolves in it, a jump to that plugin's function
+//! in `libgres_rs.so` (see [`crate::ffi::declare`]).  The lists below give
+//! each function's name, C signature and body; `build.rs` includes this
+//! file to take the names for the plugin files, `plugins/gres_rs` expands
+//! the bodies into `libgres_rs.so`.
+//!
+//! Only macros and constants: `build.rs` compiles it on its own.
+
+/// How the names of `libgres_rs.so`'s functions for the plugin files
+/// begin (`gres-rs install` checks that a plugin file finds all it needs).
+pub const SHARED_SYMBOL_PREFIX: &str = "gres_rs_";
+
+/// The name in `libgres_rs.so` of plugin file `$tag`'s function `$name`:
+/// [`SHARED_SYMBOL_PREFIX`], the file, the function (`gres_rs_gres_gpu_init`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __shared_symbol {
+    ($tag:ident, $name:ident) => {
+        concat!("gres_rs_", stringify!($tag), "_", stringify!($name))
+    };
+}
+
+/// Every function of a GRES plugin (`gres_p_*`, `init`, `fini`): name, C
+/// signature, and the body in `libgres_rs.so` (`P` is the plugin type,
+/// `DEVICES` its device-list cache).  Calls `$emit!` with them.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! gres_plugin_functions {
+    ($emit:ident ! ($tag:ident)) => {
+        $crate::$emit! { $tag;
+            fn init() -> c_int => ex::init::<P>();
+            fn fini() -> c_int => ex::fini::<P>();
+            fn gres_p_node_config_load(list: sys::List, cfg: *mut sys::node_config_load_t) -> c_int => ex::node_config_load::<P>(list, cfg);
+            fn gres_p_job_set_env(env: *mut *mut *mut c_char, alloc: *mut sys::bitstr_t, cnt: u64, flags: sys::gres_internal_flags_t) -> ()
+                => ex::set_env::<P>(env, alloc, cnt, None, flags, "job_set_env");
+            fn gres_p_step_set_env(env: *mut *mut *mut c_char, alloc: *mut sys::bitstr_t, cnt: u64, flags: sys::gres_internal_flags_t) -> ()
+                => ex::set_env::<P>(env, alloc, cnt, None, flags, "step_set_env");
+            // The arguments in the order slurmd passes them.
+            fn gres_p_task_set_env(env: *mut *mut *mut c_char, alloc: *mut sys::bitstr_t, cnt: u64, usable: *mut sys::bitstr_t, flags: sys::gres_internal_flags_t) -> ()
+                => ex::set_env::<P>(env, alloc, cnt, Some(usable), flags, "task_set_env");
+            fn gres_p_send_stepd(buffer: *mut sys::buf_t) -> () => ex::send_stepd::<P>(buffer);
+            fn gres_p_recv_stepd(buffer: *mut sys::buf_t) -> () => ex::recv_stepd::<P>(buffer);
+            fn gres_p_get_job_info(js: *mut sys::gres_job_state_t, node_inx: u32, data_type: sys::gres_job_data_type, data: *mut c_void) -> c_int
+                => ex::get_info::<P>(data);
+            fn gres_p_get_step_info(ss: *mut sys::gres_step_state_t, node_inx: u32, data_type: sys::gres_step_data_type, data: *mut c_void) -> c_int
+                => ex::get_info::<P>(data);
+            fn gres_p_get_devices() -> sys::List => ex::get_devices::<P>(&DEVICES);
+            fn gres_p_step_hardware_init(usable: *mut sys::bitstr_t, settings: *mut c_char) -> () => ex::step_hardware_init::<P>(usable, settings);
+            fn gres_p_step_hardware_fini() -> () => ex::step_hardware_fini::<P>();
+            fn gres_p_epilog_build_env(js: *mut sys::gres_job_state_t) -> *mut sys::gres_epilog_info_t => ex::epilog_build_env::<P>(js);
+            fn gres_p_epilog_set_env(env: *mut *mut *mut c_char, ei: *mut sys::gres_epilog_info_t, node_inx: c_int) -> ()
+                => ex::epilog_set_env::<P>(env, ei, node_inx);
+        }
+    };
+}
+
+/// Every function of a gpu plugin (`gpu_p_*`, `init`, `fini`), like
+/// [`gres_plugin_functions!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! gpu_plugin_functions {
+    ($emit:ident ! ($tag:ident)) => {
+        $crate::$emit! { $tag;
+            fn init() -> c_int => gx::init::<P>();
+            fn fini() -> c_int => gx::fini::<P>();
+            fn gpu_p_reconfig() -> c_int => gx::reconfig::<P>();
+            fn gpu_p_get_system_gpu_list(cfg: *mut sys::node_config_load_t) -> sys::List => gx::get_system_gpu_list::<P>(cfg);
+            fn gpu_p_step_hardware_init(usable: *mut sys::bitstr_t, settings: *mut c_char) -> () => gx::step_hardware_init::<P>(usable, settings);
+            fn gpu_p_step_hardware_fini() -> () => gx::step_hardware_fini::<P>();
+            fn gpu_p_test_cpu_conv(range: *mut c_char) -> *mut c_char => gx::test_cpu_conv::<P>(range);
+            fn gpu_p_energy_read(dv_ind: u32, gpu: *mut sys::gpu_status_t) -> c_int => gx::energy_read::<P>(dv_ind, gpu);
+            fn gpu_p_get_device_count(count: *mut c_uint) -> () => gx::get_device_count::<P>(count);
+        }
+    };
+}

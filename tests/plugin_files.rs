@@ -1,0 +1,74 @@
+//! The plugin files (`gres_gpu.so` ...) as built into this crate: each
+//! offers slurmd every entry point that Debian's file of the same interface
+//! offers, jumps only to functions our `libgres_rs.so` defines, and stays
+//! thin (the code is in the library, once per daemon).  No Slurm daemon is
+//! needed; `nm` (binutils) reads the files.
+
+mod harness;
+
+use harness::{locate_our_library, stock_plugin_dir, PLUGIN_FILES, SHARED_LIBRARY_FILE};
+use slurm_gpu_gres::plugins::files::Interface;
+use slurm_gpu_gres::plugins::plugin_file_bytes;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+/// Dynamic symbols of a shared object: (defined, undefined non-weak).
+fn dynamic_symbols(file: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
+    let out = Command::new("nm").arg("-D").arg(file).output().unwrap_or_else(|e| panic!("cannot run nm (binutils): {e}"));
+    assert!(out.status.success(), "nm -D {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+    let (mut defined, mut undefined) = (BTreeSet::new(), BTreeSet::new());
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["U", name] => {
+                undefined.insert(name.to_string());
+            }
+            [_, kind, name] if *kind != "w" && *kind != "U" => {
+                defined.insert(name.to_string());
+            }
+            _ => {}
+        }
+    }
+    (defined, undefined)
+}
+
+/// What slurmd resolves in a plugin file: the data symbols, init/fini and
+/// the interface's functions.
+fn is_entry_point(name: &str) -> bool {
+    ["plugin_name", "plugin_type", "plugin_version", "init", "fini"].contains(&name) || name.starts_with("gres_p_") || name.starts_with("gpu_p_")
+}
+
+#[test]
+fn plugin_files_offer_the_stock_entry_points_and_jump_into_our_library() {
+    let dir = std::env::temp_dir().join(format!("gres-rs-plugin-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let library = locate_our_library().unwrap_or_else(|e| panic!("{e}")).join(SHARED_LIBRARY_FILE);
+    let (offered, _) = dynamic_symbols(&library);
+    let stock = stock_plugin_dir();
+    for file in &PLUGIN_FILES {
+        let bytes = plugin_file_bytes(file);
+        assert!(bytes.len() < 32 * 1024, "{}.so is {} bytes: the plugin files hold jumps, not code", file.file, bytes.len());
+        let path = dir.join(format!("{}.so", file.file));
+        std::fs::write(&path, bytes).unwrap();
+        let (defined, needed) = dynamic_symbols(&path);
+        // Debian ships no gpu_nvml.so; gpu_generic.so has the same interface.
+        let reference = stock.join(match file.interface {
+            Interface::Gres => format!("{}.so", file.file),
+            Interface::Gpu => "gpu_generic.so".to_string(),
+        });
+        if reference.is_file() {
+            let (theirs, _) = dynamic_symbols(&reference);
+            let missing: Vec<&String> = theirs.iter().filter(|s| is_entry_point(s) && !defined.contains(*s)).collect();
+            assert!(missing.is_empty(), "{}.so lacks entry points that {} has: {missing:?}", file.file, reference.display());
+        } else {
+            eprintln!("{}: not installed, entry points not compared", reference.display());
+        }
+        let extra: Vec<&String> = defined.iter().filter(|s| !is_entry_point(s)).collect();
+        assert!(extra.is_empty(), "{}.so defines symbols slurmd does not look for: {extra:?}", file.file);
+        assert!(!needed.is_empty());
+        let unresolved: Vec<&String> = needed.iter().filter(|s| !offered.contains(*s)).collect();
+        assert!(unresolved.is_empty(), "{}.so needs {unresolved:?}, which {} does not define", file.file, library.display());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
