@@ -410,9 +410,10 @@ fn nvml_node(side: Side, fixture: &Path, sockets: u32, cores: u32, threads: u32)
     c
 }
 
-/// `slurmd -G` on two prepared directories, interleaved.
-fn bench_slurmd_g(opts: &Opts, what: &str, stock: &GDir, ours: &GDir, note: &str) -> Row {
-    let n = opts.n(31, 7);
+/// `slurmd -G` on two prepared directories, interleaved, `runs` times
+/// each (a full run).
+fn bench_slurmd_g(opts: &Opts, what: &str, stock: &GDir, ours: &GDir, runs: usize, goal: &str, note: &str) -> Row {
+    let n = opts.n(runs, 7);
     // Both must configure GPUs.  (The numbers of lines may differ: with
     // gres/mps or gres/shard loaded, stock splits a MIG device into one
     // GPU per device file, ours keeps it one GPU: docs/deviations.md,
@@ -439,7 +440,7 @@ fn bench_slurmd_g(opts: &Opts, what: &str, stock: &GDir, ours: &GDir, note: &str
         stock: Some(median(&s)),
         ours: Some(median(&o)),
         n,
-        goal: "-".into(),
+        goal: goal.into(),
         note: note.into(),
     }
 }
@@ -504,7 +505,8 @@ fn rows_slurmd_g(opts: &Opts, rows: &mut Vec<Row>) {
     };
     {
         let (s, o) = (GDir::prepare(&fake_node(Side::Stock)), GDir::prepare(&fake_node(Side::Ours)));
-        rows.push(bench_slurmd_g(opts, "fake-GPU node: 8 GPUs in fake_gpus.conf", &s, &o, "both sides read fake_gpus.conf"));
+        // Like with like, and a small difference: more runs.
+        rows.push(bench_slurmd_g(opts, "fake-GPU node: 8 GPUs in fake_gpus.conf", &s, &o, 101, "<= 1.00", "both sides read fake_gpus.conf"));
     }
     // (a2, a3) NVML stand-in nodes.
     for (label, fixture) in [("8x H100 with NVLink", &h100), ("8x A100 x 7 MIG = 56 MIG devices", &mig)] {
@@ -515,6 +517,9 @@ fn rows_slurmd_g(opts: &Opts, rows: &mut Vec<Row>) {
             &format!("NVML node: {label}"),
             &stock,
             &ours,
+            31,
+            // Not like with like: no goal.
+            "-",
             "ours: AutoDetect=nvml on the NVML stand-in; stock (no gpu/nvml in Debian): the same GPUs from fake_gpus.conf",
         ));
         if std::env::var_os("GRES_RS_BENCH_EXPLAIN").is_some() {
@@ -558,7 +563,7 @@ fn rows_slurmd_g(opts: &Opts, rows: &mut Vec<Row>) {
 
 fn rows_steps(opts: &Opts, rows: &mut Vec<Row>) {
     let steps = opts.n(20, 5);
-    let rounds = opts.n(9, 3);
+    let rounds = opts.n(25, 3);
     let stock = Cluster::start(ClusterConfig::gpus(PluginSet::Stock, 4));
     let ours = Cluster::start(ClusterConfig::gpus(PluginSet::Ours, 4));
     ours.assert_stepd_ours_loaded(&["gres_gpu"], &["--gres=gpu:1"]);
