@@ -145,25 +145,27 @@ fn run(mut cmd: Command, what: &str) {
 /// `OUT_DIR/plugin_files.rs` that embeds them in the library (for
 /// `gres-rs install` and the tests).
 ///
-/// Each file names `libgres_rs.so` in `DT_NEEDED` and finds it beside
-/// itself through `DT_RPATH=$ORIGIN` (searched before `LD_LIBRARY_PATH`,
-/// so a plugin file never gets another build's library from a daemon's
-/// environment), and binds every symbol at load time (`-z now`): without
-/// the library, or with one that lacks a function, `dlopen()` fails
-/// cleanly and slurmd tries the next directory of `PluginDir`.
+/// Each file names `$ORIGIN/libgres_rs.so` in `DT_NEEDED`: the loader
+/// opens the library beside the plugin file by path, with no search (no
+/// library path, no `LD_LIBRARY_PATH`: a plugin file never gets another
+/// build's library from a daemon's environment, and no failed `open()`s),
+/// and binds every symbol at load time (`-z now`): without the library,
+/// or with one that lacks a function, `dlopen()` fails cleanly and slurmd
+/// tries the next directory of `PluginDir`.
 fn make_plugin_files(out: &Path, version: u32) {
     let arch = env::var("CARGO_CFG_TARGET_ARCH").expect("CARGO_CFG_TARGET_ARCH");
     let dir = out.join("plugin-files");
     fs::create_dir_all(&dir).expect("create OUT_DIR/plugin-files");
     let compiler = cc::Build::new().cargo_metadata(false).get_compiler();
     // The library is built by another crate, maybe later: link against a
-    // stand-in with its name (the jumps are resolved when slurmd loads).
+    // stand-in whose SONAME is what DT_NEEDED must say (the jumps are
+    // resolved when slurmd loads the file).
     let stub_dir = out.join("plugin-files-link");
     fs::create_dir_all(&stub_dir).expect("create OUT_DIR/plugin-files-link");
     let mut stub = compiler.to_command();
     stub.args(["-shared", "-nostdlib", "-x", "assembler", "/dev/null", "-o"])
         .arg(stub_dir.join(SHARED_LIBRARY_FILE))
-        .arg(format!("-Wl,-soname,{SHARED_LIBRARY_FILE}"));
+        .arg(format!("-Wl,-soname,$ORIGIN/{SHARED_LIBRARY_FILE}"));
     run(stub, "linking the stand-in libgres_rs.so");
     let lib_name = SHARED_LIBRARY_FILE.strip_prefix("lib").and_then(|n| n.strip_suffix(".so")).expect("lib<name>.so");
     let mut embed = String::from("/// The plugin files made by build.rs: (file, bytes of `<file>.so`).\npub const BUILT: [(&str, &[u8]); ");
@@ -179,7 +181,7 @@ fn make_plugin_files(out: &Path, version: u32) {
             .arg("-L")
             .arg(&stub_dir)
             .args(["-Wl,--no-as-needed", &format!("-l{lib_name}")])
-            .args(["-Wl,--disable-new-dtags,-rpath,$ORIGIN", "-Wl,-z,now", "-Wl,-z,relro", "-Wl,-z,noexecstack"]);
+            .args(["-Wl,-z,now", "-Wl,-z,relro", "-Wl,-z,noexecstack"]);
         run(link, &format!("making {}.so", file.file));
         let _ = writeln!(embed, "    ({:?}, include_bytes!({:?})),", file.file, object.display().to_string());
     }

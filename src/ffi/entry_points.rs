@@ -75,3 +75,11 @@ macro_rules! gpu_plugin_functions {
         }
     };
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shared_names_begin_with_the_prefix() {
+        assert_eq!(crate::__shared_symbol!(gres_gpu, init), format!("{}gres_gpu_init", super::SHARED_SYMBOL_PREFIX));
+    }
+}

@@ -35,5 +35,5 @@ pub const PLUGIN_FILES: [PluginFile; 4] = [GRES_GPU, GRES_MPS, GRES_SHARD, GPU_N
 
 /// The library beside the plugin files that holds the code of all of them
 /// (built by `plugins/gres_rs`; each plugin file names it in `DT_NEEDED`
-/// and finds it through `RPATH=$ORIGIN`).
+/// as `$ORIGIN/libgres_rs.so`).
 pub const SHARED_LIBRARY_FILE: &str = "libgres_rs.so";

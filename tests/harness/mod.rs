@@ -1249,16 +1249,14 @@ impl Cluster {
         }
         // LD_DEBUG goes to stderr: slurmd closes all other descriptors at
         // start, so LD_DEBUG_OUTPUT would lose the plugin dlopen()s.
-        // "libs" adds the paths of the libraries the plugin files need
-        // ("trying file=/path/libgres_rs.so").
-        cmd.env("LD_DEBUG", "files,libs");
+        cmd.env("LD_DEBUG", "files");
         let mut output = process::run_with_timeout(cmd, Duration::from_secs(60), &l.capture);
         let mut loaded: BTreeSet<String> = BTreeSet::new();
         let mut stderr = String::new();
         for line in output.stderr.lines() {
             if is_ld_debug_line(line) {
                 // "    123:\tfile=/path/x.so [0];  dynamically loaded by ...",
-                // "    123:\t  trying file=/path/libgres_rs.so"
+                // "    123:\tfile=/path/libgres_rs.so [0];  needed by ..."
                 if let Some(rest) = line.split("file=").nth(1) {
                     if let Some(path) = rest.split_whitespace().next() {
                         loaded.insert(path.to_string());
