@@ -99,6 +99,13 @@ fn main() -> ExitCode {
                     failures.push(format!("{who}: {n} is not ours"));
                 }
             }
+            // The code behind those files, once per process.
+            let shared = our_dir.join(SHARED_LIBRARY_FILE).to_string_lossy().into_owned();
+            let has_shared = files.iter().any(|f| f.starts_with(&shared));
+            println!("  {who:<11} {:<11} {:<8} {shared} mapped: {has_shared}", "(code)", if has_shared { "OURS" } else { "MISSING" });
+            if !has_shared {
+                failures.push(format!("{who}: {SHARED_LIBRARY_FILE} is not mapped"));
+            }
         }
         Err(e) => {
             println!("  {who}: {e}");
