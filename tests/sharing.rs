@@ -217,19 +217,7 @@ fn block<'a>(r: &'a ScenarioResult, run: &str, tag: &str) -> &'a EnvBlock {
 /// variables srun and sbatch set themselves).
 #[track_caller]
 fn assert_vars(b: &EnvBlock, want: &[(&str, &str)]) {
-    const PLUGIN_VARS: &[&str] = &[
-        "SLURM_JOB_GPUS",
-        "SLURM_STEP_GPUS",
-        "CUDA_VISIBLE_DEVICES",
-        "ROCR_VISIBLE_DEVICES",
-        "ZE_AFFINITY_MASK",
-        "GPU_DEVICE_ORDINAL",
-        "SLURM_GPUS_ON_NODE",
-        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
-        "CUDA_DEVICE_ORDER",
-        "SLURM_SHARDS_ON_NODE",
-    ];
-    let got: BTreeMap<&str, &str> = PLUGIN_VARS.iter().filter_map(|k| b.get(k).map(|v| (*k, v))).collect();
+    let got: BTreeMap<&str, &str> = PLUGIN_ENV_VARS.iter().filter_map(|k| b.get(k).map(|v| (*k, v))).collect();
     let want: BTreeMap<&str, &str> = want.iter().copied().collect();
     assert_eq!(got, want, "{}", b.describe());
 }

@@ -34,18 +34,6 @@ pub struct GReport {
     pub crashed: bool,
 }
 
-/// `slurmd -G`'s outcome as a word.
-pub fn outcome(g: &SlurmdG) -> String {
-    let o = &g.output;
-    if o.timed_out {
-        "timeout".into()
-    } else if let Some(c) = o.status {
-        format!("exit {c}")
-    } else {
-        format!("signal {:?}", o.signal)
-    }
-}
-
 /// A log line without the `slurmd: ` prefix, the level word, the plugin
 /// type (`gres/gpu: `), a C function name (`_merge_system_gres_conf: `,
 /// which the stock plugins add and ours do not) and a file location
@@ -109,7 +97,7 @@ pub fn report(g: &SlurmdG) -> GReport {
         }
     }
     let crashed = g.output.signal.is_some() || text.contains("panicked at") || text.contains("RUST_BACKTRACE");
-    GReport { outcome: outcome(g), gres_lines: g.gres_lines(), parsable, problems, gpu_info, text, crashed }
+    GReport { outcome: g.output.outcome(), gres_lines: g.gres_lines(), parsable, problems, gpu_info, text, crashed }
 }
 
 /// `slurmd -G` with `cfg` on the stock plugins, then on ours, with the

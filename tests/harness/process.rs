@@ -30,6 +30,17 @@ pub struct CmdOutput {
 }
 
 impl CmdOutput {
+    /// How it ended, as a word: `exit N`, `signal N` or `timeout`.
+    pub fn outcome(&self) -> String {
+        if self.timed_out {
+            "timeout".into()
+        } else if let Some(c) = self.status {
+            format!("exit {c}")
+        } else {
+            format!("signal {:?}", self.signal)
+        }
+    }
+
     /// Exit status 0 and not timed out.
     pub fn ok(&self) -> bool {
         !self.timed_out && self.status == Some(0)

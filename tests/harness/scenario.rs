@@ -32,9 +32,8 @@ done
 wait
 "#;
 
-/// The GPU-related variables the plugins set (compared by the
-/// differential; anything matching [`is_gpu_var`] is compared too).
-pub const GPU_ENV_VARS: &[&str] = &[
+/// The variables the GPU, MPS and shard plugins set.
+pub const PLUGIN_ENV_VARS: &[&str] = &[
     "SLURM_JOB_GPUS",
     "SLURM_STEP_GPUS",
     "CUDA_VISIBLE_DEVICES",
@@ -45,6 +44,10 @@ pub const GPU_ENV_VARS: &[&str] = &[
     "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
     "CUDA_DEVICE_ORDER",
     "SLURM_SHARDS_ON_NODE",
+];
+
+/// The GPU request variables srun and sbatch set themselves.
+pub const REQUEST_ENV_VARS: &[&str] = &[
     "SLURM_GPUS",
     "SLURM_GPUS_PER_NODE",
     "SLURM_GPUS_PER_TASK",
@@ -59,7 +62,7 @@ pub const GPU_ENV_VARS: &[&str] = &[
 
 /// True for variables the GPU/MPS/shard plugins (or GPU options) affect.
 pub fn is_gpu_var(name: &str) -> bool {
-    if GPU_ENV_VARS.contains(&name) {
+    if PLUGIN_ENV_VARS.contains(&name) || REQUEST_ENV_VARS.contains(&name) {
         return true;
     }
     if name == "GRES_RS_DUMP_ENV" {
@@ -298,7 +301,7 @@ pub fn run_scenario(scn: &Scenario, plugins: PluginSet) -> ScenarioResult {
                 }
                 RunResult {
                     label: r.label.clone(),
-                    outcome: outcome_of(&g.output),
+                    outcome: g.output.outcome(),
                     ok: g.output.ok(),
                     output: g.output.to_string(),
                     blocks: vec![],
@@ -316,19 +319,19 @@ pub fn run_scenario(scn: &Scenario, plugins: PluginSet) -> ScenarioResult {
                         a.push(&dump);
                         a.push(&r.label);
                         let o = c.srun_timeout(&a, r.timeout);
-                        (outcome_of(&o), o.ok(), o.to_string())
+                        (o.outcome(), o.ok(), o.to_string())
                     }
                     RunKind::Salloc { args, command } => {
                         let mut a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
                         a.extend(command.iter().map(|s| s.as_str()));
                         let o = c.run("salloc", &a, r.timeout);
-                        (outcome_of(&o), o.ok(), o.to_string())
+                        (o.outcome(), o.ok(), o.to_string())
                     }
                     RunKind::Sbatch { args, script } => {
                         let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
                         let (sub, id) = c.sbatch_submit(&a, script);
                         match id {
-                            None => (format!("sbatch {}", outcome_of(&sub)), false, sub.to_string()),
+                            None => (format!("sbatch {}", sub.outcome()), false, sub.to_string()),
                             Some(id) => {
                                 let j = c.wait_job(id, r.timeout);
                                 (format!("{} {}", j.state, j.exit_code), j.ok(), format!("{}\n{}", j.output, j.info))
@@ -354,16 +357,6 @@ pub fn run_scenario(scn: &Scenario, plugins: PluginSet) -> ScenarioResult {
     }
     drop(cluster);
     ScenarioResult { scenario: scn.name.clone(), plugins, runs: results }
-}
-
-fn outcome_of(o: &super::CmdOutput) -> String {
-    if o.timed_out {
-        "timeout".into()
-    } else if let Some(c) = o.status {
-        format!("exit {c}")
-    } else {
-        format!("signal {:?}", o.signal)
-    }
 }
 
 fn sorted_blocks(r: &RunResult) -> Vec<EnvBlock> {
