@@ -65,6 +65,8 @@
 //! `GRES_RS_LAYOUT_KEEP=1` to keep the generated C files (the path is
 //! printed); they are also kept when a check fails.
 
+mod harness;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::fs;
@@ -812,19 +814,11 @@ fn grep_declaration(src: &Path, name: &str) -> Option<String> {
 
 /// Defined dynamic function symbols: name -> address.
 fn dynamic_function_symbols(lib: &Path) -> HashMap<String, String> {
-    let out = Command::new("nm").args(["-D", "--defined-only"]).arg(lib).output().unwrap_or_else(|e| panic!("cannot run nm (binutils): {e}"));
-    assert!(out.status.success(), "nm -D {} failed: {}", lib.display(), String::from_utf8_lossy(&out.stderr));
-    let mut map = HashMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let parts: Vec<&str> = line.split_whitespace().collect();
-        if let [addr, kind, name] = parts[..] {
-            if matches!(kind, "T" | "t" | "W" | "w" | "i") {
-                let name = name.split('@').next().unwrap();
-                map.insert(name.to_string(), addr.to_string());
-            }
-        }
-    }
-    map
+    harness::dynamic_symbols(lib)
+        .into_iter()
+        .filter(|s| matches!(s.kind.as_str(), "T" | "t" | "W" | "w" | "i"))
+        .filter_map(|s| Some((s.name, s.address?)))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------

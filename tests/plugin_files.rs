@@ -11,23 +11,15 @@ use slurm_gpu_gres::plugins::files::Interface;
 use slurm_gpu_gres::plugins::plugin_file_bytes;
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
 /// Dynamic symbols of a shared object: (defined, undefined non-weak).
 fn dynamic_symbols(file: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
-    let out = Command::new("nm").arg("-D").arg(file).output().unwrap_or_else(|e| panic!("cannot run nm (binutils): {e}"));
-    assert!(out.status.success(), "nm -D {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
     let (mut defined, mut undefined) = (BTreeSet::new(), BTreeSet::new());
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.as_slice() {
-            ["U", name] => {
-                undefined.insert(name.to_string());
-            }
-            [_, kind, name] if *kind != "w" && *kind != "U" => {
-                defined.insert(name.to_string());
-            }
-            _ => {}
+    for s in harness::dynamic_symbols(file) {
+        if s.defined() {
+            defined.insert(s.name);
+        } else if s.kind == "U" {
+            undefined.insert(s.name);
         }
     }
     (defined, undefined)
