@@ -22,12 +22,12 @@ mod files;
 mod entry_points;
 use files::{Interface, PluginFile, PLUGIN_FILES, SHARED_LIBRARY_FILE};
 
-/// With `gres_plugin_functions!` or `gpu_plugin_functions!`: the file's
-/// tag and, for each entry point, its name and its shared name.
+/// With `gres_plugin_functions!` or `gpu_plugin_functions!`: the names
+/// of the entry points.
 #[macro_export]
-macro_rules! forwards {
+macro_rules! names {
     ($tag:ident; $(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $body:expr;)*) => {
-        (stringify!($tag), &[$((stringify!($name), __shared_symbol!($tag, $name))),*] as &[(&str, &str)])
+        &[$(stringify!($name)),*]
     };
 }
 
@@ -89,20 +89,12 @@ fn main() {
 }
 
 /// The entry points of a plugin file: (name, shared name) pairs.
-fn forwards(file: &PluginFile) -> &'static [(&'static str, &'static str)] {
-    let (tag, list) = match file.file {
-        "gres_gpu" => gres_plugin_functions!(forwards!(gres_gpu)),
-        "gres_mps" => gres_plugin_functions!(forwards!(gres_mps)),
-        "gres_shard" => gres_plugin_functions!(forwards!(gres_shard)),
-        "gpu_nvml" => gpu_plugin_functions!(forwards!(gpu_nvml)),
-        other => panic!("build.rs has no entry point list for plugin file {other}"),
+fn forwards(file: &PluginFile) -> Vec<(&'static str, String)> {
+    let names: &[&str] = match file.interface {
+        Interface::Gres => gres_plugin_functions!(names!(any)),
+        Interface::Gpu => gpu_plugin_functions!(names!(any)),
     };
-    let wanted = match file.interface {
-        Interface::Gres => gres_plugin_functions!(forwards!(x)).1.len(),
-        Interface::Gpu => gpu_plugin_functions!(forwards!(x)).1.len(),
-    };
-    assert!(tag == file.file && list.len() == wanted, "plugin file {} has the entry points of another interface", file.file);
-    list
+    names.iter().map(|name| (*name, entry_points::shared_symbol(file.file, name))).collect()
 }
 
 /// Assembly of one plugin file: `plugin_name`, `plugin_type`,
@@ -130,7 +122,7 @@ fn plugin_file_assembly(file: &PluginFile, version: u32, arch: &str) -> String {
         if !landing.is_empty() {
             let _ = writeln!(s, "\t{landing}");
         }
-        let _ = writeln!(s, "\t{}\n\t.size {name}, . - {name}", jump.replace("{}", shared));
+        let _ = writeln!(s, "\t{}\n\t.size {name}, . - {name}", jump.replace("{}", &shared));
     }
     s.push_str("\t.section .note.GNU-stack,\"\",%progbits\n");
     s

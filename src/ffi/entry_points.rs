@@ -6,14 +6,21 @@
 //! file to take the names for the plugin files, `plugins/gres_rs` expands
 //! the bodies into `libgres_rs.so`.
 //!
-//! Only macros and constants: `build.rs` compiles it on its own.
+//! No dependencies: `build.rs` compiles it on its own.
 
 /// How the names of `libgres_rs.so`'s functions for the plugin files
 /// begin (`gres-rs install` checks that a plugin file finds all it needs).
 pub const SHARED_SYMBOL_PREFIX: &str = "gres_rs_";
 
-/// The name in `libgres_rs.so` of plugin file `$tag`'s function `$name`:
-/// [`SHARED_SYMBOL_PREFIX`], the file, the function (`gres_rs_gres_gpu_init`).
+/// The name in `libgres_rs.so` of plugin file `file`'s function
+/// `function`: [`SHARED_SYMBOL_PREFIX`], the file, the function
+/// (`gres_rs_gres_gpu_init`).  [`__shared_symbol!`] is the same as a
+/// literal, for `#[export_name]`.
+pub fn shared_symbol(file: &str, function: &str) -> String {
+    format!("{SHARED_SYMBOL_PREFIX}{file}_{function}")
+}
+
+/// [`shared_symbol`] as a literal.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __shared_symbol {
@@ -79,7 +86,8 @@ macro_rules! gpu_plugin_functions {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn shared_names_begin_with_the_prefix() {
-        assert_eq!(crate::__shared_symbol!(gres_gpu, init), format!("{}gres_gpu_init", super::SHARED_SYMBOL_PREFIX));
+    fn shared_names_as_literal_and_as_text_agree() {
+        assert_eq!(crate::__shared_symbol!(gres_gpu, init), super::shared_symbol("gres_gpu", "init"));
+        assert_eq!(crate::__shared_symbol!(gpu_nvml, gpu_p_reconfig), "gres_rs_gpu_nvml_gpu_p_reconfig");
     }
 }

@@ -317,7 +317,7 @@ pub fn run(args: &InstallArgs) -> u8 {
                 refused = true;
             }
         }
-        files.push((name, path, bytes, info));
+        files.push((name, bytes, info));
     }
     if refused {
         tool_error("nothing installed");
@@ -334,7 +334,7 @@ pub fn run(args: &InstallArgs) -> u8 {
         return EXIT_USAGE;
     }
     eprintln!("gres-rs: installed {} (the plugins' code) from {}", dest.display(), library_path.display());
-    for (name, _, bytes, info) in &files {
+    for (name, bytes, info) in &files {
         let dest = args.plugin_dir.join(format!("{name}.so"));
         if let Err(e) = install_file(bytes, &dest) {
             tool_error(format!("cannot install {}: {e}", dest.display()));
