@@ -46,7 +46,15 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// The plugin files this project replaces (names slurmd loads, minus ".so").
-pub const OUR_PLUGINS: [&str; 4] = [PLUGIN_FILES[0].file, PLUGIN_FILES[1].file, PLUGIN_FILES[2].file, PLUGIN_FILES[3].file];
+pub const OUR_PLUGINS: [&str; PLUGIN_FILES.len()] = {
+    let mut names = [""; PLUGIN_FILES.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = PLUGIN_FILES[i].file;
+        i += 1;
+    }
+    names
+};
 
 /// Serializes clusters inside one test binary (2 cores; parallel daemon
 /// start-ups are slow and flaky). Held for a cluster's whole lifetime.
