@@ -127,6 +127,14 @@ fn expand_one(expr: &str, name: &str) -> Result<Vec<String>, HostlistError> {
 
 /// Expand a whole hostlist expression into its names, in order.
 pub fn expand(expr: &str) -> Result<Vec<String>, HostlistError> {
+    // One plain name (the usual `File=/dev/nvidia0`): itself.
+    if !expr.bytes().any(|b| matches!(b, b'[' | b']' | b',')) {
+        let name = expr.trim();
+        if name.len() > MAX_EXPANSION_BYTES {
+            return Err(HostlistError::TooLong { expr: expr.to_string(), max: MAX_EXPANSION_BYTES });
+        }
+        return Ok(if name.is_empty() { Vec::new() } else { vec![name.to_string()] });
+    }
     let mut out = Vec::new();
     let mut bytes = 0usize;
     for part in split_top_level(expr)? {
@@ -151,6 +159,10 @@ mod tests {
     fn plain_and_lists() {
         assert_eq!(expand("/dev/nvidia0").unwrap(), vec!["/dev/nvidia0"]);
         assert_eq!(expand("/dev/nvidia0,/dev/nvidia2").unwrap(), vec!["/dev/nvidia0", "/dev/nvidia2"]);
+        // A plain name takes the short way; it must agree with the long one.
+        assert_eq!(expand(" /dev/nvidia0 ").unwrap(), expand(" /dev/nvidia0 ,").unwrap());
+        assert_eq!(expand("").unwrap(), Vec::<String>::new());
+        assert_eq!(expand("  ").unwrap(), expand("  ,").unwrap());
     }
 
     #[test]
