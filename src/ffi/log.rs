@@ -71,9 +71,10 @@ fn level_enabled(level: sys::log_level_t) -> bool {
 }
 
 /// Send one finished line to slurmd's log.
-fn emit(level: sys::log_level_t, line: &str) {
+fn emit(level: sys::log_level_t, line: String) {
     // Interior NULs would truncate the line; replace them.
-    let c = CString::new(line.replace('\0', "\\0")).unwrap_or_default();
+    let line = if line.contains('\0') { line.replace('\0', "\\0") } else { line };
+    let c = CString::new(line).unwrap_or_default();
     // SAFETY: the format is a constant "%s" and the single argument is a
     // valid NUL-terminated string that outlives the call.
     unsafe { sys::slurm_log_var(level, c"%s".as_ptr(), c.as_ptr()) };
@@ -82,25 +83,27 @@ fn emit(level: sys::log_level_t, line: &str) {
 /// Log an error line directly (used by the panic guard, which must not
 /// depend on a subscriber being installed).
 pub fn log_error_line(line: &str) {
-    emit(sys::LOG_LEVEL_ERROR, line);
+    emit(sys::LOG_LEVEL_ERROR, line.to_string());
 }
 
+/// Builds the line: the prefix, the message, then ` name=value` for any
+/// other field.
 struct MessageVisitor {
-    message: String,
+    line: String,
     fields: String,
 }
 
 impl Visit for MessageVisitor {
     fn record_str(&mut self, field: &Field, value: &str) {
         if field.name() == "message" {
-            self.message.push_str(value);
+            self.line.push_str(value);
         } else {
             let _ = write!(self.fields, " {}={}", field.name(), value);
         }
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         if field.name() == "message" {
-            let _ = write!(self.message, "{value:?}");
+            let _ = write!(self.line, "{value:?}");
         } else {
             let _ = write!(self.fields, " {}={:?}", field.name(), value);
         }
@@ -124,13 +127,17 @@ impl Subscriber for SlurmLog {
     fn record(&self, _span: &Id, _values: &Record<'_>) {}
     fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
     fn event(&self, event: &Event<'_>) {
-        let mut v = MessageVisitor { message: String::new(), fields: String::new() };
-        event.record(&mut v);
         let meta = event.metadata();
+        let mut v = MessageVisitor { line: String::with_capacity(160), fields: String::new() };
         // Lines other tools parse (Slurm's testsuite reads GRES_PARSABLE
         // lines) are logged exactly as the stock plugins log them.
-        let prefix = if meta.target() == targets::UNPREFIXED { String::new() } else { format!("{}: ", CURRENT.get().unwrap_or(NO_PLUGIN)) };
-        emit(slurm_level(meta), &format!("{prefix}{}{}", v.message, v.fields));
+        if meta.target() != targets::UNPREFIXED {
+            v.line.push_str(CURRENT.get().unwrap_or(NO_PLUGIN));
+            v.line.push_str(": ");
+        }
+        event.record(&mut v);
+        v.line.push_str(&v.fields);
+        emit(slurm_level(meta), v.line);
     }
     fn enter(&self, _span: &Id) {}
     fn exit(&self, _span: &Id) {}
