@@ -3,7 +3,9 @@
 //! (ERROR -> error, WARN/INFO -> info, DEBUG -> debug, TRACE -> debug2),
 //! except for the targets below.
 
-use crate::core::model::{LogLevel, LogLine};
+use crate::core::model::{Log, LogLevel, LogLine};
+use tracing::metadata::Kind;
+use tracing::Level;
 
 /// Slurm's `verbose` level (e.g. `DebugFlags=Gres` lines).
 pub const VERBOSE: &str = "slurm::verbose";
@@ -27,4 +29,33 @@ pub fn emit(line: &LogLine) {
         LogLevel::Debug2 => tracing::trace!("{m}"),
         LogLevel::Debug3 => tracing::trace!(target: DEBUG3, "{m}"),
     }
+}
+
+/// Whether a line at `level` would reach the log: the same targets and
+/// levels as [`emit`], asked of the installed subscriber.
+fn enabled(level: LogLevel) -> bool {
+    match level {
+        LogLevel::Error => tracing::enabled!(kind: Kind::EVENT, Level::ERROR),
+        LogLevel::Info => tracing::enabled!(kind: Kind::EVENT, Level::INFO),
+        LogLevel::Verbose => tracing::enabled!(kind: Kind::EVENT, target: VERBOSE, Level::INFO),
+        LogLevel::Debug => tracing::enabled!(kind: Kind::EVENT, Level::DEBUG),
+        LogLevel::Debug2 => tracing::enabled!(kind: Kind::EVENT, Level::TRACE),
+        LogLevel::Debug3 => tracing::enabled!(kind: Kind::EVENT, target: DEBUG3, Level::TRACE),
+    }
+}
+
+/// The most verbose level that reaches the log now (slurmd's log level can
+/// change while it runs); every level where no subscriber is installed.
+pub fn max_level() -> LogLevel {
+    if !tracing::dispatcher::has_been_set() {
+        return LogLevel::Debug3;
+    }
+    use LogLevel::*;
+    [Debug3, Debug2, Debug, Verbose, Info].into_iter().find(|l| enabled(*l)).unwrap_or(Error)
+}
+
+/// A collector for a core step's lines that leaves out what the log would
+/// drop.
+pub fn collector() -> Log {
+    Log::new(max_level())
 }

@@ -32,7 +32,7 @@ use super::fake_gpus::to_log_line;
 use super::gres_conf::rules::{add_gres_record, contains_ignore_case, links_validate, AffinityError};
 use super::gres_conf::syntax::is_c_space;
 use super::hostlist;
-use super::model::{ConfFlags, GresRecord, LogLevel, LogLine};
+use super::model::{ConfFlags, GresRecord, Log, LogLevel, LogLine};
 
 /// Most single-GPU records one configured record may be cut into (a
 /// `Count` without `File`); Slurm has no limit and would try to allocate
@@ -128,28 +128,40 @@ fn compare_left(a: &[u8], b: &[u8]) -> Ordering {
 
 /// glibc's `qsort()` merge sort: split at half, sort both halves, merge
 /// taking from the left unless the right is strictly smaller.  Stable, and
-/// it never panics whatever the comparison says.
+/// it never panics whatever the comparison says.  The items are only moved
+/// once, at the end: the sort itself moves their indices.
 pub fn merge_sort_by<T>(items: Vec<T>, cmp: &mut impl FnMut(&T, &T) -> Ordering) -> Vec<T> {
     if items.len() <= 1 {
         return items;
     }
-    let mut left = items;
-    let right = left.split_off(left.len() / 2);
-    let left = merge_sort_by(left, cmp);
-    let right = merge_sort_by(right, cmp);
-    let mut out = Vec::with_capacity(left.len() + right.len());
-    let mut left = left.into_iter().peekable();
-    let mut right = right.into_iter().peekable();
-    loop {
-        let take_left = match (left.peek(), right.peek()) {
-            (Some(l), Some(r)) => cmp(l, r) != Ordering::Greater,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => break,
-        };
-        out.extend(if take_left { left.next() } else { right.next() });
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    let mut scratch = order.clone();
+    sort_indices(&items, &mut order, &mut scratch, cmp);
+    let mut slots: Vec<Option<T>> = items.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).collect()
+}
+
+/// Sort `order` (indices into `items`) in place; `scratch` is as long.
+fn sort_indices<T>(items: &[T], order: &mut [usize], scratch: &mut [usize], cmp: &mut impl FnMut(&T, &T) -> Ordering) {
+    let n = order.len();
+    if n <= 1 {
+        return;
     }
-    out
+    let mid = n / 2;
+    sort_indices(items, &mut order[..mid], &mut scratch[..mid], cmp);
+    sort_indices(items, &mut order[mid..], &mut scratch[mid..], cmp);
+    let (mut l, mut r) = (0, mid);
+    for slot in scratch.iter_mut() {
+        let take_left = r == n || (l < mid && cmp(&items[order[l]], &items[order[r]]) != Ordering::Greater);
+        if take_left {
+            *slot = order[l];
+            l += 1;
+        } else {
+            *slot = order[r];
+            r += 1;
+        }
+    }
+    order.copy_from_slice(scratch);
 }
 
 /// Natural order with missing strings last.
@@ -176,13 +188,8 @@ fn by_type_name(x: &GresRecord, y: &GresRecord) -> Ordering {
     }
 }
 
-/// Log `records` one per line at `level`.
-fn log_records(log: &mut Vec<LogLine>, level: LogLevel, records: &[GresRecord]) {
-    log.extend(records.iter().map(|r| LogLine::new(level, to_log_line(r))));
-}
-
 /// Cut the GPU records into one record per GPU; set the others aside.
-fn split_conf(conf: Vec<GresRecord>, log: &mut Vec<LogLine>) -> Result<(Vec<GresRecord>, Vec<GresRecord>), MergeError> {
+fn split_conf(conf: Vec<GresRecord>, log: &mut Log) -> Result<(Vec<GresRecord>, Vec<GresRecord>), MergeError> {
     let mut single = Vec::new();
     let mut non_gpu = Vec::new();
     for rec in conf {
@@ -190,7 +197,7 @@ fn split_conf(conf: Vec<GresRecord>, log: &mut Vec<LogLine>) -> Result<(Vec<Gres
             continue;
         }
         if !rec.name.eq_ignore_ascii_case("gpu") {
-            log.push(LogLine::new(LogLevel::Debug2, format!("preserving original `{}` GRES record", rec.name)));
+            log.push_with(LogLevel::Debug2, || format!("preserving original `{}` GRES record", rec.name));
             non_gpu.push(rec);
             continue;
         }
@@ -213,7 +220,7 @@ fn split_conf(conf: Vec<GresRecord>, log: &mut Vec<LogLine>) -> Result<(Vec<Gres
                         single.push(add_gres_record(GresRecord { count: 1, file: Some(one), ..rec.clone() })?);
                     }
                 }
-                Err(e) => log.push(LogLine::new(LogLevel::Error, format!("Ignoring GPU record with invalid File={file}: {e}"))),
+                Err(e) => log.push_with(LogLevel::Error, || format!("Ignoring GPU record with invalid File={file}: {e}")),
             },
         }
     }
@@ -221,7 +228,7 @@ fn split_conf(conf: Vec<GresRecord>, log: &mut Vec<LogLine>) -> Result<(Vec<Gres
 }
 
 /// Cut each detected GPU's type down to the configured type it contains.
-fn normalize_sys_types(system: Vec<GresRecord>, single: Vec<GresRecord>, log: &mut Vec<LogLine>) -> (Vec<GresRecord>, Vec<GresRecord>) {
+fn normalize_sys_types(system: Vec<GresRecord>, single: Vec<GresRecord>, log: &mut Log) -> (Vec<GresRecord>, Vec<GresRecord>) {
     if single.is_empty() {
         return (system, single);
     }
@@ -238,13 +245,12 @@ fn normalize_sys_types(system: Vec<GresRecord>, single: Vec<GresRecord>, log: &m
                 sys.type_name = single[i].type_name.clone();
             }
             None if strip_type => {
-                log.push(LogLine::new(
-                    LogLevel::Info,
+                log.push_with(LogLevel::Info, || {
                     format!(
                         "Could not find an unused configuration record with a GRES type that is a substring of system device `{}`. Setting system GRES type to NULL",
                         sys.type_name.as_deref().unwrap_or("(null)")
-                    ),
-                ));
+                    )
+                });
                 sys.type_name = None;
                 sys.flags.clear(ConfFlags::HAS_TYPE);
             }
@@ -290,15 +296,15 @@ fn same_cpus_and_links(conf: &GresRecord, sys: &GresRecord) -> bool {
 
 /// Order GPUs by their own position in `Links` (missing links last; an
 /// invalid one sorts as -2 and is logged).
-fn sort_by_links(gpus: Vec<GresRecord>, log: &mut Vec<LogLine>) -> Vec<GresRecord> {
+fn sort_by_links(gpus: Vec<GresRecord>, log: &mut Log) -> Vec<GresRecord> {
     let keyed: Vec<(Option<i64>, GresRecord)> = gpus
         .into_iter()
         .map(|r| {
             let index = r.links.as_deref().map(|links| match links_validate(links) {
                 Ok(i) => i as i64,
                 Err(e) => {
-                    log.push(LogLine::new(LogLevel::Error, e.to_string()));
-                    log.push(LogLine::new(LogLevel::Error, "_sort_gpu_by_links_order: invalid links value found"));
+                    log.push_with(LogLevel::Error, || e.to_string());
+                    log.push(LogLevel::Error, "_sort_gpu_by_links_order: invalid links value found");
                     -2
                 }
             });
@@ -316,10 +322,12 @@ fn sort_by_links(gpus: Vec<GresRecord>, log: &mut Vec<LogLine>) -> Vec<GresRecor
 
 /// The stock gres/gpu merge (`_merge_system_gres_conf`): `conf` holds the
 /// node's records of every GRES as slurmd passes them to the plugin,
-/// `system` the detected GPUs (one per record).
-pub fn merge_system_gres_conf(conf: Vec<GresRecord>, system: Vec<GresRecord>) -> Result<MergeOutcome, MergeError> {
-    let mut log = vec![LogLine::new(LogLevel::Debug2, "gres_list_conf:")];
-    log_records(&mut log, LogLevel::Debug2, &conf);
+/// `system` the detected GPUs (one per record).  Lines more verbose than
+/// `log_max` are left out of the outcome's log.
+pub fn merge_system_gres_conf(conf: Vec<GresRecord>, system: Vec<GresRecord>, log_max: LogLevel) -> Result<MergeOutcome, MergeError> {
+    let mut log = Log::new(log_max);
+    log.push(LogLevel::Debug2, "gres_list_conf:");
+    log.push_each(LogLevel::Debug2, &conf, to_log_line);
 
     let (single, non_gpu) = split_conf(conf, &mut log)?;
     let (system, single) = normalize_sys_types(system, single, &mut log);
@@ -332,31 +340,31 @@ pub fn merge_system_gres_conf(conf: Vec<GresRecord>, system: Vec<GresRecord>) ->
         let found = system.iter().position(|sys| matches(&conf, sys));
         let Some(j) = found else {
             if conf.file.is_some() {
-                log.push(LogLine::new(LogLevel::Debug, "Including the following config-only GPU:"));
-                log.push(LogLine::new(LogLevel::Debug, to_log_line(&conf)));
+                log.push(LogLevel::Debug, "Including the following config-only GPU:");
+                log.push_with(LogLevel::Debug, || to_log_line(&conf));
                 gpus.push(conf);
             } else {
-                log.push(LogLine::new(LogLevel::Error, "Discarding the following config-only GPU due to lack of File specification:"));
-                log.push(LogLine::new(LogLevel::Error, to_log_line(&conf)));
+                log.push(LogLevel::Error, "Discarding the following config-only GPU due to lack of File specification:");
+                log.push_with(LogLevel::Error, || to_log_line(&conf));
             }
             continue;
         };
         if !same_cpus_and_links(&conf, &system[j]) {
-            log.push(LogLine::new(
+            log.push(
                 LogLevel::Error,
                 "This GPU specified in [slurm|gres].conf has mismatching Cores or Links from the device found on the system. Ignoring it.",
-            ));
-            log.push(LogLine::new(LogLevel::Error, "[slurm|gres].conf:"));
-            log.push(LogLine::new(LogLevel::Error, to_log_line(&conf)));
-            log.push(LogLine::new(LogLevel::Error, "system:"));
-            log.push(LogLine::new(LogLevel::Error, to_log_line(&system[j])));
+            );
+            log.push(LogLevel::Error, "[slurm|gres].conf:");
+            log.push_with(LogLevel::Error, || to_log_line(&conf));
+            log.push(LogLevel::Error, "system:");
+            log.push_with(LogLevel::Error, || to_log_line(&system[j]));
             // The detected GPU is used up, but stays among the ignored ones.
             system[j].count = 0;
             continue;
         }
         let mut sys = system.remove(j);
-        log.push(LogLine::new(LogLevel::Debug, "Including the following GPU matched between system and configuration:"));
-        log.push(LogLine::new(LogLevel::Debug, to_log_line(&sys)));
+        log.push(LogLevel::Debug, "Including the following GPU matched between system and configuration:");
+        log.push_with(LogLevel::Debug, || to_log_line(&sys));
         if !conf.flags.has(ConfFlags::ENV_DEF) {
             sys.flags.clear(ConfFlags::ENV_SET);
             sys.flags.set(conf.flags.0 & ConfFlags::ENV_SET);
@@ -370,20 +378,20 @@ pub fn merge_system_gres_conf(conf: Vec<GresRecord>, system: Vec<GresRecord>) ->
         }
     }
     if !system.is_empty() {
-        log.push(LogLine::new(LogLevel::Info, "WARNING: The following autodetected GPUs are being ignored:"));
-        log_records(&mut log, LogLevel::Info, &system);
+        log.push(LogLevel::Info, "WARNING: The following autodetected GPUs are being ignored:");
+        log.push_each(LogLevel::Info, &system, to_log_line);
     }
 
     let mut records = Vec::new();
     if !gpus.is_empty() {
         let gpus = merge_sort_by(gpus, &mut by_file);
         let gpus = sort_by_links(gpus, &mut log);
-        log.push(LogLine::new(LogLevel::Debug2, "gres_list_gpu"));
-        log_records(&mut log, LogLevel::Debug2, &gpus);
+        log.push(LogLevel::Debug2, "gres_list_gpu");
+        log.push_each(LogLevel::Debug2, &gpus, to_log_line);
         records = gpus;
     }
     records.extend(non_gpu);
-    Ok(MergeOutcome { records, log })
+    Ok(MergeOutcome { records, log: log.into_lines() })
 }
 
 #[cfg(test)]
@@ -392,6 +400,9 @@ mod tests {
     use crate::core::fake_gpus::{parse_fake_gpus, to_parsable, CpuConv};
     use crate::core::model::{gres_build_id, Bitmap};
     use std::path::Path;
+
+    /// Keep every log line.
+    const ALL: LogLevel = LogLevel::Debug3;
 
     const ENV_DEFAULT: u32 = ConfFlags::ENV_SET | ConfFlags::ENV_DEF;
 
@@ -430,7 +441,7 @@ mod tests {
     fn untyped_config_takes_detected_gpus_in_file_order() {
         let sys =
             system("tesla|4|0-1|(null)|/dev/nvidia1\ntesla|4|2-3|(null)|/dev/nvidia3\ntesla|4|2-3|(null)|/dev/nvidia4\ntesla|4|0-1|(null)|/dev/nvidia2\n");
-        let out = merge_system_gres_conf(vec![slurm_conf_gpu(None, 4)], sys).unwrap();
+        let out = merge_system_gres_conf(vec![slurm_conf_gpu(None, 4)], sys, ALL).unwrap();
         assert_eq!(
             parsable(&out),
             [
@@ -457,7 +468,7 @@ mod tests {
              tesla|4|0-1|-1,0|(null)\n\
              tesla|4|0-1|-1,0|/dev/nvidia4\n",
         );
-        let out = merge_system_gres_conf(vec![slurm_conf_gpu(None, 8)], sys).unwrap();
+        let out = merge_system_gres_conf(vec![slurm_conf_gpu(None, 8)], sys, ALL).unwrap();
         assert_eq!(
             parsable(&out),
             [
@@ -477,7 +488,7 @@ mod tests {
     fn configured_type_is_cut_out_of_the_detected_one_in_any_case() {
         let sys = system("tesla_v100-pcie-16gb|4|0-1|(null)|/dev/nvidia1\ntesla_v100-pcie-16gb|4|2-3|(null)|/dev/nvidia0\n");
         for t in ["v100", "TESLA_V100", "pcie-16gb", "tesla_v100-pcie-16gb"] {
-            let out = merge_system_gres_conf(vec![slurm_conf_gpu(Some(t), 2)], sys.clone()).unwrap();
+            let out = merge_system_gres_conf(vec![slurm_conf_gpu(Some(t), 2)], sys.clone(), ALL).unwrap();
             assert_eq!(
                 parsable(&out),
                 [
@@ -492,12 +503,12 @@ mod tests {
     fn longer_types_are_matched_first() {
         let sys = system("tesla_k20m1|4|0-1|(null)|/dev/nvidia1\ntesla_k20m|4|0-1|(null)|/dev/nvidia2\ntesla_v100-sxm2-32gb|4|0-1|(null)|/dev/nvidia3\n");
         let conf = vec![slurm_conf_gpu(Some("k20m"), 1), slurm_conf_gpu(Some("k20m1"), 1), slurm_conf_gpu(Some("v100"), 1)];
-        let out = merge_system_gres_conf(conf, sys).unwrap();
+        let out = merge_system_gres_conf(conf, sys, ALL).unwrap();
         let types: Vec<_> = out.records.iter().map(|r| (r.type_name.clone().unwrap(), r.file.clone().unwrap())).collect();
         assert_eq!(types, [("k20m1".into(), "/dev/nvidia1".into()), ("k20m".into(), "/dev/nvidia2".into()), ("v100".into(), "/dev/nvidia3".into())]);
         let sys = system("aa|4|0-1|(null)|/dev/nvidia2\naaa|4|0-1|(null)|/dev/nvidia1\na|4|0-1|(null)|/dev/nvidia3\naaaa|4|0-1|(null)|/dev/nvidia4\n");
         let conf = ["aaaa", "a", "aa", "aaa"].iter().map(|t| slurm_conf_gpu(Some(t), 1)).collect();
-        let out = merge_system_gres_conf(conf, sys).unwrap();
+        let out = merge_system_gres_conf(conf, sys, ALL).unwrap();
         let types: Vec<_> = out.records.iter().map(|r| r.type_name.clone().unwrap()).collect();
         assert_eq!(types, ["aaa", "aa", "a", "aaaa"]);
     }
@@ -507,7 +518,7 @@ mod tests {
         let sys = system(
             "nvidia-p100|4|0-1|(null)|/dev/nvidia2\nnvidia-p100|4|0-1|(null)|/dev/nvidia6\nnvidia-p100|4|0-1|(null)|/dev/nvidia1\nnvidia-p100|4|0-1|(null)|/dev/nvidia10\n",
         );
-        let out = merge_system_gres_conf(vec![slurm_conf_gpu(Some("p100"), 1)], sys).unwrap();
+        let out = merge_system_gres_conf(vec![slurm_conf_gpu(Some("p100"), 1)], sys, ALL).unwrap();
         assert_eq!(parsable(&out), ["GRES_PARSABLE[gpu](1):p100|4|0-1|(null)|/dev/nvidia1|HAS_FILE,HAS_TYPE"]);
         let warn = out.log.iter().position(|l| l.message == "WARNING: The following autodetected GPUs are being ignored:").unwrap();
         assert_eq!(out.log[warn].level, LogLevel::Info);
@@ -528,7 +539,7 @@ mod tests {
         let mut c1 = gres_conf_gpu("/dev/nvidia1", 1);
         c1.cpus = Some("0-1".into());
         c1.cpus_bitmap = Some(Bitmap::from_indices(4, &[0, 1]));
-        let out = merge_system_gres_conf(vec![c0, c1], sys).unwrap();
+        let out = merge_system_gres_conf(vec![c0, c1], sys, ALL).unwrap();
         assert_eq!(out.records.len(), 1);
         assert_eq!(out.records[0].file.as_deref(), Some("/dev/nvidia1"));
         assert_eq!(logged(&out, LogLevel::Error, "has mismatching Cores or Links"), 1);
@@ -546,7 +557,7 @@ mod tests {
         let sys = system("a|4|0-1|(null)|/dev/nvidia0\n");
         let mut conf = gres_conf_gpu("/dev/nvidia0", 1);
         conf.cpus = Some("0-1".into());
-        let out = merge_system_gres_conf(vec![conf], sys).unwrap();
+        let out = merge_system_gres_conf(vec![conf], sys, ALL).unwrap();
         assert!(out.records.is_empty());
     }
 
@@ -555,16 +566,16 @@ mod tests {
         let sys = system("a|4|0-1|-1,0|/dev/nvidia0\n");
         let mut conf = gres_conf_gpu("/dev/nvidia0", 1);
         conf.links = Some("0,-1".into());
-        let out = merge_system_gres_conf(vec![conf.clone()], sys.clone()).unwrap();
+        let out = merge_system_gres_conf(vec![conf.clone()], sys.clone(), ALL).unwrap();
         assert!(out.records.is_empty());
         conf.links = Some("-1,0".into());
-        assert_eq!(merge_system_gres_conf(vec![conf], sys).unwrap().records.len(), 1);
+        assert_eq!(merge_system_gres_conf(vec![conf], sys, ALL).unwrap().records.len(), 1);
     }
 
     #[test]
     fn config_only_gpus_need_a_file() {
         let conf = vec![gres_conf_gpu("/dev/nvidia5", 1), slurm_conf_gpu(Some("x"), 1)];
-        let out = merge_system_gres_conf(conf, Vec::new()).unwrap();
+        let out = merge_system_gres_conf(conf, Vec::new(), ALL).unwrap();
         assert_eq!(out.records.len(), 1);
         assert_eq!(out.records[0].file.as_deref(), Some("/dev/nvidia5"));
         assert_eq!(logged(&out, LogLevel::Debug, "Including the following config-only GPU:"), 1);
@@ -578,7 +589,7 @@ mod tests {
         let nic1 = GresRecord { name: "nic".into(), count: 1, ..Default::default() };
         let gpu0 = GresRecord { count: 0, ..slurm_conf_gpu(None, 0) };
         let conf = vec![mps.clone(), gres_conf_gpu("/dev/nvidia[0-1]", 2), nic0, gpu0, nic1.clone()];
-        let out = merge_system_gres_conf(conf, Vec::new()).unwrap();
+        let out = merge_system_gres_conf(conf, Vec::new(), ALL).unwrap();
         let names: Vec<_> = out.records.iter().map(|r| (r.name.as_str(), r.count, r.file.clone())).collect();
         assert_eq!(
             names,
@@ -600,7 +611,7 @@ mod tests {
         let mut conf = gres_conf_gpu("/dev/nvidia[0-1]", 2);
         conf.type_name = Some("a".into());
         conf.flags.set(ConfFlags::HAS_TYPE);
-        let out = merge_system_gres_conf(vec![conf], sys).unwrap();
+        let out = merge_system_gres_conf(vec![conf], sys, ALL).unwrap();
         assert_eq!(
             parsable(&out),
             ["GRES_PARSABLE[gpu](1):a|4|0|(null)|/dev/nvidia0|HAS_FILE,HAS_TYPE", "GRES_PARSABLE[gpu](1):a|4|1|(null)|/dev/nvidia1|HAS_FILE,HAS_TYPE"]
@@ -612,7 +623,7 @@ mod tests {
         let sys = system("a100_1g.5gb|4|0|(null)|/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21|MIG-aaa\na100_1g.5gb|4|0|(null)|/dev/nvidia0,/dev/nvidia-caps/nvidia-cap30|MIG-bbb\n");
         let mut conf = gres_conf_gpu("/dev/nvidia0,/dev/nvidia-caps/nvidia-cap30", 1);
         conf.flags.set(ConfFlags::HAS_MULT);
-        let out = merge_system_gres_conf(vec![conf], sys).unwrap();
+        let out = merge_system_gres_conf(vec![conf], sys, ALL).unwrap();
         assert_eq!(out.records.len(), 1);
         assert_eq!(out.records[0].unique_id.as_deref(), Some("MIG-bbb"));
         assert_eq!(to_parsable(&out.records[0]), "GRES_PARSABLE[gpu](1):(null)|4|0|(null)|/dev/nvidia0,/dev/nvidia-caps/nvidia-cap30|MIG-bbb|HAS_FILE");
@@ -622,7 +633,7 @@ mod tests {
     #[test]
     fn gpus_are_ordered_by_links_then_file() {
         let sys = system("a|4|0|0,0,-1|/dev/nvidia0\na|4|0|(null)|/dev/nvidia1\na|4|0|-1,0,0|/dev/nvidia2\na|4|0|0,-1,0|/dev/nvidia3\n");
-        let out = merge_system_gres_conf(vec![slurm_conf_gpu(None, 4)], sys).unwrap();
+        let out = merge_system_gres_conf(vec![slurm_conf_gpu(None, 4)], sys, ALL).unwrap();
         let files: Vec<_> = out.records.iter().map(|r| r.file.clone().unwrap()).collect();
         assert_eq!(files, ["/dev/nvidia2", "/dev/nvidia3", "/dev/nvidia0", "/dev/nvidia1"]);
     }
@@ -630,7 +641,7 @@ mod tests {
     #[test]
     fn invalid_links_sort_first_and_are_logged() {
         let sys = system("a|4|0|-1,0|/dev/nvidia0\na|4|0|0,0|/dev/nvidia1\n");
-        let out = merge_system_gres_conf(vec![slurm_conf_gpu(None, 2)], sys).unwrap();
+        let out = merge_system_gres_conf(vec![slurm_conf_gpu(None, 2)], sys, ALL).unwrap();
         let files: Vec<_> = out.records.iter().map(|r| r.file.clone().unwrap()).collect();
         assert_eq!(files, ["/dev/nvidia1", "/dev/nvidia0"]);
         assert_eq!(logged(&out, LogLevel::Error, "invalid links value found"), 1);
@@ -640,20 +651,20 @@ mod tests {
     fn explicit_env_flags_of_the_config_win() {
         let sys = system("a|4|0|(null)|/dev/nvidia0|(null)|nvidia_gpu_env\n");
         let mut conf = gres_conf_gpu("/dev/nvidia0", 1);
-        let out = merge_system_gres_conf(vec![conf.clone()], sys.clone()).unwrap();
+        let out = merge_system_gres_conf(vec![conf.clone()], sys.clone(), ALL).unwrap();
         assert_eq!(out.records[0].flags.0, ConfFlags::HAS_FILE | ConfFlags::ENV_NVML);
         conf.flags = ConfFlags(ConfFlags::HAS_FILE | ConfFlags::ENV_RSMI);
-        let out = merge_system_gres_conf(vec![conf.clone()], sys.clone()).unwrap();
+        let out = merge_system_gres_conf(vec![conf.clone()], sys.clone(), ALL).unwrap();
         assert_eq!(out.records[0].flags.0, ConfFlags::HAS_FILE | ConfFlags::ENV_RSMI);
         conf.flags = ConfFlags(ConfFlags::HAS_FILE);
-        let out = merge_system_gres_conf(vec![conf], sys).unwrap();
+        let out = merge_system_gres_conf(vec![conf], sys, ALL).unwrap();
         assert_eq!(out.records[0].flags.0, ConfFlags::HAS_FILE);
     }
 
     #[test]
     fn typed_config_keeps_unmatched_detected_types() {
         let sys = system("a100|4|0|(null)|/dev/nvidia0\n");
-        let out = merge_system_gres_conf(vec![slurm_conf_gpu(Some("h100"), 1)], sys).unwrap();
+        let out = merge_system_gres_conf(vec![slurm_conf_gpu(Some("h100"), 1)], sys, ALL).unwrap();
         assert!(out.records.is_empty());
         assert_eq!(logged(&out, LogLevel::Info, "Setting system GRES type to NULL"), 0);
         assert_eq!(logged(&out, LogLevel::Error, "Discarding the following config-only GPU"), 1);
@@ -664,7 +675,7 @@ mod tests {
     fn no_configured_gpu_ignores_every_detected_one() {
         let sys = system("a|4|0|(null)|/dev/nvidia0\n");
         let nic = GresRecord { name: "nic".into(), count: 1, ..Default::default() };
-        let out = merge_system_gres_conf(vec![nic.clone()], sys).unwrap();
+        let out = merge_system_gres_conf(vec![nic.clone()], sys, ALL).unwrap();
         assert_eq!(out.records, [nic]);
         assert_eq!(logged(&out, LogLevel::Info, "being ignored"), 1);
     }
@@ -676,7 +687,7 @@ mod tests {
         conf.cpus_bitmap = Some(Bitmap::from_indices(4, &[1]));
         conf.links = Some("-1".into());
         let sys = system("t|4|1|-1|/dev/nvidia0\nt|4|1|-1|/dev/nvidia1\n");
-        let out = merge_system_gres_conf(vec![conf], sys).unwrap();
+        let out = merge_system_gres_conf(vec![conf], sys, ALL).unwrap();
         assert_eq!(out.records.len(), 2);
         assert_eq!(logged(&out, LogLevel::Error, "Discarding the following config-only GPU"), 1);
         assert!(out.records.iter().all(|r| r.plugin_id == gres_build_id("gpu")));
@@ -685,13 +696,13 @@ mod tests {
     #[test]
     fn unworkable_inputs_are_errors() {
         let huge = slurm_conf_gpu(None, 1 << 40);
-        assert_eq!(merge_system_gres_conf(vec![huge], Vec::new()), Err(MergeError::TooManyDevices { name: "gpu".into(), count: 1 << 40 }));
+        assert_eq!(merge_system_gres_conf(vec![huge], Vec::new(), ALL), Err(MergeError::TooManyDevices { name: "gpu".into(), count: 1 << 40 }));
         let mut wide = slurm_conf_gpu(None, 2);
         wide.cpus_bitmap = Some(Bitmap::from_indices(64, &[40]));
-        assert!(matches!(merge_system_gres_conf(vec![wide], Vec::new()), Err(MergeError::Affinity(_))));
+        assert!(matches!(merge_system_gres_conf(vec![wide], Vec::new(), ALL), Err(MergeError::Affinity(_))));
         let mut bad_file = gres_conf_gpu("/dev/nvidia[0-1]", 2);
         bad_file.file = Some("/dev/nvidia[1-0]".into());
-        let out = merge_system_gres_conf(vec![bad_file], Vec::new()).unwrap();
+        let out = merge_system_gres_conf(vec![bad_file], Vec::new(), ALL).unwrap();
         assert!(out.records.is_empty());
         assert_eq!(logged(&out, LogLevel::Error, "Ignoring GPU record with invalid File=/dev/nvidia[1-0]"), 1);
     }
@@ -714,7 +725,7 @@ mod tests {
             "1080ti|4|0-1|(null)|/dev/nvidia0\n1080ti|4|0-1|(null)|/dev/nvidia1\n1080ti|4|0-1|(null)|/dev/nvidia2\n\
              gtx560|4|0-1|0,0,0,-1,0,0|/dev/nvidia3\ngtx560|4|0-1|0,0,0,0,-1,0|/dev/nvidia4\ngtx560|4|0-1|-1,0,0,0,0,0|/dev/nvidia5\n",
         );
-        let out = merge_system_gres_conf(conf, sys).unwrap();
+        let out = merge_system_gres_conf(conf, sys, ALL).unwrap();
         assert_eq!(
             parsable(&out),
             [
@@ -739,7 +750,7 @@ mod tests {
             "a100|4|0-1|-1,0,0,0|/dev/nvidia3\na100|4|0-1|0,-1,0,0|/dev/nvidia2\na100|4|0-1|0,0,-1,0|/dev/nvidia1\na100|4|0-1|0,0,0,-1|/dev/nvidia0\n\
              a100|4|2-3|(null)|/dev/nvidia7\na100|4|2-3|(null)|/dev/nvidia6\na100|4|2-3|(null)|/dev/nvidia5\na100|4|2-3|(null)|/dev/nvidia4\n",
         );
-        let out = merge_system_gres_conf(conf, sys).unwrap();
+        let out = merge_system_gres_conf(conf, sys, ALL).unwrap();
         let files: Vec<_> = out.records.iter().map(|r| r.file.clone().unwrap()).collect();
         assert_eq!(files, ["/dev/nvidia3", "/dev/nvidia2", "/dev/nvidia1", "/dev/nvidia0", "/dev/nvidia4", "/dev/nvidia5", "/dev/nvidia6", "/dev/nvidia7"]);
         assert!(out.records.iter().all(|r| r.flags.0 == ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE));
@@ -750,7 +761,7 @@ mod tests {
         let conf = gres_conf_records(
             "Name=gpu File=/dev/nvidia[0-1] Cores=0,1\nName=gpu File=/dev/nvidia[2-3] Cores=0,1 Links=-1\nName=gpu File=/dev/nvidia4 Cores=0\n",
         );
-        let out = merge_system_gres_conf(conf, Vec::new()).unwrap();
+        let out = merge_system_gres_conf(conf, Vec::new(), ALL).unwrap();
         let d = "HAS_FILE,ENV_NVML,ENV_RSMI,ENV_ONEAPI,ENV_OPENCL,ENV_DEFAULT";
         assert_eq!(
             parsable(&out),
@@ -773,7 +784,7 @@ mod tests {
             if leftover > 0 {
                 conf.push(slurm_conf_gpu(Some("a100"), leftover));
             }
-            let out = merge_system_gres_conf(conf, system(fake)).unwrap();
+            let out = merge_system_gres_conf(conf, system(fake), ALL).unwrap();
             out.records.iter().map(flags_of).collect()
         };
         fn flags_of(r: &GresRecord) -> String {

@@ -101,6 +101,58 @@ impl LogLine {
     }
 }
 
+/// The lines a core step logs on its way, each worded like the stock
+/// plugin's.  Lines more verbose than `max` (what the daemon's log level
+/// lets through) are neither formatted nor kept: Slurm drops them with one
+/// comparison, and `slurmd -G`, for one, runs at info while the record
+/// lists are logged at verbose or debug.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Log {
+    max: LogLevel,
+    lines: Vec<LogLine>,
+}
+
+impl Default for Log {
+    /// Keeps every line.
+    fn default() -> Self {
+        Log::new(LogLevel::Debug3)
+    }
+}
+
+impl Log {
+    /// Keeps the lines at `max` and below; errors are always kept.
+    pub fn new(max: LogLevel) -> Self {
+        Log { max: max.max(LogLevel::Error), lines: Vec::new() }
+    }
+    pub fn wants(&self, level: LogLevel) -> bool {
+        level <= self.max
+    }
+    /// A line whose text is already at hand.
+    pub fn push(&mut self, level: LogLevel, message: impl Into<String>) {
+        if self.wants(level) {
+            self.lines.push(LogLine::new(level, message));
+        }
+    }
+    /// A line whose text is only built when it is kept.
+    pub fn push_with(&mut self, level: LogLevel, message: impl FnOnce() -> String) {
+        if self.wants(level) {
+            self.lines.push(LogLine { level, message: message() });
+        }
+    }
+    /// One line per item (a record list), built only when kept.
+    pub fn push_each<T>(&mut self, level: LogLevel, items: &[T], line: impl Fn(&T) -> String) {
+        if self.wants(level) {
+            self.lines.extend(items.iter().map(|i| LogLine { level, message: line(i) }));
+        }
+    }
+    pub fn lines(&self) -> &[LogLine] {
+        &self.lines
+    }
+    pub fn into_lines(self) -> Vec<LogLine> {
+        self.lines
+    }
+}
+
 /// Internal flags slurmd passes to the `*_set_env` functions
 /// (`gres_internal_flags_t`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -355,6 +407,26 @@ pub(crate) fn test_devices(n: u32) -> Vec<GresDevice> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_builds_only_the_lines_it_keeps() {
+        let mut log = Log::new(LogLevel::Info);
+        let built = std::cell::Cell::new(0);
+        let line = |text: &str| {
+            built.set(built.get() + 1);
+            text.to_string()
+        };
+        log.push_with(LogLevel::Debug, || line("debug"));
+        log.push_with(LogLevel::Info, || line("info"));
+        log.push(LogLevel::Verbose, "verbose");
+        log.push_each(LogLevel::Debug2, &["a", "b"], |s| line(s));
+        log.push_each(LogLevel::Error, &["c"], |s| line(s));
+        assert_eq!(built.get(), 2, "only the kept lines are formatted");
+        assert_eq!(log.into_lines(), vec![LogLine::new(LogLevel::Info, "info"), LogLine::new(LogLevel::Error, "c")]);
+        // Errors are kept whatever the level; the default keeps everything.
+        assert!(Log::new(LogLevel::Error).wants(LogLevel::Error));
+        assert!(Log::default().wants(LogLevel::Debug3));
+    }
 
     #[test]
     fn flags_spelled_like_gres_flags2str() {

@@ -1036,7 +1036,7 @@ fn device_load(records: &[GresRecord], name: &str, plugin: &str, input: &NodeInp
 fn gpu_load(records: &mut Vec<GresRecord>, input: &NodeInput<'_>, places: &Places, p: &mut Prediction) -> Result<(), ()> {
     if let Some(system) = input.system_gpus.clone() {
         type_problems(records, &system, places, p);
-        match merge::merge_system_gres_conf(std::mem::take(records), system) {
+        match merge::merge_system_gres_conf(std::mem::take(records), system, LogLevel::Debug3) {
             Ok(outcome) => {
                 log_problems(&outcome.log, places, p);
                 *records = outcome.records;
@@ -1052,7 +1052,15 @@ fn gpu_load(records: &mut Vec<GresRecord>, input: &NodeInput<'_>, places: &Place
 
 fn shared_load(records: &mut Vec<GresRecord>, kind: SharedKind, input: &NodeInput<'_>, places: &Places, p: &mut Prediction) -> Result<(), ()> {
     let no_stat = |_: &str| -> Result<DevStat, String> { Err(String::new()) };
-    let load = LoadInput { records, kind, in_slurmd: input.stat.is_some(), debug_gres: true, fake_gpus: input.fake_gpus, stat: input.stat.unwrap_or(&no_stat) };
+    let load = LoadInput {
+        records,
+        kind,
+        in_slurmd: input.stat.is_some(),
+        debug_gres: true,
+        fake_gpus: input.fake_gpus,
+        stat: input.stat.unwrap_or(&no_stat),
+        log_max: LogLevel::Debug3,
+    };
     let (result, logs) = shared::load(&load);
     // The device-list lines are reported as device problems below.
     let (device_lines, other): (Vec<LogLine>, Vec<LogLine>) = logs.into_iter().partition(|l| {

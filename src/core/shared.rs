@@ -15,7 +15,7 @@ use super::devices::{self, DevStat};
 use super::env::{self, EnvChange, EnvOp, EnvState, GpuEnvRequest, Scope, GPUS_ON_NODE_VAR};
 use super::fake_gpus::{to_log_line, to_parsable};
 use super::hostlist;
-use super::model::{gres_build_id, Bitmap, ConfFlags, EpilogInfo, GresDevice, GresRecord, InternalFlags, LogLevel, LogLine};
+use super::model::{gres_build_id, Bitmap, ConfFlags, EpilogInfo, GresDevice, GresRecord, InternalFlags, Log, LogLevel, LogLine};
 use super::wire::{self, WireError, WireReader, WireWriter};
 
 /// The GRES whose devices the shared GRES divide.
@@ -83,6 +83,8 @@ pub struct LoadInput<'a> {
     /// that Slurm's own tests read.
     pub fake_gpus: bool,
     pub stat: &'a dyn Fn(&str) -> Result<DevStat, String>,
+    /// The most verbose level the daemon logs: lines above it are not built.
+    pub log_max: LogLevel,
 }
 
 /// What [`load`] produces.
@@ -102,31 +104,31 @@ pub struct Loaded {
 /// Log lines come back whatever the outcome; `Err` carries the message of
 /// the stock plugin's `fatal()`.
 pub fn load(input: &LoadInput<'_>) -> (Result<Loaded, String>, Vec<LogLine>) {
-    let mut logs = Vec::new();
+    let mut logs = Log::new(input.log_max);
     let result = load_inner(input, &mut logs);
-    (result, logs)
+    (result, logs.into_lines())
 }
 
-fn load_inner(input: &LoadInput<'_>, logs: &mut Vec<LogLine>) -> Result<Loaded, String> {
+fn load_inner(input: &LoadInput<'_>, logs: &mut Log) -> Result<Loaded, String> {
     let name = input.kind.name();
     let list_level = if input.debug_gres { LogLevel::Verbose } else { LogLevel::Debug };
     if input.debug_gres {
-        logs.push(LogLine::new(LogLevel::Verbose, "GRES: Initalized gres.conf list"));
+        logs.push(LogLevel::Verbose, "GRES: Initalized gres.conf list");
     }
-    logs.extend(input.records.iter().map(|r| LogLine::new(list_level, to_log_line(r))));
+    logs.push_each(list_level, input.records, to_log_line);
 
     let mut records = share_records(input.records, input.kind, logs)?;
 
     let list = devices::build_device_list(&records, name, input.in_slurmd, input.stat);
     for p in &list.problems {
-        logs.push(LogLine::new(LogLevel::Error, p.message.clone()));
+        logs.push(LogLevel::Error, p.message.clone());
     }
     if list.has_fatal() {
         return Err("failed to load configuration".into());
     }
     if input.debug_gres {
         for d in &list.devices {
-            logs.push(LogLine::new(LogLevel::Verbose, format!("GRES: {name} device number {}({}):{}", d.dev_num, d.path, devices::device_id_string(d))));
+            logs.push_with(LogLevel::Verbose, || format!("GRES: {name} device number {}({}):{}", d.dev_num, d.path, devices::device_id_string(d)));
         }
     }
 
@@ -139,11 +141,11 @@ fn load_inner(input: &LoadInput<'_>, logs: &mut Vec<LogLine>) -> Result<Loaded, 
     }
     let counts = per_gpu_counts(&records, name);
 
-    logs.push(LogLine::new(list_level, "Final gres.conf list:"));
-    logs.extend(records.iter().map(|r| LogLine::new(list_level, to_log_line(r))));
+    logs.push(list_level, "Final gres.conf list:");
+    logs.push_each(list_level, &records, to_log_line);
     if input.fake_gpus {
-        logs.push(LogLine::new(LogLevel::Info, "Final normalized gres.conf list (parsable):"));
-        logs.extend(records.iter().map(|r| LogLine::new(LogLevel::Info, to_parsable(r))));
+        logs.push(LogLevel::Info, "Final normalized gres.conf list (parsable):");
+        logs.push_each(LogLevel::Info, &records, to_parsable);
     }
 
     let node_flags = devices::node_env_flags(&records);
@@ -173,7 +175,7 @@ fn expand_file(file: &str) -> Result<Vec<String>, String> {
 /// The records with every GPU record split into one record per device file
 /// and one record of the shared GRES per GPU, each just before its GPU, at
 /// the end of the list (the other records keep their places).
-pub fn share_records(records: &[GresRecord], kind: SharedKind, logs: &mut Vec<LogLine>) -> Result<Vec<GresRecord>, String> {
+pub fn share_records(records: &[GresRecord], kind: SharedKind, logs: &mut Log) -> Result<Vec<GresRecord>, String> {
     let shared_name = kind.name();
     let mut rest = Vec::new();
     let mut sharing = Vec::new();
@@ -185,7 +187,7 @@ pub fn share_records(records: &[GresRecord], kind: SharedKind, logs: &mut Vec<Lo
         if r.name == SHARING_NAME {
             let Some(file) = r.file.as_deref() else {
                 if !fileless_gpu_reported {
-                    logs.push(LogLine::new(LogLevel::Error, "SHARING configuration lacks \"File\" specification"));
+                    logs.push(LogLevel::Error, "SHARING configuration lacks \"File\" specification");
                     fileless_gpu_reported = true;
                 }
                 rest.push(r.clone());
@@ -231,7 +233,7 @@ pub fn share_records(records: &[GresRecord], kind: SharedKind, logs: &mut Vec<Lo
     }
 
     if sharing.is_empty() && !shared.is_empty() {
-        logs.push(LogLine::new(LogLevel::Error, "SHARED specified without any SHARING found"));
+        logs.push(LogLevel::Error, "SHARED specified without any SHARING found");
         return Err("failed to merge SHARED and SHARING configuration".into());
     }
 
@@ -279,10 +281,9 @@ pub fn share_records(records: &[GresRecord], kind: SharedKind, logs: &mut Vec<Lo
         rest.push(gpu);
     }
     for left in shared {
-        logs.push(LogLine::new(
-            LogLevel::Error,
-            format!("Discarding gres/'shared' configuration (File={}) without matching gres/'sharing' record", left.file.as_deref().unwrap_or("(null)")),
-        ));
+        logs.push_with(LogLevel::Error, || {
+            format!("Discarding gres/'shared' configuration (File={}) without matching gres/'sharing' record", left.file.as_deref().unwrap_or("(null)"))
+        });
     }
     Ok(rest)
 }
@@ -642,7 +643,7 @@ mod tests {
     }
 
     fn load_ok(records: &[GresRecord], kind: SharedKind) -> (Loaded, Vec<LogLine>) {
-        let input = LoadInput { records, kind, in_slurmd: true, debug_gres: false, fake_gpus: false, stat: &fake_stat };
+        let input = LoadInput { records, kind, in_slurmd: true, debug_gres: false, fake_gpus: false, stat: &fake_stat, log_max: LogLevel::Debug3 };
         let (r, logs) = load(&input);
         (r.unwrap_or_else(|e| panic!("{e}: {logs:?}")), logs)
     }
@@ -680,7 +681,7 @@ mod tests {
             ..gpu(&format!("/dev/nvidia0,/dev/nvidia-caps/nvidia-cap{gi},/dev/nvidia-caps/nvidia-cap{}", gi + 1))
         };
         let recs = vec![mig(10), mig(20)];
-        let mut logs = Vec::new();
+        let mut logs = Log::default();
         let out = share_records(&recs, SharedKind::Shard, &mut logs).unwrap();
         let gpus: Vec<_> = out.iter().filter(|r| r.name == "gpu").collect();
         assert_eq!(gpus.len(), 2, "{out:?}");
@@ -751,13 +752,13 @@ mod tests {
     #[test]
     fn gpus_without_a_count_get_zero_and_unmatched_files_are_dropped() {
         let recs = vec![gpu("/dev/nvidia[0-2]"), conf(SharedKind::Mps, 300, Some("/dev/nvidia[1-2]")), conf(SharedKind::Mps, 50, Some("/dev/nvidia7"))];
-        let mut logs = Vec::new();
+        let mut logs = Log::default();
         let out = share_records(&recs, SharedKind::Mps, &mut logs).unwrap();
         let mps: Vec<u64> = out.iter().filter(|r| r.name == "mps").map(|r| r.count).collect();
         assert_eq!(mps, vec![0, 150, 150]);
         let zero = out.iter().find(|r| r.name == "mps" && r.count == 0).unwrap();
         assert!(zero.flags.has(ConfFlags::SHARED) && zero.flags.has(ConfFlags::ONE_SHARING));
-        assert!(logs.iter().any(|l| l.level == LogLevel::Error && l.message.contains("File=/dev/nvidia7")), "{logs:?}");
+        assert!(logs.lines().iter().any(|l| l.level == LogLevel::Error && l.message.contains("File=/dev/nvidia7")), "{logs:?}");
     }
 
     #[test]
@@ -804,7 +805,7 @@ mod tests {
     fn configuration_errors() {
         let g = gpu("/dev/nvidia[0-1]");
         let fails = |recs: Vec<GresRecord>| {
-            let mut logs = Vec::new();
+            let mut logs = Log::default();
             share_records(&recs, SharedKind::Mps, &mut logs).unwrap_err()
         };
         let e = fails(vec![g.clone(), conf(SharedKind::Mps, 1, None), conf(SharedKind::Mps, 2, None)]);
@@ -813,26 +814,34 @@ mod tests {
         assert!(e.contains("_build_shared_list: multiple configurations with and without \"File\""), "{e}");
         let e = fails(vec![g.clone(), conf(SharedKind::Mps, 2, None), conf(SharedKind::Mps, 1, Some("/dev/nvidia0"))]);
         assert_eq!(e, "gres/shared: multiple configurations with and without \"File\"");
-        let mut logs = Vec::new();
+        let mut logs = Log::default();
         let e = share_records(&[conf(SharedKind::Mps, 100, None)], SharedKind::Mps, &mut logs).unwrap_err();
         assert_eq!(e, "failed to merge SHARED and SHARING configuration");
-        assert_eq!(logs.last().unwrap().message, "SHARED specified without any SHARING found");
+        assert_eq!(logs.lines().last().unwrap().message, "SHARED specified without any SHARING found");
     }
 
     #[test]
     fn gpu_without_file_is_reported_once_and_kept() {
         let fileless = GresRecord { file: None, flags: ConfFlags(ENV_ALL), ..gpu("/dev/nvidia0") };
         let recs = vec![fileless.clone(), fileless.clone(), gpu("/dev/nvidia0")];
-        let mut logs = Vec::new();
+        let mut logs = Log::default();
         let out = share_records(&recs, SharedKind::Shard, &mut logs).unwrap();
-        assert_eq!(logs.iter().filter(|l| l.message.contains("lacks \"File\"")).count(), 1);
+        assert_eq!(logs.lines().iter().filter(|l| l.message.contains("lacks \"File\"")).count(), 1);
         assert_eq!(&out[..2], &[fileless.clone(), fileless]);
     }
 
     #[test]
     fn duplicate_files_fail_the_load() {
         let recs = vec![gpu("/dev/nvidia[0-1]"), gpu("/dev/nvidia1"), from_slurm_conf(SharedKind::Mps, 100)];
-        let input = LoadInput { records: &recs, kind: SharedKind::Mps, in_slurmd: true, debug_gres: false, fake_gpus: false, stat: &fake_stat };
+        let input = LoadInput {
+            records: &recs,
+            kind: SharedKind::Mps,
+            in_slurmd: true,
+            debug_gres: false,
+            fake_gpus: false,
+            stat: &fake_stat,
+            log_max: LogLevel::Debug3,
+        };
         let (r, logs) = load(&input);
         assert_eq!(r.unwrap_err(), "failed to load configuration");
         assert!(logs.iter().any(|l| l.message.contains("duplicate device file name")));
@@ -841,7 +850,15 @@ mod tests {
     #[test]
     fn final_list_logging() {
         let recs = vec![gpu("/dev/nvidia0"), from_slurm_conf(SharedKind::Mps, 100)];
-        let input = LoadInput { records: &recs, kind: SharedKind::Mps, in_slurmd: false, debug_gres: true, fake_gpus: true, stat: &fake_stat };
+        let input = LoadInput {
+            records: &recs,
+            kind: SharedKind::Mps,
+            in_slurmd: false,
+            debug_gres: true,
+            fake_gpus: true,
+            stat: &fake_stat,
+            log_max: LogLevel::Debug3,
+        };
         let (r, logs) = load(&input);
         let l = r.unwrap();
         assert!(l.devices.is_empty(), "no device files outside slurmd");
@@ -863,6 +880,10 @@ mod tests {
         let input = LoadInput { debug_gres: false, fake_gpus: false, ..input };
         let (_, logs) = load(&input);
         assert!(logs.iter().all(|l| l.level == LogLevel::Debug), "{logs:?}");
+        // At info (slurmd -G) only the parsable list is left.
+        let input = LoadInput { fake_gpus: true, log_max: LogLevel::Info, ..input };
+        let (_, logs) = load(&input);
+        assert!(!logs.is_empty() && logs.iter().all(|l| l.level == LogLevel::Info), "{logs:?}");
     }
 
     // -- percentage -------------------------------------------------------

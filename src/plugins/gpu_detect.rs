@@ -52,23 +52,23 @@ pub fn merge_detected_gpus(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<G
     let Some(system) = system_gpus(host, cfg)? else { return Ok(()) };
     // Stock logs these at verbose with DebugFlags=Gres, else at debug.
     let level = if host.debug_gres() { LogLevel::Verbose } else { LogLevel::Debug };
-    let say = |message: String| log_line(&LogLine { level, message });
+    let mut log = crate::log::collector();
     if system.is_empty() {
-        say("There were 0 GPUs detected on the system".into());
+        log.push(level, "There were 0 GPUs detected on the system");
     }
-    say(format!("{plugin_name}: Merging configured GRES with system GPUs"));
-    let outcome = merge::merge_system_gres_conf(std::mem::take(records), system).map_err(|e| e.to_string())?;
-    for line in &outcome.log {
-        log_line(line);
-    }
+    log.push_with(level, || format!("{plugin_name}: Merging configured GRES with system GPUs"));
+    let merged = merge::merge_system_gres_conf(std::mem::take(records), system, crate::log::max_level());
+    log.lines().iter().for_each(log_line);
+    let outcome = merged.map_err(|e| e.to_string())?;
+    outcome.log.iter().for_each(log_line);
     *records = outcome.records;
+    let mut log = crate::log::collector();
     if records.is_empty() {
-        say(format!("{plugin_name}: Final merged GRES list is empty"));
+        log.push_with(level, || format!("{plugin_name}: Final merged GRES list is empty"));
     } else {
-        say(format!("{plugin_name}: Final merged GRES list:"));
-        for r in records.iter() {
-            say(fake_gpus::to_log_line(r));
-        }
+        log.push_with(level, || format!("{plugin_name}: Final merged GRES list:"));
+        log.push_each(level, records, fake_gpus::to_log_line);
     }
+    log.lines().iter().for_each(log_line);
     Ok(())
 }

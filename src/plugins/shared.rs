@@ -73,7 +73,15 @@ pub fn node_config_load(
         tracing::debug!("Resetting share_devices");
     }
     let fake_gpus = host.extra_conf_path("fake_gpus.conf").is_some_and(|p| std::path::Path::new(&p).exists());
-    let input = LoadInput { records, kind, in_slurmd: cfg.in_slurmd, debug_gres: host.debug_gres(), fake_gpus, stat: &devices::stat_device };
+    let input = LoadInput {
+        records,
+        kind,
+        in_slurmd: cfg.in_slurmd,
+        debug_gres: host.debug_gres(),
+        fake_gpus,
+        stat: &devices::stat_device,
+        log_max: crate::log::max_level(),
+    };
     let (result, logs) = shared::load(&input);
     log_lines(&logs);
     match result {
