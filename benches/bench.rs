@@ -14,6 +14,9 @@
 //!   reads the same GPUs from `fake_gpus.conf`; plus the NVML calls ours
 //!   makes against the calls stock gpu/nvml makes (derived from
 //!   gpu_nvml.c of 22.05.8, see `stock_nvml_calls`).
+//!   For the fake-GPU node also the instructions `slurmd -G` executes, as
+//!   counted by valgrind's callgrind (when valgrind is installed): exact
+//!   where the wall time of this shared machine drifts by a few percent.
 //! * `steps`: sequential `srun --gres=gpu:1 true` steps inside one
 //!   allocation, time per step.
 //! * `rss`: slurmd's resident memory once the node is idle.
@@ -156,9 +159,12 @@ struct GDir {
 
 impl GDir {
     fn prepare(cfg: &ClusterConfig) -> GDir {
+        let keep = std::env::var_os("GRES_RS_KEEP").is_some();
         std::env::set_var("GRES_RS_KEEP", "1");
         let g = Cluster::slurmd_g(cfg);
-        std::env::remove_var("GRES_RS_KEEP");
+        if !keep {
+            std::env::remove_var("GRES_RS_KEEP");
+        }
         let d = GDir { dir: g.dir.clone(), node: cfg.node_name.clone(), env: cfg.slurmd_env.clone() };
         if !g.output.ok() {
             panic!("slurmd -G failed while preparing {}:\n{}", d.dir.display(), g.output);
@@ -198,8 +204,31 @@ impl GDir {
 
 impl Drop for GDir {
     fn drop(&mut self) {
+        // GRES_RS_KEEP=1 keeps it for a closer look (perf, strace), as the
+        // harness keeps its clusters.
+        if std::env::var_os("GRES_RS_KEEP").is_some() {
+            eprintln!("bench: kept {}", self.dir.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The instructions one `slurmd -G` in `d` executes, user space, counted
+/// by valgrind's callgrind (`None` without valgrind).
+fn instructions(d: &GDir) -> Option<f64> {
+    let slurmd = tool("slurmd");
+    let mut cmd = d.command(&tool("valgrind"), &["--tool=callgrind", "--callgrind-out-file=/dev/null"]);
+    cmd.arg(&slurmd).args(["-G", "-N", &d.node]);
+    for (k, v) in &d.env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().ok()?;
+    if !out.status.success() {
+        eprintln!("bench: valgrind slurmd -G failed:\n{}", text(&out));
+        return None;
+    }
+    text(&out).lines().find_map(|l| l.split_once("Collected :").and_then(|(_, n)| n.trim().parse::<f64>().ok()))
 }
 
 /// Runs a command to completion; returns its wall time and output.
@@ -507,6 +536,20 @@ fn rows_slurmd_g(opts: &Opts, rows: &mut Vec<Row>) {
         let (s, o) = (GDir::prepare(&fake_node(Side::Stock)), GDir::prepare(&fake_node(Side::Ours)));
         // Like with like, and a small difference: more runs.
         rows.push(bench_slurmd_g(opts, "fake-GPU node: 8 GPUs in fake_gpus.conf", &s, &o, 101, "<= 1.00", "both sides read fake_gpus.conf"));
+        match (instructions(&s), instructions(&o)) {
+            (Some(stock), Some(ours)) => rows.push(Row {
+                group: "slurmd-g",
+                what: "fake-GPU node: 8 GPUs in fake_gpus.conf".into(),
+                metric: "instructions `slurmd -G` executes (valgrind callgrind)".into(),
+                unit: "k".into(),
+                stock: Some(stock / 1e3),
+                ours: Some(ours / 1e3),
+                n: 1,
+                goal: "<= 1.00".into(),
+                note: "the CPU part of the wall time, without the machine's noise (one run a side is exact)".into(),
+            }),
+            _ => eprintln!("bench: no instruction counts (valgrind missing or failed); that row is left out"),
+        }
     }
     // (a2, a3) NVML stand-in nodes.
     for (label, fixture) in [("8x H100 with NVLink", &h100), ("8x A100 x 7 MIG = 56 MIG devices", &mig)] {
