@@ -65,6 +65,11 @@ pub fn strnatcmp(a: &str, b: &str) -> Ordering {
     let at = |s: &[u8], i: usize| s.get(i).copied().unwrap_or(0);
     let (mut ai, mut bi) = (0, 0);
     loop {
+        // The same plain byte on both sides (no blank, digit or end): next.
+        while ai < a.len() && bi < b.len() && a[ai] == b[bi] && !a[ai].is_ascii_digit() && !is_c_space(a[ai]) && a[ai] != 0 {
+            ai += 1;
+            bi += 1;
+        }
         while is_c_space(at(a, ai)) {
             ai += 1;
         }
@@ -822,6 +827,58 @@ mod tests {
         assert_eq!(strnatcmp("a", ""), Greater);
         assert_eq!(strnatcmp("card0,renderD128", "card0,renderD129"), Less);
         assert_eq!(strnatcmp("a\u{e9}", "ab"), Less, "bytes compare as signed char");
+    }
+
+    /// `strnatcmp` without the short way over equal plain bytes.
+    fn strnatcmp_plain(a: &str, b: &str) -> Ordering {
+        let (a, b) = (a.as_bytes(), b.as_bytes());
+        let at = |s: &[u8], i: usize| s.get(i).copied().unwrap_or(0);
+        let (mut ai, mut bi) = (0, 0);
+        loop {
+            while is_c_space(at(a, ai)) {
+                ai += 1;
+            }
+            while is_c_space(at(b, bi)) {
+                bi += 1;
+            }
+            let (ca, cb) = (at(a, ai), at(b, bi));
+            if ca.is_ascii_digit() && cb.is_ascii_digit() {
+                let (ra, rb) = (&a[ai..], &b[bi..]);
+                let result = if ca == b'0' || cb == b'0' { compare_left(ra, rb) } else { compare_right(ra, rb) };
+                if result != Ordering::Equal {
+                    return result;
+                }
+            }
+            if ca == 0 && cb == 0 {
+                return Ordering::Equal;
+            }
+            let order = (ca as std::ffi::c_char).cmp(&(cb as std::ffi::c_char));
+            if order != Ordering::Equal {
+                return order;
+            }
+            ai += 1;
+            bi += 1;
+        }
+    }
+
+    #[test]
+    fn natural_compare_short_way_changes_nothing() {
+        // Every pair of strings of up to 3 symbols from an alphabet of
+        // plain bytes, blanks, digits, NUL and a non-ASCII letter.
+        let alphabet = ["a", "b", " ", "0", "1", "9", "\0", "\u{e9}", "/"];
+        let mut words = vec![String::new()];
+        for _ in 0..3 {
+            let longer: Vec<String> = words.iter().flat_map(|w| alphabet.iter().map(move |c| format!("{w}{c}"))).collect();
+            words.extend(longer);
+        }
+        words.sort();
+        words.dedup();
+        for x in &words {
+            for y in &words {
+                let (px, py) = (format!("/dev/nvidia{x}"), format!("/dev/nvidia{y}"));
+                assert_eq!(strnatcmp(&px, &py), strnatcmp_plain(&px, &py), "{px:?} vs {py:?}");
+            }
+        }
     }
 
     #[test]

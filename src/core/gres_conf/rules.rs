@@ -15,10 +15,10 @@ pub fn contains_ignore_case(haystack: Option<&str>, needle: Option<&str>) -> boo
         return false;
     };
     let (hay, needle) = (hay.as_bytes(), needle.as_bytes());
-    (0..hay.len()).any(|start| {
-        let rest = &hay[start..];
-        rest.len() >= needle.len() && rest[..needle.len()].eq_ignore_ascii_case(needle)
-    })
+    let Some(first) = needle.first().map(u8::to_ascii_lowercase) else {
+        return !hay.is_empty();
+    };
+    needle.len() <= hay.len() && hay.windows(needle.len()).any(|w| w[0].to_ascii_lowercase() == first && w.eq_ignore_ascii_case(needle))
 }
 
 /// What a `Flags=` value says (`gres_flags_parse()`).
