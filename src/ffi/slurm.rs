@@ -20,24 +20,38 @@ pub unsafe fn string_from_c(p: *const c_char) -> Option<String> {
         return None;
     }
     // SAFETY: non-NULL and NUL-terminated per the caller's contract.
-    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
+    // Valid UTF-8 (the usual case) is checked the fast way.
+    Some(match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    })
 }
 
 fn cstring(s: &str) -> CString {
-    CString::new(s.replace('\0', "")).unwrap_or_default()
+    if s.contains('\0') {
+        CString::new(s.replace('\0', "")).unwrap_or_default()
+    } else {
+        CString::new(s).unwrap_or_default()
+    }
 }
 
 /// An `xmalloc`ed copy of `s` (NULL for `None`), for Slurm to `xfree`.
+/// Interior NULs are left out (a C string would end there).
 pub fn xstrdup(s: Option<&str>) -> *mut c_char {
-    match s {
-        None => ptr::null_mut(),
-        Some(s) => {
-            let c = cstring(s);
-            // SAFETY: `c` is a valid NUL-terminated string; slurm_xstrdup
-            // copies it into memory owned by the caller (freed by Slurm).
-            unsafe { sys::slurm_xstrdup(c.as_ptr()) }
+    let Some(s) = s else { return ptr::null_mut() };
+    let p = xcalloc::<u8>(s.len() + 1);
+    // SAFETY: xcalloc returned s.len() + 1 zeroed bytes owned by us until
+    // Slurm frees them; the last one stays 0 and ends the string.
+    let dst = unsafe { std::slice::from_raw_parts_mut(p, s.len()) };
+    if s.as_bytes().contains(&0) {
+        for (d, b) in dst.iter_mut().zip(s.bytes().filter(|b| *b != 0)) {
+            *d = b;
         }
+    } else {
+        dst.copy_from_slice(s.as_bytes());
     }
+    p.cast()
 }
 
 /// `xmalloc` zeroed memory for `n` values of `T`.
