@@ -69,14 +69,16 @@ pub fn mig_unique_id(driver_version: &str, mig_uuid: &str, gpu_uuid: &str, gi: u
 }
 
 /// The CPUs of an NVML affinity mask ([`ULONG_BITS`] CPUs a word, CPU 0
-/// in bit 0 of word 0), as a bitmap of [`MAX_CPUS`] bits.
+/// in bit 0 of word 0, at most [`MAX_CPUS`]), as a bitmap just long enough
+/// for its highest CPU.  (Slurm allocates all `MAX_CPUS` bits; only the
+/// CPUs matter: the record's bitmap is fitted to the node's CPU count.)
 pub fn cpu_mask_to_bitmap(words: &[u64]) -> Bitmap {
-    let mut b = Bitmap::new(MAX_CPUS);
+    let mut b = Bitmap::new(0);
     for (w, &word) in words.iter().enumerate().take(CPU_SET_WORDS) {
-        for bit in 0..ULONG_BITS {
-            if word & (1u64 << bit) != 0 {
-                b.set(w * ULONG_BITS + bit);
-            }
+        let mut rest = word & ALL_ONES;
+        while rest != 0 {
+            b.set(w * ULONG_BITS + rest.trailing_zeros() as usize);
+            rest &= rest - 1;
         }
     }
     b
@@ -246,8 +248,10 @@ mod tests {
     #[test]
     fn cpu_masks() {
         let b = cpu_mask_to_bitmap(&[0xff, 0, 1 << 3]);
-        assert_eq!(b.size(), MAX_CPUS);
+        assert_eq!(b.size(), 2 * ULONG_BITS + 4);
         assert_eq!(b.to_ranges(), format!("0-7,{}", 2 * ULONG_BITS + 3));
+        assert_eq!(cpu_mask_to_bitmap(&[0, 0]).count(), 0);
+        assert_eq!(cpu_mask_to_bitmap(&vec![u64::MAX; CPU_SET_WORDS + 1]).size(), MAX_CPUS, "no CPU past MAX_CPUS");
         assert_eq!(test_cpu_mask("~one").unwrap(), "0");
         assert_eq!(test_cpu_mask("~three").unwrap(), "0-1");
         assert_eq!(test_cpu_mask("~half").unwrap(), "8-15");
