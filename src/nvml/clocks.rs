@@ -43,7 +43,7 @@ pub struct StepFreqOutcome {
 fn app_clock(s: &Session, dev: &Device<'_>, clock: Clock, log: &mut Log) -> u32 {
     let what = if clock == Clock::Memory { "memory" } else { "graphics" };
     dev.applications_clock(clock).unwrap_or_else(|e| {
-        log.error(format!("_nvml_get_freq: Failed to get the GPU {what} frequency: {}", s.text(&e)));
+        log.error(format_args!("_nvml_get_freq: Failed to get the GPU {what} frequency: {}", s.text(&e)));
         0
     })
 }
@@ -51,14 +51,14 @@ fn app_clock(s: &Session, dev: &Device<'_>, clock: Clock, log: &mut Log) -> u32 
 /// The debug2 lines with the current memory and graphics clocks.
 fn log_clocks(s: &Session, dev: &Device<'_>, when: &str, log: &mut Log) {
     let mem = app_clock(s, dev, Clock::Memory, log);
-    log.debug2(format!("Memory frequency {when}: {mem}"));
+    log.debug2(format_args!("Memory frequency {when}: {mem}"));
     let gfx = app_clock(s, dev, Clock::Graphics, log);
-    log.debug2(format!("Graphics frequency {when}: {gfx}"));
+    log.debug2(format_args!("Graphics frequency {when}: {gfx}"));
 }
 
 fn flag_line(ctx: &StepFreqContext, log: &mut Log, m: String) {
     if ctx.debug_gres {
-        log.verbose(format!("GRES: {m}"));
+        log.verbose(format_args!("GRES: {m}"));
     }
 }
 
@@ -70,7 +70,7 @@ pub(crate) fn supported_memory_clocks(s: &Session, dev: &Device<'_>, log: &mut L
             Some(v)
         }
         Err(e) => {
-            log.error(format!("_nvml_get_mem_freqs: Failed to get supported memory frequencies for the GPU : {}", s.text(&e)));
+            log.error(format_args!("_nvml_get_mem_freqs: Failed to get supported memory frequencies for the GPU : {}", s.text(&e)));
             None
         }
     }
@@ -84,7 +84,7 @@ pub(crate) fn supported_graphics_clocks(s: &Session, dev: &Device<'_>, mem: u32,
             Some(v)
         }
         Err(e) => {
-            log.error(format!("_nvml_get_gfx_freqs: Failed to get supported graphics frequencies for the GPU at mem frequency {mem}: {}", s.text(&e)));
+            log.error(format_args!("_nvml_get_gfx_freqs: Failed to get supported graphics frequencies for the GPU at mem frequency {mem}: {}", s.text(&e)));
             None
         }
     }
@@ -95,9 +95,9 @@ fn choose(req: FreqRequest, desc: &[u32], ctx: &StepFreqContext, log: &mut Log) 
     match req {
         FreqRequest::Mhz(_) => match note {
             Some(n) => flag_line(ctx, log, n),
-            None => log.debug2(format!("No change necessary. Freq: {v} MHz")),
+            None => log.debug2(format_args!("No change necessary. Freq: {v} MHz")),
         },
-        level => log.debug2(format!("Frequency GPU_{}: {v} MHz", level.to_string().to_uppercase().replace("HIGHM1", "HIGH_M1"))),
+        level => log.debug2(format_args!("Frequency GPU_{}: {v} MHz", level.to_string().to_uppercase().replace("HIGHM1", "HIGH_M1"))),
     }
     Some(v)
 }
@@ -115,7 +115,7 @@ fn nearest_pair(s: &Session, dev: &Device<'_>, mem: FreqRequest, gfx: FreqReques
 /// `--gpu-freq` (`high,memory=low`, ...), completed by `GpuFreqDef`.
 pub fn set_step_freqs(usable: &Bitmap, spec: &str, ctx: &StepFreqContext, log: &mut Log) -> StepFreqOutcome {
     let mut out = StepFreqOutcome::default();
-    log.debug2(format!("_parse_gpu_freq({spec})"));
+    log.debug2(format_args!("_parse_gpu_freq({spec})"));
     let req = gpu_freq::parse_gpu_freq(Some(spec), ctx.freq_def.as_deref());
     for n in &req.notes {
         log.line(n.level, n.message.clone());
@@ -124,8 +124,8 @@ pub fn set_step_freqs(usable: &Bitmap, spec: &str, ctx: &StepFreqContext, log: &
         log.debug2("verbose_flag ON");
     }
     let show = |r: Option<FreqRequest>| r.map(|r| r.to_string()).unwrap_or_else(|| "0".into());
-    log.debug2(format!("Requested GPU memory frequency: {}", show(req.memory)));
-    log.debug2(format!("Requested GPU graphics frequency: {}", show(req.graphics)));
+    log.debug2(format_args!("Requested GPU memory frequency: {}", show(req.memory)));
+    log.debug2(format_args!("Requested GPU graphics frequency: {}", show(req.graphics)));
     let (Some(mem_req), Some(gfx_req)) = (req.memory, req.graphics) else {
         log.debug2("_set_freq: No frequencies to set");
         return out;
@@ -145,11 +145,11 @@ pub fn set_step_freqs(usable: &Bitmap, spec: &str, ctx: &StepFreqContext, log: &
         let mut dev = match s.nvml.device_by_index(i) {
             Ok(d) => d,
             Err(e) => {
-                log.error(format!("Failed to get device handle for GPU {i}: {}", s.text(&e)));
+                log.error(format_args!("Failed to get device handle for GPU {i}: {}", s.text(&e)));
                 continue;
             }
         };
-        log.debug2(format!("Setting frequency of NVML device {i}"));
+        log.debug2(format_args!("Setting frequency of NVML device {i}"));
         let Some((mem, gfx)) = nearest_pair(&s, &dev, mem_req, gfx_req, ctx, log) else {
             flag_line(ctx, log, format!("Failed to set GPU[{i}] (no supported clocks)"));
             continue;
@@ -158,7 +158,7 @@ pub fn set_step_freqs(usable: &Bitmap, spec: &str, ctx: &StepFreqContext, log: &
         let ok = match dev.set_applications_clocks(mem, gfx) {
             Ok(()) => true,
             Err(e) => {
-                log.error(format!("_nvml_set_freqs: Failed to set memory and graphics clock frequency pair ({mem}, {gfx}) for the GPU: {}", s.text(&e)));
+                log.error(format_args!("_nvml_set_freqs: Failed to set memory and graphics clock frequency pair ({mem}, {gfx}) for the GPU: {}", s.text(&e)));
                 false
             }
         };
@@ -200,7 +200,7 @@ pub fn reset_step_freqs(gpus: &[u32], ctx: &StepFreqContext, log: &mut Log, stde
                 let mut dev = match s.nvml.device_by_index(i) {
                     Ok(d) => d,
                     Err(e) => {
-                        log.error(format!("Failed to get device handle for GPU {i}: {}", s.text(&e)));
+                        log.error(format_args!("Failed to get device handle for GPU {i}: {}", s.text(&e)));
                         continue;
                     }
                 };
@@ -208,7 +208,7 @@ pub fn reset_step_freqs(gpus: &[u32], ctx: &StepFreqContext, log: &mut Log, stde
                 let ok = match dev.reset_applications_clocks() {
                     Ok(()) => true,
                     Err(e) => {
-                        log.error(format!("_nvml_reset_freqs: Failed to reset GPU frequencies to the hardware default: {}", s.text(&e)));
+                        log.error(format_args!("_nvml_reset_freqs: Failed to reset GPU frequencies to the hardware default: {}", s.text(&e)));
                         false
                     }
                 };

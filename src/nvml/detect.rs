@@ -64,7 +64,7 @@ pub fn detect_logged(host: &dyn Host, cfg: NodeConfig, log: &mut Log) -> Result<
 /// File); `None` when there is no NVML library (what slurmd's gpu/generic
 /// answers).  NVML is shut down afterwards, as the stock plugin does.
 pub fn system_gpu_list(host: &dyn Host, cfg: NodeConfig) -> Option<Vec<GresRecord>> {
-    let mut log = Log::default();
+    let mut log = Log::daemon();
     let out = match detect_logged(host, cfg, &mut log) {
         Ok(d) => Some(d.gpus),
         Err(e @ DetectError::Library { .. }) => {
@@ -88,26 +88,26 @@ fn run(s: &Session, host: &dyn Host, cfg: NodeConfig, log: &mut Log) -> Result<D
     let driver = match nvml.sys_driver_version() {
         Ok(v) => Some(v),
         Err(e) => {
-            log.error(format!("Failed to get the NVIDIA graphics driver version: {}", s.text(&e)));
+            log.error(format_args!("Failed to get the NVIDIA graphics driver version: {}", s.text(&e)));
             None
         }
     };
     let version = match nvml.sys_nvml_version() {
         Ok(v) => Some(v),
         Err(e) => {
-            log.error(format!("Failed to get the NVML library version: {}", s.text(&e)));
+            log.error(format_args!("Failed to get the NVML library version: {}", s.text(&e)));
             None
         }
     };
-    log.debug(format!("Systems Graphics Driver Version: {}", driver.as_deref().unwrap_or("")));
-    log.debug(format!("NVML Library Version: {}", version.as_deref().unwrap_or("")));
+    log.debug(format_args!("Systems Graphics Driver Version: {}", driver.as_deref().unwrap_or("")));
+    log.debug(format_args!("NVML Library Version: {}", version.as_deref().unwrap_or("")));
     d.driver_version = driver;
     d.nvml_version = version;
 
     let count = nvml.device_count().map_err(|e| DetectError::DeviceCount(s.text(&e)))?;
     d.device_count = count;
-    log.debug2(format!("Total CPU count: {}", cfg.cpu_cnt));
-    log.debug2(format!("Device count: {count}"));
+    log.debug2(format_args!("Total CPU count: {}", cfg.cpu_cnt));
+    log.debug2(format_args!("Device count: {count}"));
 
     // NVML index -> PCI bus id, for the NVLink peers.
     let mut lut: Vec<Option<String>> = Vec::new();
@@ -115,7 +115,7 @@ fn run(s: &Session, host: &dyn Host, cfg: NodeConfig, log: &mut Log) -> Result<D
         lut.push(match nvml.device_by_index(i) {
             Ok(dev) => pci_bus_id(s, &dev, log),
             Err(e) => {
-                log.error(format!("Failed to get device handle for GPU {i}: {}", s.text(&e)));
+                log.error(format_args!("Failed to get device handle for GPU {i}: {}", s.text(&e)));
                 None
             }
         });
@@ -125,7 +125,7 @@ fn run(s: &Session, host: &dyn Host, cfg: NodeConfig, log: &mut Log) -> Result<D
     for i in 0..count {
         ctx.gpu(i, &mut d.gpus, log);
     }
-    log.info(format!("{count} GPU system device(s) detected"));
+    log.info(format_args!("{count} GPU system device(s) detected"));
     Ok(d)
 }
 
@@ -133,7 +133,7 @@ fn pci_bus_id(s: &Session, dev: &Device<'_>, log: &mut Log) -> Option<String> {
     match dev.pci_info() {
         Ok(p) => Some(p.bus_id),
         Err(e) => {
-            log.error(format!("Failed to get PCI info of GPU: {}", s.text(&e)));
+            log.error(format_args!("Failed to get PCI info of GPU: {}", s.text(&e)));
             None
         }
     }
@@ -168,7 +168,7 @@ impl Ctx<'_> {
         let dev = match nvml.device_by_index(i) {
             Ok(d) => d,
             Err(e) => {
-                log.error(format!("Failed to get device handle for GPU {i}: {}", s.text(&e)));
+                log.error(format_args!("Failed to get device handle for GPU {i}: {}", s.text(&e)));
                 log.error("Creating null GRES GPU record");
                 self.push(out, &SystemGpu { cpu_cnt: self.cfg.cpu_cnt, flags, ..Default::default() }, log);
                 return;
@@ -177,19 +177,19 @@ impl Ctx<'_> {
         let mig_mode = mig_enabled(s, &dev, log);
 
         let name = dev.name().unwrap_or_else(|e| {
-            log.error(format!("Failed to get name of the GPU: {}", s.text(&e)));
+            log.error(format_args!("Failed to get name of the GPU: {}", s.text(&e)));
             String::new()
         });
         let type_name = model::gpu_type_from_name(&name);
         let uuid = dev.uuid().unwrap_or_else(|e| {
-            log.error(format!("Failed to get UUID of GPU: {}", s.text(&e)));
+            log.error(format_args!("Failed to get UUID of GPU: {}", s.text(&e)));
             String::new()
         });
-        let pci = dev.pci_info().map_err(|e| log.error(format!("Failed to get PCI info of GPU: {}", s.text(&e)))).ok();
+        let pci = dev.pci_info().map_err(|e| log.error(format_args!("Failed to get PCI info of GPU: {}", s.text(&e)))).ok();
         let minor = match dev.minor_number() {
             Ok(m) => m,
             Err(e) => {
-                log.error(format!("Failed to get minor number of GPU: {}", s.text(&e)));
+                log.error(format_args!("Failed to get minor number of GPU: {}", s.text(&e)));
                 return;
             }
         };
@@ -208,7 +208,7 @@ impl Ctx<'_> {
                 }
             }
             Err(e) => {
-                log.error(format!("Failed to get cpu affinity of GPU: {}", s.text(&e)));
+                log.error(format_args!("Failed to get cpu affinity of GPU: {}", s.text(&e)));
                 None
             }
         };
@@ -227,20 +227,20 @@ impl Ctx<'_> {
         let nvlinks = self.nvlinks(&dev, i as usize, log);
         let file = model::device_file(&super::dev_dir(), minor);
 
-        log.debug2(format!("GPU index {i}:"));
-        log.debug2(format!("    Name: {type_name}"));
-        log.debug2(format!("    UUID: {uuid}"));
+        log.debug2(format_args!("GPU index {i}:"));
+        log.debug2(format_args!("    Name: {type_name}"));
+        log.debug2(format_args!("    UUID: {uuid}"));
         let (dom, bus, devno, bus_id) = pci.as_ref().map(|p| (p.domain, p.bus, p.device, p.bus_id.as_str())).unwrap_or((0, 0, 0, ""));
-        log.debug2(format!("    PCI Domain/Bus/Device: {dom}:{bus}:{devno}"));
-        log.debug2(format!("    PCI Bus ID: {bus_id}"));
-        log.debug2(format!("    NVLinks: {nvlinks}"));
-        log.debug2(format!("    Device File (minor number): {file}"));
+        log.debug2(format_args!("    PCI Domain/Bus/Device: {dom}:{bus}:{devno}"));
+        log.debug2(format_args!("    PCI Bus ID: {bus_id}"));
+        log.debug2(format_args!("    NVLinks: {nvlinks}"));
+        log.debug2(format_args!("    Device File (minor number): {file}"));
         if minor != i {
-            log.debug(format!("Note: GPU index {i} is different from minor number {minor}"));
+            log.debug(format_args!("Note: GPU index {i} is different from minor number {minor}"));
         }
-        log.debug2(format!("    CPU Affinity Range - Machine: {}", mac_range.as_deref().unwrap_or("")));
-        log.debug2(format!("    Core Affinity Range - Abstract: {}", cpus_abs.as_deref().unwrap_or("")));
-        log.debug2(format!("    MIG mode: {}", if mig_mode { "enabled" } else { "disabled" }));
+        log.debug2(format_args!("    CPU Affinity Range - Machine: {}", mac_range.as_deref().unwrap_or("")));
+        log.debug2(format_args!("    Core Affinity Range - Abstract: {}", cpus_abs.as_deref().unwrap_or("")));
+        log.debug2(format_args!("    MIG mode: {}", if mig_mode { "enabled" } else { "disabled" }));
 
         let gpu = Gpu { type_name, uuid, file, minor, cpus_abs, cpus_mac };
         if mig_mode {
@@ -277,20 +277,20 @@ impl Ctx<'_> {
             let link = dev.link_wrapper_for(lane);
             match link.is_active() {
                 Err(NvmlError::InvalidArg) => {
-                    log.debug3(format!("Device/lane {lane} is invalid"));
+                    log.debug3(format_args!("Device/lane {lane} is invalid"));
                     continue;
                 }
                 Err(NvmlError::NotSupported) => {
-                    log.debug3(format!("Device {lane} does not support nvmlDeviceGetNvLinkState()"));
+                    log.debug3(format_args!("Device {lane} does not support nvmlDeviceGetNvLinkState()"));
                     break;
                 }
-                Err(e) => log.error(format!("Failed to get nvlink info from GPU: {}", self.s.text(&e))),
-                Ok(false) => log.debug3(format!("nvlink {lane} is disabled")),
+                Err(e) => log.error(format_args!("Failed to get nvlink info from GPU: {}", self.s.text(&e))),
+                Ok(false) => log.debug3(format_args!("nvlink {lane} is disabled")),
                 Ok(true) => {
-                    log.debug3(format!("nvlink {lane} is enabled"));
+                    log.debug3(format_args!("nvlink {lane} is enabled"));
                     match link.remote_pci_info() {
                         Ok(p) => remote.push(p.bus_id),
-                        Err(e) => log.error(format!("Failed to get PCI info of endpoint device for lane {lane}: {}", self.s.text(&e))),
+                        Err(e) => log.error(format_args!("Failed to get PCI info of endpoint device for lane {lane}: {}", self.s.text(&e))),
                     }
                 }
             }
@@ -304,7 +304,7 @@ impl Ctx<'_> {
         let max = match calls.max_mig_device_count(dev) {
             Ok(n) => n,
             Err(e) => {
-                log.error(format!("Failed to get MIG device count: {}", self.s.text(&e)));
+                log.error(format_args!("Failed to get MIG device count: {}", self.s.text(&e)));
                 0
             }
         };
@@ -319,7 +319,7 @@ impl Ctx<'_> {
             }
             mig_count += 1;
         }
-        log.debug2(format!("    MIG count: {mig_count}"));
+        log.debug2(format_args!("    MIG count: {mig_count}"));
         if mig_count == 0 {
             log.error("MIG mode is enabled, but no MIG devices were found. Please either create MIG instances, disable MIG mode, remove AutoDetect=nvml, or remove GPUs from the configuration completely.");
             return;
@@ -345,37 +345,37 @@ impl Ctx<'_> {
         let calls = &self.s.extra;
         let mig = mig_handle(self.s, dev, j, log)?;
         let mig_uuid = mig.uuid().unwrap_or_else(|e| {
-            log.error(format!("Failed to get UUID of GPU: {}", self.s.text(&e)));
+            log.error(format_args!("Failed to get UUID of GPU: {}", self.s.text(&e)));
             String::new()
         });
         let gi = calls.gpu_instance_id(&mig).unwrap_or_else(|e| {
-            log.error(format!("Failed to get MIG GPU instance ID: {}", self.s.text(&e)));
+            log.error(format_args!("Failed to get MIG GPU instance ID: {}", self.s.text(&e)));
             0
         });
         let ci = calls.compute_instance_id(&mig).unwrap_or_else(|e| {
-            log.error(format!("Failed to get MIG compute instance ID: {}", self.s.text(&e)));
+            log.error(format_args!("Failed to get MIG compute instance ID: {}", self.s.text(&e)));
             0
         });
         let (gi_minor, ci_minor) = self.cap_minors(gpu.minor, gi, ci, log)?;
         let attrs = match mig.attributes() {
             Ok(a) => a,
             Err(e) => {
-                log.error(format!("Failed to get MIG attributes: {}", self.s.text(&e)));
+                log.error(format_args!("Failed to get MIG attributes: {}", self.s.text(&e)));
                 return None;
             }
         };
         let profile = model::mig_type(&gpu.type_name, attrs.gpu_instance_slice_count, attrs.memory_size_mb);
         let unique_id = model::mig_unique_id(self.driver, &mig_uuid, &gpu.uuid, gi, ci);
         let files = model::mig_files(&super::dev_dir(), &gpu.file, gi_minor, ci_minor);
-        log.debug2(format!("GPU minor {}, MIG index {j}:", gpu.minor));
-        log.debug2(format!("    MIG Profile: {profile}"));
-        log.debug2(format!("    MIG UUID: {mig_uuid}"));
-        log.debug2(format!("    UniqueID: {unique_id}"));
-        log.debug2(format!("    GPU Instance (GI) ID: {gi}"));
-        log.debug2(format!("    Compute Instance (CI) ID: {ci}"));
-        log.debug2(format!("    GI Minor Number: {gi_minor}"));
-        log.debug2(format!("    CI Minor Number: {ci_minor}"));
-        log.debug2(format!("    Device Files: {files}"));
+        log.debug2(format_args!("GPU minor {}, MIG index {j}:", gpu.minor));
+        log.debug2(format_args!("    MIG Profile: {profile}"));
+        log.debug2(format_args!("    MIG UUID: {mig_uuid}"));
+        log.debug2(format_args!("    UniqueID: {unique_id}"));
+        log.debug2(format_args!("    GPU Instance (GI) ID: {gi}"));
+        log.debug2(format_args!("    Compute Instance (CI) ID: {ci}"));
+        log.debug2(format_args!("    GI Minor Number: {gi_minor}"));
+        log.debug2(format_args!("    CI Minor Number: {ci_minor}"));
+        log.debug2(format_args!("    Device Files: {files}"));
         Some(MigFacts { profile, unique_id, files })
     }
 
@@ -391,7 +391,7 @@ impl Ctx<'_> {
             }
             Ok(t) => match model::mig_cap_minors(t, gpu_minor, gi, ci) {
                 Ok(m) => {
-                    log.debug3(format!("GPU:{gpu_minor}|GI:{gi},GI_minor={}|CI:{ci},CI_minor={}", m.0, m.1));
+                    log.debug3(format_args!("GPU:{gpu_minor}|GI:{gi},GI_minor={}|CI:{ci},CI_minor={}", m.0, m.1));
                     Some(m)
                 }
                 Err(e) => {
@@ -414,7 +414,7 @@ fn mig_handle<'n>(s: &Session, dev: &Device<'n>, j: u32, log: &mut Log) -> Optio
         Ok(m) => Some(m),
         Err(NvmlError::NotFound) => None,
         Err(e) => {
-            log.error(format!("Failed to get MIG device at MIG index {j}: {}", s.text(&e)));
+            log.error(format_args!("Failed to get MIG device at MIG index {j}: {}", s.text(&e)));
             None
         }
     }
@@ -433,7 +433,7 @@ fn mig_enabled(s: &Session, dev: &Device<'_>, log: &mut Log) -> bool {
         }
         Err(NvmlError::NotSupported) => false,
         Err(e) => {
-            log.error(format!("Failed to get MIG mode of the GPU: {}", s.text(&e)));
+            log.error(format_args!("Failed to get MIG mode of the GPU: {}", s.text(&e)));
             false
         }
     }
@@ -443,14 +443,14 @@ fn mig_enabled(s: &Session, dev: &Device<'_>, log: &mut Log) -> bool {
 /// debug2 (Slurm's `_nvml_print_freqs`).
 fn print_freqs(s: &Session, dev: &Device<'_>, log: &mut Log) {
     let Some(mem) = super::clocks::supported_memory_clocks(s, dev, log) else { return };
-    log.debug2(format!("Possible GPU Memory Frequencies ({}):", mem.len()));
+    log.debug2(format_args!("Possible GPU Memory Frequencies ({}):", mem.len()));
     log.debug2("-------------------------------");
     for i in gpu_freq::listing_indexes(mem.len()) {
         let Some(i) = i else {
             log.debug2("    ...");
             continue;
         };
-        log.debug2(format!("    *{} MHz [{i}]", mem[i]));
+        log.debug2(format_args!("    *{} MHz [{i}]", mem[i]));
         if let Some(gfx) = super::clocks::supported_graphics_clocks(s, dev, mem[i], log) {
             for line in gpu_freq::freq_listing(&gfx, "GPU Graphics", 8) {
                 log.debug2(line);

@@ -54,35 +54,53 @@ pub fn mig_minors_path() -> std::path::PathBuf {
 
 /// Log lines of one operation: each goes to `tracing` (slurmd's log in
 /// slurmd) when it is made, and is kept for callers that show them
-/// elsewhere (the CLI report, tests).
-#[derive(Debug, Default)]
+/// elsewhere (the CLI report, tests).  Lines more verbose than `max` are
+/// neither formatted nor kept (the default keeps every line).
+#[derive(Debug)]
 pub struct Log {
     pub lines: Vec<LogLine>,
+    max: LogLevel,
+}
+
+impl Default for Log {
+    fn default() -> Self {
+        Log::new(LogLevel::Debug3)
+    }
 }
 
 impl Log {
-    pub fn line(&mut self, level: LogLevel, message: String) {
-        let line = LogLine { level, message };
+    pub fn new(max: LogLevel) -> Self {
+        Log { lines: Vec::new(), max: max.max(LogLevel::Error) }
+    }
+    /// For the plugins: what the daemon's log lets through.
+    pub fn daemon() -> Self {
+        Log::new(crate::log::max_level())
+    }
+    pub fn line(&mut self, level: LogLevel, message: impl std::fmt::Display) {
+        if level > self.max {
+            return;
+        }
+        let line = LogLine { level, message: message.to_string() };
         crate::log::emit(&line);
         self.lines.push(line);
     }
-    pub fn error(&mut self, m: impl Into<String>) {
-        self.line(LogLevel::Error, m.into());
+    pub fn error(&mut self, m: impl std::fmt::Display) {
+        self.line(LogLevel::Error, m);
     }
-    pub fn info(&mut self, m: impl Into<String>) {
-        self.line(LogLevel::Info, m.into());
+    pub fn info(&mut self, m: impl std::fmt::Display) {
+        self.line(LogLevel::Info, m);
     }
-    pub fn verbose(&mut self, m: impl Into<String>) {
-        self.line(LogLevel::Verbose, m.into());
+    pub fn verbose(&mut self, m: impl std::fmt::Display) {
+        self.line(LogLevel::Verbose, m);
     }
-    pub fn debug(&mut self, m: impl Into<String>) {
-        self.line(LogLevel::Debug, m.into());
+    pub fn debug(&mut self, m: impl std::fmt::Display) {
+        self.line(LogLevel::Debug, m);
     }
-    pub fn debug2(&mut self, m: impl Into<String>) {
-        self.line(LogLevel::Debug2, m.into());
+    pub fn debug2(&mut self, m: impl std::fmt::Display) {
+        self.line(LogLevel::Debug2, m);
     }
-    pub fn debug3(&mut self, m: impl Into<String>) {
-        self.line(LogLevel::Debug3, m.into());
+    pub fn debug3(&mut self, m: impl std::fmt::Display) {
+        self.line(LogLevel::Debug3, m);
     }
     /// The messages at `level` or more important.
     pub fn at_most(&self, level: LogLevel) -> impl Iterator<Item = &str> {

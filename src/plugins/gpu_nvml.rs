@@ -54,7 +54,7 @@ impl GpuPlugin for GpuNvml {
         let (Some(usable), Some(settings)) = (usable, settings) else { return };
         let Some(spec) = gpu_freq::gpu_part_of_tres_freq(settings) else { return };
         let ctx = step_context(host);
-        let mut log = Log::default();
+        let mut log = Log::daemon();
         let out = clocks::set_step_freqs(usable, spec, &ctx, &mut log);
         // Slurm resets every GPU of the step at fini once a GPU frequency
         // was asked for, even when nothing was set.
@@ -67,7 +67,7 @@ impl GpuPlugin for GpuNvml {
         let Some(gpus) = SAVED.lock().unwrap_or_else(PoisonError::into_inner).take() else { return };
         let ctx = step_context(host);
         let mut stderr = Vec::new();
-        clocks::reset_step_freqs(&gpus, &ctx, &mut Log::default(), &mut stderr);
+        clocks::reset_step_freqs(&gpus, &ctx, &mut Log::daemon(), &mut stderr);
         to_stderr(&stderr);
         nvml::release();
     }
