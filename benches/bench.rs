@@ -412,9 +412,30 @@ fn fake_gpus_of(gpus: &[FixtureGpu], cpus: u32, mig_minors: &Path) -> (String, S
     (lines, gres)
 }
 
-/// The node of a fixture for `slurmd -G`: stock reads `fake_gpus.conf`,
-/// ours asks the NVML stand-in.
-fn nvml_node(side: Side, fixture: &Path, sockets: u32, cores: u32, threads: u32) -> ClusterConfig {
+/// The stock gpu/nvml plugin, which Debian does not ship: built from the
+/// Debian source of the installed slurmd against the NVML stand-in
+/// (benches/stock-gpu-nvml.sh), or taken from `GRES_RS_STOCK_GPU_NVML`.
+/// `None` (with the reason) when it cannot be had.
+fn stock_gpu_nvml() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("GRES_RS_STOCK_GPU_NVML") {
+        return Some(PathBuf::from(p));
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out =
+        Command::new("bash").arg(root.join("benches/stock-gpu-nvml.sh")).arg(root.join("target/stock-gpu-nvml")).arg(standin::library_dir()).output().ok()?;
+    if !out.status.success() {
+        eprintln!("bench: no stock gpu_nvml.so (benches/stock-gpu-nvml.sh failed); the NVML rows compare with fake_gpus.conf:\n{}", text(&out));
+        return None;
+    }
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    eprintln!("bench: stock gpu_nvml.so: {}", path.display());
+    Some(path)
+}
+
+/// The node of a fixture for `slurmd -G`: ours asks the NVML stand-in; so
+/// does stock with `stock_nvml` (the stock gpu_nvml.so), else it reads the
+/// same GPUs from `fake_gpus.conf`.
+fn nvml_node(side: Side, fixture: &Path, sockets: u32, cores: u32, threads: u32, stock_nvml: Option<&Path>) -> ClusterConfig {
     let gpus = parse_fixture(fixture);
     let cpus = sockets * cores * threads;
     let minors = standin::fixture("mig-minors");
@@ -426,15 +447,18 @@ fn nvml_node(side: Side, fixture: &Path, sockets: u32, cores: u32, threads: u32)
     let mut c = ClusterConfig::gpus(plugins, 0).with_cpus(sockets, cores, threads).with_gres(&gres, "AutoDetect=nvml\n");
     c.node_name = "gpunode".into();
     c.real_memory_mb = 1000;
-    match side {
-        Side::Stock => c.fake_gpus_conf = Some(fake),
-        Side::Ours => {
-            c.slurmd_env = vec![
-                ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
-                ("GRES_RS_NVML_FIXTURE".into(), fixture.to_string_lossy().into_owned()),
-                ("GRES_RS_MIG_MINORS".into(), minors.to_string_lossy().into_owned()),
-            ]
+    let standin_env = vec![
+        ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
+        ("GRES_RS_NVML_FIXTURE".into(), fixture.to_string_lossy().into_owned()),
+        ("GRES_RS_MIG_MINORS".into(), minors.to_string_lossy().into_owned()),
+    ];
+    match (side, stock_nvml) {
+        (Side::Stock, None) => c.fake_gpus_conf = Some(fake),
+        (Side::Stock, Some(so)) => {
+            c.extra_stock_plugins = vec![so.to_path_buf()];
+            c.slurmd_env = standin_env;
         }
+        (Side::Ours, _) => c.slurmd_env = standin_env,
     }
     c
 }
@@ -527,7 +551,7 @@ fn rows_slurmd_g(opts: &Opts, rows: &mut Vec<Row>) {
     let mig = two_cpu_fixture("a100x8_mig.conf");
     // (a1) the same fake-GPU node on both sides.
     let fake_node = |side: Side| {
-        let mut c = nvml_node(Side::Stock, &h100, 1, 2, 1);
+        let mut c = nvml_node(Side::Stock, &h100, 1, 2, 1, None);
         c.plugins = if side == Side::Stock { PluginSet::Stock } else { PluginSet::Ours };
         c.gres_conf = String::new();
         c
@@ -552,39 +576,69 @@ fn rows_slurmd_g(opts: &Opts, rows: &mut Vec<Row>) {
         }
     }
     // (a2, a3) NVML stand-in nodes.
-    for (label, fixture) in [("8x H100 with NVLink", &h100), ("8x A100 x 7 MIG = 56 MIG devices", &mig)] {
-        let stock = GDir::prepare(&nvml_node(Side::Stock, fixture, 1, 2, 1));
-        let ours = GDir::prepare(&nvml_node(Side::Ours, fixture, 1, 2, 1));
-        rows.push(bench_slurmd_g(
-            opts,
-            &format!("NVML node: {label}"),
-            &stock,
-            &ours,
-            31,
+    let stock_nvml = stock_gpu_nvml();
+    // The stock plugin reads MIG minors from /proc/driver/nvidia-caps/
+    // mig-minors, which cannot be provided on a machine without the driver:
+    // on the MIG node stock reads the same GPUs from fake_gpus.conf.
+    for (label, fixture, mig_node) in [("8x H100 with NVLink", &h100, false), ("8x A100 x 7 MIG = 56 MIG devices", &mig, true)] {
+        let stock_so = if mig_node { None } else { stock_nvml.as_deref() };
+        let stock = GDir::prepare(&nvml_node(Side::Stock, fixture, 1, 2, 1, stock_so));
+        let ours = GDir::prepare(&nvml_node(Side::Ours, fixture, 1, 2, 1, None));
+        let (goal, note) = match stock_so {
+            Some(_) => {
+                ("<= 1.00", "AutoDetect=nvml on the NVML stand-in, both sides; stock gpu_nvml.so built from Debian's slurm-wlm source (Debian ships none)")
+            }
             // Not like with like: no goal.
-            "-",
-            "ours: AutoDetect=nvml on the NVML stand-in; stock (no gpu/nvml in Debian): the same GPUs from fake_gpus.conf",
-        ));
+            None => ("-", "ours: AutoDetect=nvml on the NVML stand-in; stock: the same GPUs from fake_gpus.conf (no stock gpu_nvml.so, or a MIG node)"),
+        };
+        rows.push(bench_slurmd_g(opts, &format!("NVML node: {label}"), &stock, &ours, 31, goal, note));
+        if stock_so.is_some() {
+            if let (Some(s), Some(o)) = (instructions(&stock), instructions(&ours)) {
+                rows.push(Row {
+                    group: "slurmd-g",
+                    what: format!("NVML node: {label}"),
+                    metric: "instructions `slurmd -G` executes (valgrind callgrind)".into(),
+                    unit: "k".into(),
+                    stock: Some(s / 1e3),
+                    ours: Some(o / 1e3),
+                    n: 1,
+                    goal: "<= 1.00".into(),
+                    note: "both sides include the NVML stand-in's own work".into(),
+                });
+            }
+        }
         if std::env::var_os("GRES_RS_BENCH_EXPLAIN").is_some() {
             explain_nvml(&ours, fixture);
         }
-        // NVML calls: one counted run of ours; stock derived from gpu_nvml.c.
-        let calls = standin::scratch_dir().join(format!("bench-calls-{}.log", fixture.file_stem().unwrap_or_default().to_string_lossy()));
-        let _ = std::fs::remove_file(&calls);
-        let (_, out) = timed(ours.slurmd_g(&[("GRES_RS_NVML_CALLS", &calls)]));
-        assert!(out.status.success(), "{}", text(&out));
-        let log = std::fs::read_to_string(&calls).unwrap_or_default();
-        let ours_calls = log.lines().count() as f64;
-        let stock_calls = stock_nvml_calls(&parse_fixture(fixture)) as f64;
-        let mut by_fn: Vec<(String, usize)> = Vec::new();
-        for l in log.lines() {
-            let f = l.split_whitespace().next().unwrap_or("").to_string();
-            match by_fn.iter_mut().find(|(n, _)| *n == f) {
-                Some((_, c)) => *c += 1,
-                None => by_fn.push((f, 1)),
+        // NVML calls: one counted run a side (stock counted too when it has
+        // gpu_nvml.so); the count derived from gpu_nvml.c checks it.
+        let count = |d: &GDir, who: &str| -> (f64, Vec<(String, usize)>) {
+            let calls = standin::scratch_dir().join(format!("bench-calls-{who}-{}.log", fixture.file_stem().unwrap_or_default().to_string_lossy()));
+            let _ = std::fs::remove_file(&calls);
+            let (_, out) = timed(d.slurmd_g(&[("GRES_RS_NVML_CALLS", &calls)]));
+            assert!(out.status.success(), "{}", text(&out));
+            let log = std::fs::read_to_string(&calls).unwrap_or_default();
+            let _ = std::fs::remove_file(&calls);
+            let mut by_fn: Vec<(String, usize)> = Vec::new();
+            for l in log.lines() {
+                let f = l.split_whitespace().next().unwrap_or("").to_string();
+                match by_fn.iter_mut().find(|(n, _)| *n == f) {
+                    Some((_, c)) => *c += 1,
+                    None => by_fn.push((f, 1)),
+                }
             }
-        }
+            (log.lines().count() as f64, by_fn)
+        };
+        let (ours_calls, by_fn) = count(&ours, "ours");
         eprintln!("bench: NVML calls of ours for {label}: {by_fn:?}");
+        let derived = stock_nvml_calls(&parse_fixture(fixture)) as f64;
+        let (stock_calls, note) = if stock_so.is_some() {
+            let (n, by_fn) = count(&stock, "stock");
+            eprintln!("bench: NVML calls of stock for {label}: {by_fn:?}");
+            (n, format!("both counted by the stand-in (stock derived from gpu_nvml.c 22.05.8: {derived:.0})"))
+        } else {
+            (derived, "ours counted by the stand-in; stock derived from gpu_nvml.c (22.05.8), not measured".to_string())
+        };
         rows.push(Row {
             group: "slurmd-g",
             what: format!("NVML node: {label}"),
@@ -594,9 +648,8 @@ fn rows_slurmd_g(opts: &Opts, rows: &mut Vec<Row>) {
             ours: Some(ours_calls),
             n: 1,
             goal: "<= 1.00".into(),
-            note: "ours counted by the stand-in; stock derived from gpu_nvml.c (22.05.8), not measured".into(),
+            note,
         });
-        let _ = std::fs::remove_file(&calls);
     }
 }
 

@@ -335,6 +335,10 @@ pub struct ClusterConfig {
     /// Take our built `lib*.so` from this directory instead of the default
     /// build (e.g. a fault-injection build in its own target dir).
     pub plugin_build_dir: Option<PathBuf>,
+    /// Stock plugin files Debian does not ship (the bench's gpu_nvml.so
+    /// built from Debian's source), copied into a directory that PluginDir
+    /// names just before Debian's.
+    pub extra_stock_plugins: Vec<PathBuf>,
 }
 
 impl Default for ClusterConfig {
@@ -377,6 +381,7 @@ impl ClusterConfig {
             verify_ours_loaded: true,
             start_timeout: Duration::from_secs(60),
             plugin_build_dir: None,
+            extra_stock_plugins: Vec::new(),
         }
     }
 
@@ -513,10 +518,19 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
     let fake_gpus = fsutil::make_fake_gpu_nodes(&l.dev, c.fake_gpus).map_err(e("creating fake GPU device nodes"))?;
 
     // Our plugins, installed under the names slurmd loads (temp + rename).
-    let stock = stock_plugin_dir();
+    let mut stock = stock_plugin_dir().to_string_lossy().into_owned();
+    if !c.extra_stock_plugins.is_empty() {
+        let extra = l.root.join("stock-extra");
+        fs::create_dir_all(&extra).map_err(e("creating stock-extra"))?;
+        for f in &c.extra_stock_plugins {
+            let name = f.file_name().ok_or_else(|| format!("{}: not a file", f.display()))?;
+            fs::copy(f, extra.join(name)).map_err(e(&format!("copying {}", f.display())))?;
+        }
+        stock = format!("{}:{stock}", extra.display());
+    }
     let ours = c.plugins.ours();
     let (plugin_dir_setting, our_dir) = if ours.is_empty() {
-        (stock.to_string_lossy().into_owned(), None)
+        (stock, None)
     } else {
         let names: Vec<&str> = ours.iter().map(|s| s.as_str()).collect();
         let built = match &c.plugin_build_dir {
@@ -524,7 +538,7 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
             None => locate_our_library()?,
         };
         install_ours(&built, &names, &l.plugins)?;
-        (format!("{}:{}", l.plugins.display(), stock.display()), Some(l.plugins.clone()))
+        (format!("{}:{stock}", l.plugins.display()), Some(l.plugins.clone()))
     };
 
     let ld = if c.nvml_stub { Some(nvml_stub::build(&l.root.join("nvml-stub"))?) } else { None };
