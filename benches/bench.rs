@@ -10,10 +10,12 @@
 //! * `slurmd-g`: wall time of `slurmd -G` (median of many runs), on a
 //!   fake-GPU node (`fake_gpus.conf`, both sides), and on NVML stand-in
 //!   nodes (8 GPUs with NVLink; 8 GPUs x 7 MIG devices) where ours detects
-//!   through NVML while the stock side, which has no gpu/nvml on Debian,
-//!   reads the same GPUs from `fake_gpus.conf`; plus the NVML calls ours
-//!   makes against the calls stock gpu/nvml makes (derived from
-//!   gpu_nvml.c of 22.05.8, see `stock_nvml_calls`).
+//!   through NVML, and so does stock on the NVLink node with the stock
+//!   gpu_nvml.so that benches/stock-gpu-nvml.sh builds from Debian's
+//!   source (Debian ships none; the MIG node's stock side reads the same
+//!   GPUs from `fake_gpus.conf`); plus the NVML calls of both sides
+//!   (stock's also derived from gpu_nvml.c of 22.05.8, see
+//!   `stock_nvml_calls`).
 //!   For the fake-GPU node also the instructions `slurmd -G` executes, as
 //!   counted by valgrind's callgrind (when valgrind is installed): exact
 //!   where the wall time of this shared machine drifts by a few percent.
