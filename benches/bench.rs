@@ -434,6 +434,44 @@ fn stock_gpu_nvml() -> Option<PathBuf> {
     Some(path)
 }
 
+/// Where the stock gpu/nvml plugin reads MIG minors (the only place).
+const MIG_MINORS_PATH: &str = "/proc/driver/nvidia-caps/mig-minors";
+/// Set once the bench runs in its own mount namespace.
+const MOUNT_NS_ENV: &str = "GRES_RS_BENCH_MOUNT_NS";
+
+/// Put the stand-in's `mig-minors` where the stock plugin reads it, so
+/// that the MIG node compares like with like: the bench re-runs itself in
+/// a mount namespace of its own (`unshare -m`; it and its children only),
+/// where a tmpfs over `/proc/driver` holds the file.  `false` (the MIG
+/// node's stock side then reads `fake_gpus.conf`) where that cannot be
+/// done.
+fn mig_minors_in_place(opts: &Opts) -> bool {
+    if !opts.wants("slurmd-g") {
+        return false;
+    }
+    if std::env::var_os(MOUNT_NS_ENV).is_none() {
+        let probe = Command::new("unshare").args(["-m", "--propagation", "private", "true"]).status();
+        if !probe.map(|s| s.success()).unwrap_or(false) {
+            eprintln!("bench: no mount namespace (unshare -m); the MIG node's stock side reads fake_gpus.conf");
+            return false;
+        }
+        let exe = std::env::current_exe().expect("the bench's own path");
+        // Returns only if the exec failed.
+        let err = std::os::unix::process::CommandExt::exec(
+            Command::new("unshare").args(["-m", "--propagation", "private"]).arg(exe).args(std::env::args_os().skip(1)).env(MOUNT_NS_ENV, "1"),
+        );
+        eprintln!("bench: unshare -m: {err}; the MIG node's stock side reads fake_gpus.conf");
+        return false;
+    }
+    let mounted = Command::new("mount").args(["-t", "tmpfs", "gres-rs-bench", "/proc/driver"]).status().map(|s| s.success()).unwrap_or(false);
+    let placed =
+        mounted && std::fs::create_dir_all("/proc/driver/nvidia-caps").is_ok() && std::fs::copy(standin::fixture("mig-minors"), MIG_MINORS_PATH).is_ok();
+    if !placed {
+        eprintln!("bench: could not place {MIG_MINORS_PATH} in the bench's mount namespace; the MIG node's stock side reads fake_gpus.conf");
+    }
+    placed
+}
+
 /// The node of a fixture for `slurmd -G`: ours asks the NVML stand-in; so
 /// does stock with `stock_nvml` (the stock gpu_nvml.so), else it reads the
 /// same GPUs from `fake_gpus.conf`.
@@ -548,7 +586,7 @@ fn explain_nvml(ours: &GDir, fixture: &Path) {
     }
 }
 
-fn rows_slurmd_g(opts: &Opts, rows: &mut Vec<Row>) {
+fn rows_slurmd_g(opts: &Opts, mig_minors: bool, rows: &mut Vec<Row>) {
     let h100 = two_cpu_fixture("h100x8.conf");
     let mig = two_cpu_fixture("a100x8_mig.conf");
     // (a1) the same fake-GPU node on both sides.
@@ -561,7 +599,7 @@ fn rows_slurmd_g(opts: &Opts, rows: &mut Vec<Row>) {
     {
         let (s, o) = (GDir::prepare(&fake_node(Side::Stock)), GDir::prepare(&fake_node(Side::Ours)));
         // Like with like, and a small difference: more runs.
-        rows.push(bench_slurmd_g(opts, "fake-GPU node: 8 GPUs in fake_gpus.conf", &s, &o, 101, "<= 1.00", "both sides read fake_gpus.conf"));
+        rows.push(bench_slurmd_g(opts, "fake-GPU node: 8 GPUs in fake_gpus.conf", &s, &o, 401, "<= 1.00", "both sides read fake_gpus.conf"));
         match (instructions(&s), instructions(&o)) {
             (Some(stock), Some(ours)) => rows.push(Row {
                 group: "slurmd-g",
@@ -579,11 +617,10 @@ fn rows_slurmd_g(opts: &Opts, rows: &mut Vec<Row>) {
     }
     // (a2, a3) NVML stand-in nodes.
     let stock_nvml = stock_gpu_nvml();
-    // The stock plugin reads MIG minors from /proc/driver/nvidia-caps/
-    // mig-minors, which cannot be provided on a machine without the driver:
-    // on the MIG node stock reads the same GPUs from fake_gpus.conf.
+    // The stock plugin reads MIG minors from MIG_MINORS_PATH only: without
+    // it in place, the MIG node's stock side reads fake_gpus.conf.
     for (label, fixture, mig_node) in [("8x H100 with NVLink", &h100, false), ("8x A100 x 7 MIG = 56 MIG devices", &mig, true)] {
-        let stock_so = if mig_node { None } else { stock_nvml.as_deref() };
+        let stock_so = if mig_node && !mig_minors { None } else { stock_nvml.as_deref() };
         let stock = GDir::prepare(&nvml_node(Side::Stock, fixture, 1, 2, 1, stock_so));
         let ours = GDir::prepare(&nvml_node(Side::Ours, fixture, 1, 2, 1, None));
         let (goal, note) = match stock_so {
@@ -591,9 +628,11 @@ fn rows_slurmd_g(opts: &Opts, rows: &mut Vec<Row>) {
                 ("<= 1.00", "AutoDetect=nvml on the NVML stand-in, both sides; stock gpu_nvml.so built from Debian's slurm-wlm source (Debian ships none)")
             }
             // Not like with like: no goal.
-            None => ("-", "ours: AutoDetect=nvml on the NVML stand-in; stock: the same GPUs from fake_gpus.conf (no stock gpu_nvml.so, or a MIG node)"),
+            None => {
+                ("-", "ours: AutoDetect=nvml on the NVML stand-in; stock: the same GPUs from fake_gpus.conf (no stock gpu_nvml.so, or no mig-minors for it)")
+            }
         };
-        rows.push(bench_slurmd_g(opts, &format!("NVML node: {label}"), &stock, &ours, 31, goal, note));
+        rows.push(bench_slurmd_g(opts, &format!("NVML node: {label}"), &stock, &ours, 101, goal, note));
         if stock_so.is_some() {
             if let (Some(s), Some(o)) = (instructions(&stock), instructions(&ours)) {
                 rows.push(Row {
@@ -1012,6 +1051,8 @@ fn main() {
         eprintln!("bench: run it with `cargo bench --bench bench` (it does nothing under `cargo test`)");
         return;
     }
+    // Before any thread starts: the mount namespace for the MIG node.
+    let mig_minors = mig_minors_in_place(&opts);
     let problems = prereq_problems();
     if !problems.is_empty() {
         eprintln!("bench: cannot run real Slurm here:\n  - {}", problems.join("\n  - "));
@@ -1031,7 +1072,7 @@ fn main() {
     let machine = machine();
     let mut rows = Vec::new();
     if opts.wants("slurmd-g") {
-        rows_slurmd_g(&opts, &mut rows);
+        rows_slurmd_g(&opts, mig_minors, &mut rows);
     }
     if opts.wants("steps") {
         rows_steps(&opts, &mut rows);
