@@ -61,12 +61,18 @@ pub enum MergeError {
 /// numbers (`nvidia2` < `nvidia10`), blanks skipped, and runs starting with
 /// `0` compared digit by digit as fractions.  Bytes compare as C `char`.
 pub fn strnatcmp(a: &str, b: &str) -> Ordering {
+    natural_order(a, b, true)
+}
+
+/// [`strnatcmp`]; `short_way` skips runs of the same plain byte on both
+/// sides in one tight loop (the tests compare it with the byte-by-byte way).
+fn natural_order(a: &str, b: &str, short_way: bool) -> Ordering {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     let at = |s: &[u8], i: usize| s.get(i).copied().unwrap_or(0);
     let (mut ai, mut bi) = (0, 0);
     loop {
         // The same plain byte on both sides (no blank, digit or end): next.
-        while ai < a.len() && bi < b.len() && a[ai] == b[bi] && !a[ai].is_ascii_digit() && !is_c_space(a[ai]) && a[ai] != 0 {
+        while short_way && ai < a.len() && bi < b.len() && a[ai] == b[bi] && !a[ai].is_ascii_digit() && !is_c_space(a[ai]) && a[ai] != 0 {
             ai += 1;
             bi += 1;
         }
@@ -829,38 +835,6 @@ mod tests {
         assert_eq!(strnatcmp("a\u{e9}", "ab"), Less, "bytes compare as signed char");
     }
 
-    /// `strnatcmp` without the short way over equal plain bytes.
-    fn strnatcmp_plain(a: &str, b: &str) -> Ordering {
-        let (a, b) = (a.as_bytes(), b.as_bytes());
-        let at = |s: &[u8], i: usize| s.get(i).copied().unwrap_or(0);
-        let (mut ai, mut bi) = (0, 0);
-        loop {
-            while is_c_space(at(a, ai)) {
-                ai += 1;
-            }
-            while is_c_space(at(b, bi)) {
-                bi += 1;
-            }
-            let (ca, cb) = (at(a, ai), at(b, bi));
-            if ca.is_ascii_digit() && cb.is_ascii_digit() {
-                let (ra, rb) = (&a[ai..], &b[bi..]);
-                let result = if ca == b'0' || cb == b'0' { compare_left(ra, rb) } else { compare_right(ra, rb) };
-                if result != Ordering::Equal {
-                    return result;
-                }
-            }
-            if ca == 0 && cb == 0 {
-                return Ordering::Equal;
-            }
-            let order = (ca as std::ffi::c_char).cmp(&(cb as std::ffi::c_char));
-            if order != Ordering::Equal {
-                return order;
-            }
-            ai += 1;
-            bi += 1;
-        }
-    }
-
     #[test]
     fn natural_compare_short_way_changes_nothing() {
         // Every pair of strings of up to 3 symbols from an alphabet of
@@ -876,7 +850,7 @@ mod tests {
         for x in &words {
             for y in &words {
                 let (px, py) = (format!("/dev/nvidia{x}"), format!("/dev/nvidia{y}"));
-                assert_eq!(strnatcmp(&px, &py), strnatcmp_plain(&px, &py), "{px:?} vs {py:?}");
+                assert_eq!(strnatcmp(&px, &py), natural_order(&px, &py, false), "{px:?} vs {py:?}");
             }
         }
     }
