@@ -3,7 +3,7 @@
 //! (ERROR -> error, WARN/INFO -> info, DEBUG -> debug, TRACE -> debug2),
 //! except for the targets below.
 
-use crate::core::model::{Log, LogLevel, LogLine};
+use crate::core::model::{LogLevel, LogLine};
 use tracing::metadata::Kind;
 use tracing::Level;
 
@@ -52,10 +52,4 @@ pub fn max_level() -> LogLevel {
     }
     use LogLevel::*;
     [Debug3, Debug2, Debug, Verbose, Info].into_iter().find(|l| enabled(*l)).unwrap_or(Error)
-}
-
-/// A collector for a core step's lines that leaves out what the log would
-/// drop.
-pub fn collector() -> Log {
-    Log::new(max_level())
 }

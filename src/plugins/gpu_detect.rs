@@ -5,10 +5,10 @@
 //! (Debian's slurmd does when only `libnvidia-ml.so.1` is installed).
 //! Then the merge with the configured records.
 
-use super::{log_line, Host, NodeConfig};
+use super::{log_line, log_lines, Host, NodeConfig};
 use crate::core::fake_gpus::{self, CpuConv};
 use crate::core::merge;
-use crate::core::model::{GresRecord, LogLevel, LogLine};
+use crate::core::model::{GresRecord, Log, LogLevel, LogLine};
 use std::path::Path;
 
 /// `GRES_AUTODETECT_GPU_NVML`.
@@ -52,23 +52,23 @@ pub fn merge_detected_gpus(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<G
     let Some(system) = system_gpus(host, cfg)? else { return Ok(()) };
     // Stock logs these at verbose with DebugFlags=Gres, else at debug.
     let level = if host.debug_gres() { LogLevel::Verbose } else { LogLevel::Debug };
-    let mut log = crate::log::collector();
+    let max = crate::log::max_level();
+    let mut log = Log::new(max);
     if system.is_empty() {
         log.push(level, "There were 0 GPUs detected on the system");
     }
     log.push_with(level, || format!("{plugin_name}: Merging configured GRES with system GPUs"));
-    let merged = merge::merge_system_gres_conf(std::mem::take(records), system, crate::log::max_level());
-    log.lines().iter().for_each(log_line);
-    let outcome = merged.map_err(|e| e.to_string())?;
-    outcome.log.iter().for_each(log_line);
+    log_lines(log.lines());
+    let outcome = merge::merge_system_gres_conf(std::mem::take(records), system, max).map_err(|e| e.to_string())?;
+    log_lines(&outcome.log);
     *records = outcome.records;
-    let mut log = crate::log::collector();
+    let mut log = Log::new(max);
     if records.is_empty() {
         log.push_with(level, || format!("{plugin_name}: Final merged GRES list is empty"));
     } else {
         log.push_with(level, || format!("{plugin_name}: Final merged GRES list:"));
         log.push_each(level, records, fake_gpus::to_log_line);
     }
-    log.lines().iter().for_each(log_line);
+    log_lines(log.lines());
     Ok(())
 }

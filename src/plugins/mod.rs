@@ -19,6 +19,11 @@ pub(crate) fn log_line(line: &LogLine) {
     crate::log::emit(line);
 }
 
+/// Send core log lines to the log, in order.
+pub(crate) fn log_lines(lines: &[LogLine]) {
+    lines.iter().for_each(log_line);
+}
+
 /// Stop the process as Slurm's `fatal()` does: the message at the fatal
 /// level ("fatal: ..."), then `exit(1)`.  Only for a broken configuration
 /// on the first load, where the stock plugins stop slurmd too.

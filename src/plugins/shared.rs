@@ -6,7 +6,7 @@
 use super::{EnvTarget, Host, NodeConfig, SetEnv};
 use crate::core::devices;
 use crate::core::env::{EnvChange, EnvOp, EnvState};
-use crate::core::model::{ConfFlags, EpilogInfo, GresDevice, GresRecord, JobAlloc, LogLine};
+use crate::core::model::{ConfFlags, EpilogInfo, GresDevice, GresRecord, JobAlloc};
 use crate::core::shared::{self, LoadInput, SharedDev, SharedEnvRequest, SharedKind, StepdInfo};
 use crate::core::wire::{WireError, WireReader, WireWriter};
 use std::sync::{Mutex, MutexGuard};
@@ -57,10 +57,6 @@ pub fn lock(state: &'static Mutex<SharedState>) -> MutexGuard<'static, SharedSta
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn log_lines(lines: &[LogLine]) {
-    lines.iter().for_each(super::log_line);
-}
-
 pub fn node_config_load(
     kind: SharedKind,
     state: &'static Mutex<SharedState>,
@@ -83,7 +79,7 @@ pub fn node_config_load(
         log_max: crate::log::max_level(),
     };
     let (result, logs) = shared::load(&input);
-    log_lines(&logs);
+    super::log_lines(&logs);
     match result {
         Ok(loaded) => {
             *records = loaded.records;
@@ -130,7 +126,7 @@ pub fn set_env(kind: SharedKind, state: &'static Mutex<SharedState>, host: &dyn 
         use_local_dev_index: host.use_local_device_index(),
     };
     let out = shared::shared_env(&request, env_state, req.current);
-    log_lines(&out.logs);
+    super::log_lines(&out.logs);
     out.change
 }
 
@@ -162,7 +158,7 @@ pub fn epilog_build_env(job: &JobAlloc) -> Option<EpilogInfo> {
 pub fn epilog_set_env(kind: SharedKind, state: &'static Mutex<SharedState>, info: &EpilogInfo, node_inx: usize) -> Vec<EnvOp> {
     let st = lock(state);
     let (ops, logs) = shared::shared_epilog_env(kind, &st.devices, &st.counts, st.node_flags, info, node_inx);
-    log_lines(&logs);
+    super::log_lines(&logs);
     ops
 }
 
