@@ -73,7 +73,7 @@ fn local_ids_and_outcome() {
     assert_eq!(out.set, 2);
     assert_eq!(out.stderr, vec!["GpuFreq=memory_freq:2619,graphics_freq:1980"]);
     assert_eq!(sets(&s, SET), vec!["gpu0 2619 1980", "gpu1 2619 1980"]);
-    let msgs: Vec<&str> = log.lines.iter().map(|l| l.message.as_str()).collect();
+    let msgs: Vec<&str> = log.lines().iter().map(|l| l.message.as_str()).collect();
     assert!(msgs.contains(&"GRES: Successfully set GPU[1] memory_freq:2619,graphics_freq:1980"), "{msgs:#?}");
     assert!(msgs.contains(&"Memory frequency before set: 2619"), "{msgs:#?}");
     assert!(msgs.contains(&"Graphics frequency before set: 1755"), "{msgs:#?}");
@@ -95,7 +95,7 @@ fn failed_set_is_reported_on_stderr() {
     assert_eq!(out.set, 0);
     assert_eq!(out.stderr, vec!["Could not set frequencies for all GPUs. Set 0/1 total GPUs"]);
     assert!(log
-        .lines
+        .lines()
         .iter()
         .any(|l| l.message == "_nvml_set_freqs: Failed to set memory and graphics clock frequency pair (1593, 1000) for the GPU: Insufficient Permissions"));
     assert_eq!(sets(&s, SET), vec!["gpu0 1593 1000"]);

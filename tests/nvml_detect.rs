@@ -72,11 +72,11 @@ fn run(host: &TestHost) -> (Vec<GresRecord>, Log) {
 }
 
 fn errors(log: &Log) -> Vec<&str> {
-    log.lines.iter().filter(|l| l.level == LogLevel::Error).map(|l| l.message.as_str()).collect()
+    log.lines().iter().filter(|l| l.level == LogLevel::Error).map(|l| l.message.as_str()).collect()
 }
 
 fn has_line(log: &Log, level: LogLevel, text: &str) -> bool {
-    log.lines.iter().any(|l| l.level == level && l.message == text)
+    log.lines().iter().any(|l| l.level == level && l.message == text)
 }
 
 const BASE: u32 = ConfFlags::ENV_NVML | ConfFlags::HAS_FILE | ConfFlags::HAS_TYPE;

@@ -24,7 +24,7 @@ pub use detect::{detect, system_gpu_list, DetectError};
 pub use report::{detect_report, DetectReport, StandaloneHost};
 pub use session::{release, session, Session};
 
-use crate::core::model::{GpuEnergy, LogLevel, LogLine};
+use crate::core::model::{self, GpuEnergy, LogLevel, LogLine};
 
 /// Environment variable naming the NVML library to load.
 pub const LIB_ENV: &str = "GRES_RS_NVML_LIB";
@@ -54,35 +54,27 @@ pub fn mig_minors_path() -> std::path::PathBuf {
 
 /// Log lines of one operation: each goes to `tracing` (slurmd's log in
 /// slurmd) when it is made, and is kept for callers that show them
-/// elsewhere (the CLI report, tests).  Lines more verbose than `max` are
-/// neither formatted nor kept (the default keeps every line).
-#[derive(Debug)]
+/// elsewhere (the CLI report, tests).  Which lines are made at all is the
+/// core's [`model::Log`] rule (the default keeps every line).
+#[derive(Debug, Default)]
 pub struct Log {
-    pub lines: Vec<LogLine>,
-    max: LogLevel,
-}
-
-impl Default for Log {
-    fn default() -> Self {
-        Log::new(LogLevel::Debug3)
-    }
+    kept: model::Log,
 }
 
 impl Log {
     pub fn new(max: LogLevel) -> Self {
-        Log { lines: Vec::new(), max: max.max(LogLevel::Error) }
+        Log { kept: model::Log::new(max) }
     }
     /// For the plugins: what the daemon's log lets through.
     pub fn daemon() -> Self {
         Log::new(crate::log::max_level())
     }
     pub fn line(&mut self, level: LogLevel, message: impl std::fmt::Display) {
-        if level > self.max {
-            return;
+        if self.kept.wants(level) {
+            let line = LogLine { level, message: message.to_string() };
+            crate::log::emit(&line);
+            self.kept.push(level, line.message);
         }
-        let line = LogLine { level, message: message.to_string() };
-        crate::log::emit(&line);
-        self.lines.push(line);
     }
     pub fn error(&mut self, m: impl std::fmt::Display) {
         self.line(LogLevel::Error, m);
@@ -102,9 +94,15 @@ impl Log {
     pub fn debug3(&mut self, m: impl std::fmt::Display) {
         self.line(LogLevel::Debug3, m);
     }
+    pub fn lines(&self) -> &[LogLine] {
+        self.kept.lines()
+    }
+    pub fn into_lines(self) -> Vec<LogLine> {
+        self.kept.into_lines()
+    }
     /// The messages at `level` or more important.
     pub fn at_most(&self, level: LogLevel) -> impl Iterator<Item = &str> {
-        self.lines.iter().filter(move |l| l.level <= level).map(|l| l.message.as_str())
+        self.lines().iter().filter(move |l| l.level <= level).map(|l| l.message.as_str())
     }
 }
 

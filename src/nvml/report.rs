@@ -37,11 +37,11 @@ pub fn detect_report(host: &dyn Host, cfg: NodeConfig) -> DetectReport {
             device_count: d.device_count,
             gpus: d.gpus,
             error: None,
-            log: log.lines,
+            log: log.into_lines(),
         },
         Err(e) => {
             log.error(e.to_string());
-            DetectReport { library, driver_version: None, nvml_version: None, device_count: 0, gpus: Vec::new(), error: Some(e), log: log.lines }
+            DetectReport { library, driver_version: None, nvml_version: None, device_count: 0, gpus: Vec::new(), error: Some(e), log: log.into_lines() }
         }
     }
 }
