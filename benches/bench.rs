@@ -105,6 +105,35 @@ struct Row {
 }
 
 impl Row {
+    /// Instructions of one `slurmd -G` a side (callgrind), in thousands.
+    fn instructions(what: String, stock: f64, ours: f64, note: &str) -> Row {
+        Row {
+            group: "slurmd-g",
+            what,
+            metric: "instructions `slurmd -G` executes (valgrind callgrind)".into(),
+            unit: "k".into(),
+            stock: Some(stock / 1e3),
+            ours: Some(ours / 1e3),
+            n: 1,
+            goal: "<= 1.00".into(),
+            note: note.into(),
+        }
+    }
+    /// Medians of memory samples (MiB) a side, against the 1 MiB goal.
+    fn memory(group: &'static str, what: &str, stock: &[f64], ours: &[f64], note: &str) -> Row {
+        let (s, o) = (median(stock), median(ours));
+        Row {
+            group,
+            what: what.into(),
+            metric: format!("difference ours - stock: {:+.2} MiB", o - s),
+            unit: "MiB".into(),
+            stock: Some(s),
+            ours: Some(o),
+            n: stock.len().min(ours.len()),
+            goal: "difference < 1 MiB".into(),
+            note: note.into(),
+        }
+    }
     fn ratio(&self) -> Option<f64> {
         match (self.stock, self.ours) {
             (Some(s), Some(o)) if s > 0.0 => Some(o / s),
@@ -601,17 +630,12 @@ fn rows_slurmd_g(opts: &Opts, mig_minors: bool, rows: &mut Vec<Row>) {
         // Like with like, and a small difference: more runs.
         rows.push(bench_slurmd_g(opts, "fake-GPU node: 8 GPUs in fake_gpus.conf", &s, &o, 401, "<= 1.00", "both sides read fake_gpus.conf"));
         match (instructions(&s), instructions(&o)) {
-            (Some(stock), Some(ours)) => rows.push(Row {
-                group: "slurmd-g",
-                what: "fake-GPU node: 8 GPUs in fake_gpus.conf".into(),
-                metric: "instructions `slurmd -G` executes (valgrind callgrind)".into(),
-                unit: "k".into(),
-                stock: Some(stock / 1e3),
-                ours: Some(ours / 1e3),
-                n: 1,
-                goal: "<= 1.00".into(),
-                note: "the CPU part of the wall time, without the machine's noise (one run a side is exact)".into(),
-            }),
+            (Some(stock), Some(ours)) => rows.push(Row::instructions(
+                "fake-GPU node: 8 GPUs in fake_gpus.conf".into(),
+                stock,
+                ours,
+                "the CPU part of the wall time, without the machine's noise (one run a side is exact)",
+            )),
             _ => eprintln!("bench: no instruction counts (valgrind missing or failed); that row is left out"),
         }
     }
@@ -635,17 +659,7 @@ fn rows_slurmd_g(opts: &Opts, mig_minors: bool, rows: &mut Vec<Row>) {
         rows.push(bench_slurmd_g(opts, &format!("NVML node: {label}"), &stock, &ours, 101, goal, note));
         if stock_so.is_some() {
             if let (Some(s), Some(o)) = (instructions(&stock), instructions(&ours)) {
-                rows.push(Row {
-                    group: "slurmd-g",
-                    what: format!("NVML node: {label}"),
-                    metric: "instructions `slurmd -G` executes (valgrind callgrind)".into(),
-                    unit: "k".into(),
-                    stock: Some(s / 1e3),
-                    ours: Some(o / 1e3),
-                    n: 1,
-                    goal: "<= 1.00".into(),
-                    note: "both sides include the NVML stand-in's own work".into(),
-                });
+                rows.push(Row::instructions(format!("NVML node: {label}"), s, o, "both sides include the NVML stand-in's own work"));
             }
         }
         if std::env::var_os("GRES_RS_BENCH_EXPLAIN").is_some() {
@@ -738,18 +752,13 @@ fn rows_steps(opts: &Opts, rows: &mut Vec<Row>) {
         goal: "<= 1.02".into(),
         note: "4 fake GPUs, GresTypes=gpu,mps,shard".into(),
     });
-    let (sm, om) = (median(&rs), median(&ro));
-    rows.push(Row {
-        group: "steps",
-        what: "slurmstepd resident memory of a `srun --gres=gpu:1` step (VmRSS)".into(),
-        metric: format!("difference ours - stock: {:+.2} MiB", om - sm),
-        unit: "MiB".into(),
-        stock: Some(sm),
-        ours: Some(om),
-        n: rs.len(),
-        goal: "difference < 1 MiB".into(),
-        note: "read by the step's task from /proc/$PPID/status".into(),
-    });
+    rows.push(Row::memory(
+        "steps",
+        "slurmstepd resident memory of a `srun --gres=gpu:1` step (VmRSS)",
+        &rs,
+        &ro,
+        "read by the step's task from /proc/$PPID/status",
+    ));
 }
 
 // ---------------------------------------------------------------------------
@@ -823,42 +832,27 @@ fn rows_rss(opts: &Opts, rows: &mut Vec<Row>) {
         }
         rss / 1024.0
     });
-    let (sm, om) = (median(&s), median(&o));
-    rows.push(Row {
-        group: "rss",
-        what: "slurmd resident memory once the node is idle (VmRSS)".into(),
-        metric: format!("difference ours - stock: {:+.2} MiB", om - sm),
-        unit: "MiB".into(),
-        stock: Some(sm),
-        ours: Some(om),
-        n,
-        goal: "difference < 1 MiB".into(),
-        note: "GresTypes=gpu,mps,shard (three GRES plugins loaded), 4 fake GPUs; most of the difference is the clean, shareable text of libgres_rs.so (see stderr)".into(),
-    });
-    let (sp, op) = (median(&pss.0), median(&pss.1));
-    rows.push(Row {
-        group: "rss",
-        what: "slurmd proportional set size once the node is idle (Pss)".into(),
-        metric: format!("difference ours - stock: {:+.2} MiB", op - sp),
-        unit: "MiB".into(),
-        stock: Some(sp),
-        ours: Some(op),
-        n,
-        goal: "difference < 1 MiB".into(),
-        note: "shared library pages divided among the processes mapping them".into(),
-    });
-    let (sd, od) = (median(&dirty.0), median(&dirty.1));
-    rows.push(Row {
-        group: "rss",
-        what: "slurmd private dirty memory once the node is idle (Private_Dirty)".into(),
-        metric: format!("difference ours - stock: {:+.2} MiB", od - sd),
-        unit: "MiB".into(),
-        stock: Some(sd),
-        ours: Some(od),
-        n,
-        goal: "difference < 1 MiB".into(),
-        note: "memory no other process shares and the kernel cannot drop".into(),
-    });
+    rows.push(Row::memory(
+        "rss",
+        "slurmd resident memory once the node is idle (VmRSS)",
+        &s,
+        &o,
+        "GresTypes=gpu,mps,shard (three GRES plugins loaded), 4 fake GPUs; most of the difference is the clean, shareable text of libgres_rs.so (see stderr)",
+    ));
+    rows.push(Row::memory(
+        "rss",
+        "slurmd proportional set size once the node is idle (Pss)",
+        &pss.0,
+        &pss.1,
+        "shared library pages divided among the processes mapping them",
+    ));
+    rows.push(Row::memory(
+        "rss",
+        "slurmd private dirty memory once the node is idle (Private_Dirty)",
+        &dirty.0,
+        &dirty.1,
+        "memory no other process shares and the kernel cannot drop",
+    ));
 }
 
 // ---------------------------------------------------------------------------
