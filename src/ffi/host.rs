@@ -9,16 +9,46 @@ use std::ptr;
 
 type MacToAbs = unsafe extern "C" fn(*mut c_char, *mut *mut c_char) -> c_int;
 
+/// The host of one call from slurmd.  Its fields are private and the
+/// constructor that takes slurmd's pointer is `unsafe`: safe code can only
+/// make [`SlurmHost::plain`], which holds no pointer.
+///
+/// ```
+/// let host = slurm_gpu_gres::ffi::host::SlurmHost::plain();
+/// # let _ = host;
+/// ```
+///
+/// ```compile_fail
+/// // A dangling pointer that a safe method would dereference: refused.
+/// let host = slurm_gpu_gres::ffi::host::SlurmHost { mac_to_abs: None, node_config: 8 as *mut _ };
+/// ```
 pub struct SlurmHost {
     /// `node_config_load_t.xcpuinfo_mac_to_abs`, when slurmd passed one.
-    pub mac_to_abs: Option<MacToAbs>,
+    mac_to_abs: Option<MacToAbs>,
     /// The `node_config_load_t` of the current call, for slurmd's gpu plugin.
-    pub node_config: *mut sys::node_config_load_t,
+    node_config: *mut sys::node_config_load_t,
 }
 
 impl SlurmHost {
+    /// No call's configuration: what every entry point but
+    /// `node_config_load` and `get_system_gpu_list` is given.
     pub fn plain() -> SlurmHost {
         SlurmHost { mac_to_abs: None, node_config: ptr::null_mut() }
+    }
+
+    /// The host of a `node_config_load` / `get_system_gpu_list` call.
+    ///
+    /// # Safety
+    /// `cfg` is NULL or the `node_config_load_t` slurmd passed to the
+    /// current call, valid until it returns; the host must not outlive
+    /// the call.
+    pub(super) unsafe fn for_node_config(cfg: *mut sys::node_config_load_t) -> SlurmHost {
+        if cfg.is_null() {
+            return SlurmHost::plain();
+        }
+        // SAFETY: valid for the call per this function's contract.
+        let mac_to_abs = unsafe { (*cfg).xcpuinfo_mac_to_abs };
+        SlurmHost { mac_to_abs, node_config: cfg }
     }
 }
 
