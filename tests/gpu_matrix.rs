@@ -111,6 +111,9 @@ fn gpu_requests_and_binding() {
         .run(Run::srun("verbose-closest", &["-n2", "--gpus=4", "--gpu-bind=verbose,closest"]))
         .run(Run::srun("verbose-mask", &["-n2", "--gpus=3", "--gpu-bind=verbose,mask_gpu:0x5,0x2"]))
         .run(Run::srun("per-task-single", &["-n2", "--gpus-per-task=1", "--gpu-bind=verbose,single:1"]))
+        // The verbose line cannot be written (stderr full): the tasks
+        // still get their GPU variables, as with the stock fprintf().
+        .run(Run::srun("verbose-stderr-full", &["-n2", "--gpus=2", "--gpu-bind=verbose,single:1", "--error=/dev/full"]))
         .run(Run::srun("ntasks-per-gpu", &["--gpus=2", "--ntasks-per-gpu=1"]))
         .run(Run::srun("enforce-binding", &["--gres=gpu:1", "--gres-flags=enforce-binding", "-c2"]))
         .run(Run::srun("no-gpu", &[]))

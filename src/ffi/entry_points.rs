@@ -41,12 +41,12 @@ macro_rules! gres_plugin_functions {
             fn fini() -> c_int => ex::fini::<P>();
             fn gres_p_node_config_load(list: sys::List, cfg: *mut sys::node_config_load_t) -> c_int => ex::node_config_load::<P>(list, cfg);
             fn gres_p_job_set_env(env: *mut *mut *mut c_char, alloc: *mut sys::bitstr_t, cnt: u64, flags: sys::gres_internal_flags_t) -> ()
-                => ex::set_env::<P>(env, alloc, cnt, None, flags, "job_set_env");
+                => ex::set_env::<P>(env, alloc, cnt, ex::SetEnvCall::Job, flags);
             fn gres_p_step_set_env(env: *mut *mut *mut c_char, alloc: *mut sys::bitstr_t, cnt: u64, flags: sys::gres_internal_flags_t) -> ()
-                => ex::set_env::<P>(env, alloc, cnt, None, flags, "step_set_env");
+                => ex::set_env::<P>(env, alloc, cnt, ex::SetEnvCall::Step, flags);
             // The arguments in the order slurmd passes them.
             fn gres_p_task_set_env(env: *mut *mut *mut c_char, alloc: *mut sys::bitstr_t, cnt: u64, usable: *mut sys::bitstr_t, flags: sys::gres_internal_flags_t) -> ()
-                => ex::set_env::<P>(env, alloc, cnt, Some(usable), flags, "task_set_env");
+                => ex::set_env::<P>(env, alloc, cnt, ex::SetEnvCall::Task(usable), flags);
             fn gres_p_send_stepd(buffer: *mut sys::buf_t) -> () => ex::send_stepd::<P>(buffer);
             fn gres_p_recv_stepd(buffer: *mut sys::buf_t) -> () => ex::recv_stepd::<P>(buffer);
             fn gres_p_get_job_info(js: *mut sys::gres_job_state_t, node_inx: u32, data_type: sys::gres_job_data_type, data: *mut c_void) -> c_int

@@ -54,7 +54,8 @@ pub unsafe fn node_config_load<P: GresPlugin>(list: sys::List, cfg: *mut sys::no
         }
         // SAFETY: `cfg` is slurmd's valid node_config_load_t for this call.
         let c = unsafe { &*cfg };
-        let host = SlurmHost { mac_to_abs: c.xcpuinfo_mac_to_abs, node_config: cfg };
+        // SAFETY: slurmd's pointer for this call; `host` lives only in it.
+        let host = unsafe { SlurmHost::for_node_config(cfg) };
         let config = NodeConfig { cpu_cnt: c.cpu_cnt, in_slurmd: c.in_slurmd };
         // SAFETY: `list` is slurmd's valid list of gres_slurmd_conf_t.
         let mut records = unsafe { slurm::records_from_list(list) };
@@ -74,36 +75,89 @@ pub unsafe fn node_config_load<P: GresPlugin>(list: sys::List, cfg: *mut sys::no
     })
 }
 
+/// Which `gres_p_*_set_env` slurmd called: the entry-point list
+/// ([`crate::gres_plugin_functions!`]) names it with the function, so the
+/// target never depends on matching a name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetEnvCall {
+    /// `gres_p_job_set_env` (the job's environment: batch script, Prolog).
+    Job,
+    /// `gres_p_step_set_env` (slurmstepd, for the step).
+    Step,
+    /// `gres_p_task_set_env` (slurmstepd's forked task), with the task's
+    /// usable GRES bitmap (NULL or valid).
+    Task(*mut sys::bitstr_t),
+}
+
+impl SetEnvCall {
+    /// The function's name in log lines (`gres/gpu: task_set_env: ...`).
+    pub fn function(self) -> &'static str {
+        match self {
+            SetEnvCall::Job => "job_set_env",
+            SetEnvCall::Step => "step_set_env",
+            SetEnvCall::Task(_) => "task_set_env",
+        }
+    }
+}
+
 /// # Safety
-/// `env` is slurmd's `char ***` environment; `alloc`/`usable` NULL or valid.
+/// `env` is slurmd's `char ***` environment; `alloc` and a task's usable
+/// bitmap NULL or valid.
 pub unsafe fn set_env<P: GresPlugin>(
     env: *mut *mut *mut c_char,
     alloc: *mut sys::bitstr_t,
     gres_cnt: u64,
-    usable: Option<*mut sys::bitstr_t>,
+    call: SetEnvCall,
     flags: sys::gres_internal_flags_t,
-    func: &str,
 ) {
-    guard(P::PLUGIN_TYPE, func, (), || {
+    guard(P::PLUGIN_TYPE, call.function(), (), || {
         // SAFETY: per the function's contract.
         let Some(mut env) = (unsafe { EnvArray::new(env) }) else { return };
         // SAFETY: NULL or valid bitmaps for the call.
         let alloc = unsafe { slurm::bitmap_from_c(alloc) };
-        // SAFETY: as above.
-        let usable_map = usable.and_then(|u| unsafe { slurm::bitmap_from_c(u) });
-        let target = match (func, usable) {
-            (_, Some(_)) => EnvTarget::Task { usable: usable_map.as_ref() },
-            ("job_set_env", None) => EnvTarget::Job,
-            _ => EnvTarget::Step,
+        let usable_map;
+        let target = match call {
+            SetEnvCall::Job => EnvTarget::Job,
+            SetEnvCall::Step => EnvTarget::Step,
+            SetEnvCall::Task(usable) => {
+                // SAFETY: as above.
+                usable_map = unsafe { slurm::bitmap_from_c(usable) };
+                EnvTarget::Task { usable: usable_map.as_ref() }
+            }
         };
         let snapshot = |name: &str| env.get(name);
         let req = SetEnv { alloc: alloc.as_ref(), gres_cnt, flags: InternalFlags(flags), current: &snapshot };
         let change = P::set_env(&SlurmHost::plain(), target, &req);
-        if let Some(line) = change.verbose_line {
-            eprintln!("{line}");
-        }
+        // The environment first: nothing that happens to the verbose line
+        // (a closed or full stderr) can cost the task its GPUs.
         env.apply(&change.ops);
+        if let Some(line) = change.verbose_line {
+            write_stderr_line(&line);
+        }
     })
+}
+
+/// `--gpu-bind=verbose`'s line on the task's stderr, as the stock plugin's
+/// `fprintf(stderr, ...)`: a failed write (stderr closed, `--error=/dev/full`)
+/// is ignored.  One `write(2)` loop on fd 2: no lock (this runs in
+/// slurmstepd's forked task) and no panic.
+fn write_stderr_line(line: &str) {
+    let mut bytes = Vec::with_capacity(line.len() + 1);
+    bytes.extend_from_slice(line.as_bytes());
+    bytes.push(b'\n');
+    let mut rest = &bytes[..];
+    while !rest.is_empty() {
+        // SAFETY: `rest` is a live buffer of `rest.len()` bytes; write(2)
+        // only reads it.
+        let n = unsafe { libc::write(libc::STDERR_FILENO, rest.as_ptr().cast(), rest.len()) };
+        if n > 0 {
+            rest = &rest[n as usize..];
+        } else if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        } else {
+            return;
+        }
+    }
 }
 
 /// # Safety

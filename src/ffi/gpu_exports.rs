@@ -34,7 +34,8 @@ pub unsafe fn get_system_gpu_list<P: GpuPlugin>(cfg: *mut sys::node_config_load_
         }
         // SAFETY: valid for the call per the contract.
         let c = unsafe { &*cfg };
-        let host = SlurmHost { mac_to_abs: c.xcpuinfo_mac_to_abs, node_config: cfg };
+        // SAFETY: slurmd's pointer for this call; `host` lives only in it.
+        let host = unsafe { SlurmHost::for_node_config(cfg) };
         match P::system_gpu_list(&host, NodeConfig { cpu_cnt: c.cpu_cnt, in_slurmd: c.in_slurmd }) {
             None => ptr::null_mut(),
             Some(records) => {
