@@ -126,7 +126,7 @@ impl GresPlugin for GresGpu {
     }
 
     fn set_env(host: &dyn Host, target: EnvTarget<'_>, req: &SetEnv<'_>) -> EnvChange {
-        let mut st = state();
+        let Some(mut st) = super::lock_for_env(&STATE, &target) else { return EnvChange::default() };
         let st = &mut *st;
         let mut job_state = EnvState::default();
         let (scope, env_state) = super::env_scope(target, &mut job_state, &mut st.step_env, &mut st.task_env);

@@ -5,6 +5,7 @@
 use crate::core::env::{EnvChange, EnvOp, EnvState, Scope};
 use crate::core::model::{Bitmap, EpilogInfo, GresDevice, GresRecord, InternalFlags, JobAlloc, LogLine};
 use crate::core::wire::{WireError, WireReader, WireWriter};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 pub mod files;
 pub mod gpu_detect;
@@ -91,6 +92,30 @@ pub(crate) fn env_scope<'a>(target: EnvTarget<'a>, job: &'a mut EnvState, step: 
         EnvTarget::Job => (Scope::Job, job),
         EnvTarget::Step => (Scope::Step, step),
         EnvTarget::Task { usable } => (Scope::Task(usable), task),
+    }
+}
+
+/// The plugin's state for a `*_set_env` call of `target`.
+///
+/// A task's call runs in slurmstepd's forked task, where the only thread is
+/// the one that forked: a lock some other thread held at `fork()` would
+/// never be released there.  No thread can hold it then (slurmstepd calls
+/// every gres plugin function under its `gres_context_lock`, and takes that
+/// lock in the task before calling `task_set_env`: SAFETY.md, "Fork"), so
+/// for a task the lock is only tried; should it ever be held, the task
+/// starts without our variables and the log says why, instead of hanging.
+/// A job's and a step's calls wait for the lock as usual.
+pub(crate) fn lock_for_env<T>(state: &'static Mutex<T>, target: &EnvTarget<'_>) -> Option<MutexGuard<'static, T>> {
+    if !matches!(target, EnvTarget::Task { .. }) {
+        return Some(state.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+    match state.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(TryLockError::WouldBlock) => {
+            tracing::error!("task_set_env: the plugin's state was locked when slurmstepd forked this task: its GPU variables are not set");
+            None
+        }
     }
 }
 

@@ -110,7 +110,7 @@ pub fn devices_generation(state: &'static Mutex<SharedState>) -> u64 {
 }
 
 pub fn set_env(kind: SharedKind, state: &'static Mutex<SharedState>, host: &dyn Host, target: EnvTarget<'_>, req: &SetEnv<'_>) -> EnvChange {
-    let mut st = lock(state);
+    let Some(mut st) = super::lock_for_env(state, &target) else { return EnvChange::default() };
     let st = &mut *st;
     let mut job_state = EnvState::default();
     let (scope, env_state) = super::env_scope(target, &mut job_state, &mut st.step_env, &mut st.task_env);
@@ -300,6 +300,36 @@ mod tests {
         w.bytes.truncate(w.bytes.len() - 3);
         assert!(recv_stepd(SharedKind::Mps, &STEPD, &mut w).is_err());
         assert!(super::devices(&STEPD).is_empty());
+    }
+
+    /// A task's call never waits for the state lock: in slurmstepd's
+    /// forked task a lock held at fork() is never released.  (Held here by
+    /// another thread; the call must return at once, setting nothing.)
+    #[test]
+    fn task_set_env_never_waits_for_the_state_lock() {
+        static STATE: Mutex<SharedState> = Mutex::new(SharedState::new());
+        lock(&STATE).replace(nvidia(2), vec![SharedDev { id: 0, count: 100 }, SharedDev { id: 1, count: 100 }], ConfFlags(0));
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let _g = lock(&STATE);
+            held_tx.send(()).unwrap();
+            let _ = release_rx.recv_timeout(std::time::Duration::from_secs(30));
+        });
+        held_rx.recv().unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let alloc = Bitmap::from_indices(2, &[1]);
+            let usable = Bitmap::from_indices(2, &[1]);
+            let none = |_: &str| None;
+            let req = SetEnv { alloc: Some(&alloc), gres_cnt: 50, flags: InternalFlags(0), current: &none };
+            let change = set_env(SharedKind::Mps, &STATE, &TestHost, EnvTarget::Task { usable: Some(&usable) }, &req);
+            let _ = done_tx.send(change);
+        });
+        let change = done_rx.recv_timeout(std::time::Duration::from_secs(10));
+        release_tx.send(()).unwrap();
+        holder.join().unwrap();
+        assert_eq!(change.expect("task_set_env waited for a lock held by another thread"), EnvChange::default());
     }
 
     #[test]
