@@ -111,9 +111,6 @@ fn gpu_requests_and_binding() {
         .run(Run::srun("verbose-closest", &["-n2", "--gpus=4", "--gpu-bind=verbose,closest"]))
         .run(Run::srun("verbose-mask", &["-n2", "--gpus=3", "--gpu-bind=verbose,mask_gpu:0x5,0x2"]))
         .run(Run::srun("per-task-single", &["-n2", "--gpus-per-task=1", "--gpu-bind=verbose,single:1"]))
-        // The verbose line cannot be written (stderr full): the tasks
-        // still get their GPU variables, as with the stock fprintf().
-        .run(Run::srun("verbose-stderr-full", &["-n2", "--gpus=2", "--gpu-bind=verbose,single:1", "--error=/dev/full"]))
         .run(Run::srun("ntasks-per-gpu", &["--gpus=2", "--ntasks-per-gpu=1"]))
         .run(Run::srun("enforce-binding", &["--gres=gpu:1", "--gres-flags=enforce-binding", "-c2"]))
         .run(Run::srun("no-gpu", &[]))
@@ -293,4 +290,36 @@ fn gpu_constrained_devices_local_index() {
     }
     assert_no_diffs(&scn.name, &diffs);
     assert_distinct_step_gpus(&ours, "concurrent");
+}
+
+/// `--gpu-bind=verbose` with the task's stderr on a full device: the
+/// verbose line cannot be written, and each task still gets its own GPU,
+/// as with the stock plugin's `fprintf(stderr, ...)`.  (`--error` with
+/// `%u` makes slurmstepd open the file for the task itself, so fd 2 of the
+/// task is `/dev/full`, through a link named after the job's user.)
+#[test]
+fn verbose_line_on_a_full_stderr() {
+    if !require_slurm("verbose_line_on_a_full_stderr") {
+        return;
+    }
+    let full = std::env::temp_dir().join(format!("gres-rs-full-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&full);
+    std::fs::create_dir_all(&full).expect("temp dir");
+    let user = std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "root".into());
+    std::os::unix::fs::symlink("/dev/full", full.join(&user)).expect("link to /dev/full");
+    let error = format!("--error={}/%u", full.display());
+    let script = "ls -l /proc/self/fd/2 | grep -q -- '-> /dev/full' && echo task$SLURM_PROCID=$CUDA_VISIBLE_DEVICES";
+    for plugins in [PluginSet::Stock, PluginSet::Ours] {
+        let c = Cluster::start(ClusterConfig::gpus(plugins.clone(), 2));
+        let out = c.srun(&["-n2", "--gpus=2", "--gpu-bind=verbose,single:1", &error, "sh", "-c", script]).expect_ok("srun with stderr on /dev/full");
+        let mut lines: Vec<&str> = out.stdout.lines().collect();
+        lines.sort();
+        assert_eq!(lines, ["task0=0", "task1=1"], "{}: {out}", plugins.label());
+        if plugins == PluginSet::Ours {
+            c.assert_stepd_ours_loaded(&["gres_gpu"], &["--gres=gpu:1"]);
+            let log = c.log(Daemon::Slurmd);
+            assert!(!log.contains("internal error"), "{}", c.log_tails(20));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&full);
 }
