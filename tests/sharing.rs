@@ -685,3 +685,50 @@ fn bad_shared_configuration_stops_slurmd() {
         assert!(err.contains("bad configuration, multiple configurations without \"File\""), "{}: {err}", plugins.label());
     }
 }
+
+/// `scontrol reconfigure` into a broken mps configuration.  What our
+/// plugin refuses (two mps records without `File`) leaves our slurmd
+/// serving with the devices it had, where stock's `fatal()` stops it; what
+/// slurmd's own gres.conf parser refuses before any plugin runs (records
+/// of one GRES with and without `File`) stops slurmd with either plugin,
+/// and this test asserts nothing of ours there beyond that.
+#[test]
+fn broken_mps_reconfigure() {
+    if !require_slurm("broken_mps_reconfigure") {
+        return;
+    }
+    let good = gpus_plus(4, "Name=mps Count=400\n");
+    let cases = [
+        ("ours-refuses", "Name=mps Type=a Count=200\nName=mps Type=b Count=200\n", "bad configuration, multiple configurations without \"File\""),
+        ("slurmd-refuses", "Name=mps Count=200 File={DEV}/nvidia0\nName=mps Count=200\n", "some records have \"File\" specification while others do not"),
+    ];
+    for (case, broken, marker) in cases {
+        for plugins in [PluginSet::Stock, PluginSet::Ours] {
+            let mut config = mps_config("gpu,mps", "gpu:4,mps:400", &good);
+            config.plugins = plugins.clone();
+            let c = Cluster::start(config);
+            let path = c.layout.etc.join("gres.conf");
+            std::fs::write(&path, c.layout.subst(&gpus_plus(4, broken), "gpunode")).expect("rewriting gres.conf");
+            c.scontrol(&["reconfigure"]).expect_ok("scontrol reconfigure");
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline && !c.log(Daemon::Slurmd).contains(marker) {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            std::thread::sleep(Duration::from_secs(1));
+            let log = c.log(Daemon::Slurmd);
+            let label = format!("{case}, {}", plugins.label());
+            assert!(log.contains(marker), "{label}: slurmd did not reread gres.conf:\n{}", c.log_tails(30));
+            let survives = case == "ours-refuses" && plugins == PluginSet::Ours;
+            if survives {
+                assert!(log.contains("keeping the previous device list"), "{label}: {}", c.log_tails(30));
+                assert!(c.pid(Daemon::Slurmd).is_some(), "{label}: our slurmd died:\n{}", c.log_tails(30));
+                c.assert_ours_loaded(&["gres_gpu", "gres_mps"]);
+                let out = c.srun(&["--gres=mps:50", "printenv", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"]).expect_ok("srun after the broken reconfigure");
+                assert_eq!(out.stdout.trim(), "50", "{label}: {out}");
+            } else {
+                assert!(log.contains("fatal:"), "{label}: {}", c.log_tails(30));
+                assert!(c.pid(Daemon::Slurmd).is_none(), "{label}: slurmd survived:\n{}", c.log_tails(30));
+            }
+        }
+    }
+}
