@@ -1,5 +1,6 @@
 #!/bin/bash
-# The one test command: prepares the machine (tests/setup-debian.sh), builds
+# The one test command: prepares the machine (tests/setup-debian.sh), runs
+# the lint gates (tests/lint.sh: fmt, clippy, cargo deny), builds
 # the workspace (the plugin .so files the real-Slurm tests install), then
 # runs every unit and integration test. Exits non-zero on any failure.
 # Needs root (the test clusters run their own munged/slurmctld/slurmd).
@@ -12,6 +13,9 @@ export GRES_RS_REQUIRE_SLURM="${GRES_RS_REQUIRE_SLURM:-1}"
 
 echo "==> tests/setup-debian.sh"
 bash tests/setup-debian.sh
+
+echo "==> tests/lint.sh (fmt, clippy -D warnings, cargo deny)"
+bash tests/lint.sh
 
 echo "==> cargo build --workspace"
 cargo build --workspace

@@ -1,0 +1,29 @@
+#!/bin/bash
+# The checks every commit passes before its tests (run by tests/run.sh):
+# formatting, clippy with warnings as errors (default features and the
+# test builds' features), and cargo-deny's license, ban and source checks
+# (deny.toml).  cargo-deny is installed from crates.io into
+# ${GRES_RS_TOOLS:-/var/tmp/slurm-gpu-gres-tools} when missing (a few
+# minutes, once per machine).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+
+TOOLS="${GRES_RS_TOOLS:-/var/tmp/slurm-gpu-gres-tools}"
+DENY_VERSION=0.20.2
+
+echo "==> cargo fmt --check"
+cargo fmt --all --check
+
+echo "==> cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "==> cargo clippy (test features)"
+cargo clippy --workspace --all-targets --features fault-injection -- -D warnings
+
+deny="$TOOLS/bin/cargo-deny"
+if ! "$deny" --version 2>/dev/null | grep -qF "$DENY_VERSION"; then
+    echo "==> installing cargo-deny $DENY_VERSION into $TOOLS"
+    cargo install --locked --quiet --root "$TOOLS" "cargo-deny@$DENY_VERSION"
+fi
+echo "==> cargo deny check licenses bans sources"
+"$deny" check licenses bans sources
