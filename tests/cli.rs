@@ -153,6 +153,9 @@ fn help_reads_like_a_man_page() {
     let out = gres_rs(&["check", "--help"]);
     let help = text(&out.stdout);
     assert!(help.contains("slurmd -G") && help.contains("--no-device-check") && help.contains("EXIT STATUS"), "{help}");
+    let out = gres_rs(&["install", "--help"]);
+    let help = text(&out.stdout);
+    assert!(help.contains("anyone who can write to a PluginDir") && help.contains("refused even with --force"), "{help}");
 }
 
 #[test]
