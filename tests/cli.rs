@@ -7,6 +7,7 @@
 
 use slurm_gpu_gres::SHARED_LIBRARY_FILE;
 use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -152,6 +153,9 @@ fn help_reads_like_a_man_page() {
     let out = gres_rs(&["check", "--help"]);
     let help = text(&out.stdout);
     assert!(help.contains("slurmd -G") && help.contains("--no-device-check") && help.contains("EXIT STATUS"), "{help}");
+    let out = gres_rs(&["install", "--help"]);
+    let help = text(&out.stdout);
+    assert!(help.contains("anyone who can write to a PluginDir") && help.contains("refused even with --force"), "{help}");
 }
 
 #[test]
@@ -188,6 +192,203 @@ fn detect_without_nvml() {
     assert!(v["error"].as_str().unwrap().contains("Cannot load the NVML library"));
 }
 
+/// A new directory for `install` to write into, under cargo's target
+/// directory: `install` refuses one in /tmp (writable by everyone) or one
+/// not owned by root.  `None` (the test is skipped) where the target
+/// directory is not root's, or the tests do not run as root.
+fn install_dir(name: &str) -> Option<Dir> {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("gres-rs-cli-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    fs::set_permissions(&d, fs::Permissions::from_mode(0o755)).unwrap();
+    let safe = |a: &Path| fs::metadata(a).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0);
+    if let Some(unsafe_dir) = d.ancestors().find(|a| !safe(a)) {
+        eprintln!("{name}: skipped ({} is not root's, or is writable by others: install would refuse it)", unsafe_dir.display());
+        return None;
+    }
+    Some(Dir(d))
+}
+
+/// `gres-rs install` of this build's files into `dest`, for Slurm 22.05.8.
+fn install_args(dest: &Path, force: bool) -> Vec<std::ffi::OsString> {
+    let built = Path::new(GRES_RS).parent().unwrap();
+    let mut args: Vec<std::ffi::OsString> = vec!["install".into(), "--plugin-dir".into(), dest.into(), "--from".into(), built.into()];
+    args.extend(["--slurm-conf".into(), "/nonexistent/slurm.conf".into()]);
+    if force {
+        args.push("--force".into());
+    }
+    args
+}
+
+fn install_into(dest: &Path, force: bool) -> Output {
+    Command::new(GRES_RS).args(install_args(dest, force)).env("GRES_RS_SLURMD_VERSION", "22.05.8").output().unwrap()
+}
+
+/// The names in `dir`, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+const INSTALLED: [&str; 5] = ["gpu_nvml.so", "gres_gpu.so", "gres_mps.so", "gres_shard.so", "libgres_rs.so"];
+
+fn mode(path: &Path) -> u32 {
+    fs::symlink_metadata(path).unwrap().mode() & 0o7777
+}
+
+#[test]
+fn install_makes_dirs_0755_whatever_the_umask() {
+    let Some(base) = install_dir("umask") else { return };
+    let dest = base.0.join("a/b/plugins");
+    let out = Command::new("sh")
+        .args(["-c", "umask 000; exec \"$0\" \"$@\"", GRES_RS])
+        .args(install_args(&dest, false))
+        .env("GRES_RS_SLURMD_VERSION", "22.05.8")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for d in ["a", "a/b", "a/b/plugins"] {
+        assert_eq!(mode(&base.0.join(d)), 0o755, "{d} under umask 000");
+    }
+    assert_eq!(entries(&dest), INSTALLED);
+    for name in INSTALLED {
+        let f = dest.join(name);
+        assert!(fs::symlink_metadata(&f).unwrap().file_type().is_file(), "{name}");
+        assert_eq!(mode(&f), 0o755, "{name}");
+    }
+}
+
+#[test]
+fn install_refuses_dirs_others_may_write() {
+    let Some(base) = install_dir("unsafe") else { return };
+    let why = "anyone who can write to a PluginDir entry can make root's daemons load their code";
+    // The directory itself writable by group or others: refused, nothing
+    // written.
+    for (m, who) in [(0o775, "group"), (0o757, "others"), (0o777, "group and others")] {
+        let dest = base.0.join(format!("mode-{m:o}"));
+        fs::create_dir(&dest).unwrap();
+        fs::set_permissions(&dest, fs::Permissions::from_mode(m)).unwrap();
+        let out = install_into(&dest, false);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(&format!("gres-rs: error: {} is writable by {who} (mode {m:04o}", dest.display())), "{err}");
+        assert!(err.contains(why) && err.contains("(--force installs anyway)") && err.contains("nothing installed"), "{err}");
+        assert!(entries(&dest).is_empty(), "nothing installed in {}", dest.display());
+    }
+    // --force: installed, with the same words as a warning.
+    let dest = base.0.join("mode-777");
+    let out = install_into(&dest, true);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains(&format!("gres-rs: warning: {} is writable by group and others (mode 0777", dest.display())), "{err}");
+    assert!(err.contains("(installing anyway: --force)") && !err.contains("error:"), "{err}");
+    assert_eq!(entries(&dest), INSTALLED);
+    // A parent writable by everyone, even with the sticky bit (/tmp):
+    // whoever may add a name there may replace the whole tree below.
+    let sticky = base.0.join("sticky");
+    fs::create_dir(&sticky).unwrap();
+    fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).unwrap();
+    let dest = sticky.join("plugins");
+    let out = install_into(&dest, false);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("gres-rs: error: {} is writable by group and others (mode 1777", sticky.display())), "{err}");
+    assert!(err.contains("sticky") && err.contains(why), "{err}");
+    assert!(!dest.exists(), "not even the directory is made");
+    // A symlink in that parent to a safe directory: what slurmd follows
+    // can be changed by anyone.
+    let safe = base.0.join("safe");
+    fs::create_dir(&safe).unwrap();
+    std::os::unix::fs::symlink(&safe, sticky.join("link")).unwrap();
+    let out = install_into(&sticky.join("link"), false);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("gres-rs: error: {} is writable by group and others (mode 1777", sticky.display())), "{err}");
+    assert!(entries(&safe).is_empty());
+}
+
+#[test]
+fn install_refuses_dirs_not_owned_by_root() {
+    let Some(base) = install_dir("owner") else { return };
+    let dest = base.0.join("nobodys");
+    fs::create_dir(&dest).unwrap();
+    std::os::unix::fs::chown(&dest, Some(65534), Some(65534)).unwrap();
+    let owner = Command::new("id").args(["-nu", "65534"]).output().map(|o| text(&o.stdout).trim().to_string()).unwrap_or_default();
+    let owner = if owner.is_empty() { "65534".to_string() } else { owner };
+    for sub in [&dest, &dest.join("plugins")] {
+        let out = install_into(sub, false);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(&format!("gres-rs: error: {} is owned by {owner} (uid 65534), not root", dest.display())), "{err}");
+        assert!(err.contains("anyone who can write to a PluginDir entry can make root's daemons load their code"), "{err}");
+        assert!(entries(&dest).is_empty(), "nothing installed");
+    }
+}
+
+#[test]
+fn install_leaves_a_directory_at_a_files_name() {
+    let Some(base) = install_dir("isdir") else { return };
+    fs::create_dir(base.0.join("gres_gpu.so")).unwrap();
+    fs::write(base.0.join("gres_gpu.so/keep"), "x").unwrap();
+    let out = install_into(&base.0, false);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("gres-rs: error: cannot install {}: Is a directory", base.0.join("gres_gpu.so").display())), "{err}");
+    assert_eq!(fs::read(base.0.join("gres_gpu.so/keep")).unwrap(), b"x");
+    assert!(entries(&base.0).iter().all(|n| !n.starts_with('.')), "no temporary file left: {:?}", entries(&base.0));
+}
+
+#[test]
+fn install_refuses_the_package_managers_dir() {
+    let Some(stock) = stock_dir() else {
+        eprintln!("install_refuses_the_package_managers_dir: skipped (no Slurm plugins installed)");
+        return;
+    };
+    let Some(package) = Command::new("dpkg")
+        .arg("-S")
+        .arg(&stock)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| text(&o.stdout).lines().find_map(|l| l.strip_suffix(&format!(": {}", stock.display())).map(str::to_string)))
+    else {
+        eprintln!("install_refuses_the_package_managers_dir: skipped (dpkg does not know {})", stock.display());
+        return;
+    };
+    let snapshot = || -> Vec<(String, Vec<u8>, u32)> {
+        entries(&stock).into_iter().map(|n| (n.clone(), fs::read(stock.join(&n)).unwrap_or_default(), mode(&stock.join(&n)))).collect()
+    };
+    // In a mount namespace of its own, the directory bind-mounted
+    // read-only over itself: should the refusal ever break, the install
+    // fails there instead of overwriting the system's plugins.
+    let read_only = |force: bool| {
+        Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c", "mount -o bind,ro \"$0\" \"$0\" && exec \"$@\""])
+            .arg(&stock)
+            .arg(GRES_RS)
+            .args(install_args(&stock, force))
+            .env("GRES_RS_SLURMD_VERSION", "22.05.8")
+            .output()
+            .unwrap()
+    };
+    if !Command::new("unshare").args(["--mount", "true"]).status().is_ok_and(|s| s.success()) {
+        eprintln!("install_refuses_the_package_managers_dir: skipped (no unshare --mount: not root?)");
+        return;
+    }
+    let before = snapshot();
+    // Not even with --force: the package's next upgrade or removal would
+    // overwrite or delete what was installed, and rollback is gone.
+    for force in [false, true] {
+        let out = read_only(force);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(&format!("gres-rs: error: {} belongs to the package {package}", stock.display())), "{err}");
+        assert!(err.contains("--force does not change this") && err.contains("nothing installed"), "{err}");
+        assert!(snapshot() == before, "{} untouched", stock.display());
+    }
+}
+
 fn stock_dir() -> Option<PathBuf> {
     ["/usr/lib/x86_64-linux-gnu/slurm-wlm", "/usr/lib/aarch64-linux-gnu/slurm-wlm", "/usr/lib64/slurm", "/usr/lib/slurm"]
         .iter()
@@ -206,7 +407,7 @@ fn install_plugins() {
     let built = Path::new(GRES_RS).parent().unwrap();
     let from = temp_dir("install-from");
     fs::copy(built.join(SHARED_LIBRARY_FILE), from.0.join(SHARED_LIBRARY_FILE)).expect("our libgres_rs.so is built (cargo build --workspace)");
-    let to = temp_dir("install-to");
+    let Some(to) = install_dir("install-to") else { return };
     let dest = to.0.join("plugins");
     let run = |version: &str, force: bool| {
         let mut c = Command::new(GRES_RS);

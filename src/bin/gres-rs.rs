@@ -125,6 +125,18 @@ target/<profile>/, where both are built).  Plugin files whose
 plugin_version is not the installed slurmd's release are refused, since
 slurmd would not load them; --force installs them anyway.
 
+slurmd loads the plugins as root, and anyone who can write to a PluginDir
+entry can make root's daemons load their code: DIR, and every directory
+above it up to / (symlinks followed), must be owned by root and not
+writable by group or others (a sticky /tmp is refused too); else nothing
+is installed, unless --force, which warns.  Missing directories are made
+with mode 0755 whatever the umask.  A directory or file of the package
+manager (dpkg -S, rpm -qf), such as Debian's own plugin directory, is
+refused even with --force: its next upgrade would overwrite the files and
+rollback would be lost.  Temporary files are created with O_EXCL and
+O_NOFOLLOW under random names, so that nothing planted in DIR is written
+through.
+
 Prints the PluginDir= line for slurm.conf: DIR first, then the directory
 Slurm's own plugins are in.
 
@@ -138,7 +150,8 @@ ENVIRONMENT
 
 EXIT STATUS
     0   installed
-    1   a file was refused (version mismatch, not a plugin)
+    1   a file was refused (version mismatch, not a plugin), or DIR (not
+        root's, writable by others, the package manager's)
     2   usage error, file missing, DIR not writable";
 
 #[derive(Parser, Debug)]
@@ -228,7 +241,7 @@ pub struct InstallArgs {
     /// Directory holding the built libgres_rs.so [default: this executable's directory]
     #[arg(long, value_name = "DIR")]
     pub from: Option<PathBuf>,
-    /// Install files whose plugin_version differs from the installed slurmd's
+    /// Install files whose plugin_version differs from the installed slurmd's, or into a DIR others may write to (with a warning)
     #[arg(long)]
     pub force: bool,
     /// slurm.conf whose PluginDir to extend [default: $SLURM_CONF or /etc/slurm/slurm.conf]

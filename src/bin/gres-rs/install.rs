@@ -3,8 +3,9 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -212,24 +213,237 @@ fn installed_version() -> Option<(u32, String)> {
     Some((v, header.into()))
 }
 
-/// Write `bytes` to `dest` through a temporary file in the same directory
-/// and `rename(2)`, so that whoever has the old file open or mapped keeps
-/// the old contents.
-pub fn install_file(bytes: &[u8], dest: &Path) -> std::io::Result<()> {
-    let dir = dest.parent().unwrap_or(Path::new("."));
-    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.gres-rs-{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.set_permissions(fs::Permissions::from_mode(0o755))?;
-        f.sync_all()?;
-        fs::rename(&tmp, dest)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+// ---------------------------------------------------------------------------
+// The target directory: who may change it, and writing into it
+// ---------------------------------------------------------------------------
+
+/// Why a directory that others may write to is refused.
+const WHY_OWNER: &str = "anyone who can write to a PluginDir entry can make root's daemons load their code";
+
+/// The owner and mode of a directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirStat {
+    pub uid: u32,
+    pub mode: u32,
+}
+
+impl DirStat {
+    fn of(meta: &fs::Metadata) -> Self {
+        DirStat { uid: meta.uid(), mode: meta.mode() }
     }
-    result
+}
+
+/// The name of user `uid` in /etc/passwd, else the number.
+fn user_name(uid: u32) -> String {
+    let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
+    passwd
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() > 2 && f[2].parse() == Ok(uid))
+        .map_or_else(|| uid.to_string(), |f| f[0].to_string())
+}
+
+/// Why `dir`, with owner and mode `stat`, may not hold (or be above) the
+/// plugin files slurmd loads as root: not owned by root, or writable by
+/// group or others (a sticky bit, as on /tmp, does not help: whoever may
+/// add a name there may add the whole path below it).  `None`: fine.
+pub fn dir_problem(dir: &Path, stat: DirStat, owner_name: impl Fn(u32) -> String) -> Option<String> {
+    let mode = stat.mode & 0o7777;
+    if stat.uid != 0 {
+        return Some(format!("{} is owned by {} (uid {}), not root (mode {mode:04o}): {WHY_OWNER}", dir.display(), owner_name(stat.uid), stat.uid));
+    }
+    let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
+        (true, true) => "group and others",
+        (true, false) => "group",
+        (false, true) => "others",
+        (false, false) => return None,
+    };
+    let sticky = if mode & 0o1000 != 0 && mode & 0o002 != 0 { "; the sticky bit does not help: anyone may still add a name there" } else { "" };
+    Some(format!("{} is writable by {who} (mode {mode:04o}{sticky}): {WHY_OWNER}", dir.display()))
+}
+
+/// The directories whose owner and mode decide what slurmd finds in `dir`
+/// (absolute): `dir` and each one above it up to /, both as the path is
+/// written (a symlink's directory decides where it points) and after
+/// symlinks are resolved ([`dirs_problems`] skips those that do not
+/// exist).
+fn dirs_deciding(dir: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = dir.ancestors().filter(|d| !d.as_os_str().is_empty()).map(Path::to_path_buf).collect();
+    if let Some(real) = dir.ancestors().find_map(|d| fs::canonicalize(d).ok()) {
+        dirs.extend(real.ancestors().map(Path::to_path_buf));
+    }
+    let mut seen = BTreeSet::new();
+    dirs.retain(|d| seen.insert(d.clone()));
+    dirs
+}
+
+/// [`dir_problem`] for each of `dirs` that `stat` (following symlinks)
+/// finds.
+pub fn dirs_problems(dirs: &[PathBuf], stat: impl Fn(&Path) -> std::io::Result<DirStat>, owner_name: impl Fn(u32) -> String) -> Vec<String> {
+    dirs.iter().filter_map(|d| stat(d).ok().and_then(|s| dir_problem(d, s, &owner_name))).collect()
+}
+
+fn dir_stat(dir: &Path) -> std::io::Result<DirStat> {
+    fs::metadata(dir).map(|m| DirStat::of(&m))
+}
+
+/// The installed package `dpkg -S PATH` names as the owner of `path`
+/// exactly (several, comma-separated, for a shared directory), from its
+/// output.
+pub fn dpkg_owner(output: &str, path: &Path) -> Option<String> {
+    let suffix = format!(": {}", path.display());
+    output.lines().filter(|l| !l.starts_with("diversion by ")).find_map(|l| l.strip_suffix(&suffix)).map(str::to_string).filter(|p| !p.is_empty())
+}
+
+/// The installed package that owns `path`, as dpkg or rpm (those of them
+/// that exist) say.  `None`: no package, or no package manager.
+pub fn package_owner(path: &Path) -> Option<String> {
+    let run = |cmd: &str, arg: &str| Command::new(cmd).arg(arg).arg(path).output().ok().filter(|o| o.status.success());
+    if let Some(out) = run("dpkg", "-S") {
+        if let Some(p) = dpkg_owner(&String::from_utf8_lossy(&out.stdout), path) {
+            return Some(p);
+        }
+    }
+    run("rpm", "-qf").map(|o| String::from_utf8_lossy(&o.stdout).lines().collect::<Vec<_>>().join(", ")).filter(|p| !p.trim().is_empty())
+}
+
+/// Why the package manager's directory `dir`, or its files among `files`
+/// (those that exist), may not be installed into: `owner` names the package
+/// of a path.  --force does not change this: the next upgrade or removal
+/// of the package overwrites or deletes what was installed, and the
+/// package's own plugins cannot be brought back by reinstalling ours.
+pub fn package_problems(dir: &Path, files: &[PathBuf], owner: impl Fn(&Path) -> Option<String>) -> Vec<String> {
+    let why = "installing there breaks rollback, and the package's next upgrade or removal overwrites or deletes the files: \
+               install into a directory of your own (e.g. /usr/local/lib/slurm-gpu-gres) and put it first in PluginDir (--force does not change this)";
+    if let Some(p) = owner(dir) {
+        return vec![format!("{} belongs to the package {p}: {why}", dir.display())];
+    }
+    files.iter().filter_map(|f| owner(f).map(|p| format!("{} belongs to the package {p}: {why}", f.display()))).collect()
+}
+
+/// Make `dir` and the directories above it that are missing, each with
+/// mode 0755 whatever the umask (`create_dir_all` would leave them as the
+/// umask says: writable by everyone under umask 000).
+pub fn create_dirs(dir: &Path) -> std::io::Result<()> {
+    let missing: Vec<&Path> = dir.ancestors().filter(|d| !d.as_os_str().is_empty()).take_while(|d| fs::symlink_metadata(d).is_err()).collect();
+    for d in missing.into_iter().rev() {
+        match fs::DirBuilder::new().mode(0o755).create(d) {
+            Ok(()) => {}
+            // Made meanwhile by someone else: checked with the others.
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+        // The umask may have taken bits away; through the directory opened
+        // (not its name), in case the name was replaced meanwhile.
+        open_dir(d)?.set_permissions(fs::Permissions::from_mode(0o755))?;
+    }
+    Ok(())
+}
+
+/// `dir` opened as a directory, not through a symlink (O_NOFOLLOW on the
+/// last name; std adds O_CLOEXEC).
+fn open_dir(dir: &Path) -> std::io::Result<fs::File> {
+    fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW).open(dir)
+}
+
+/// An unpredictable name part: 16 hex digits from /dev/urandom.
+fn random_hex() -> std::io::Result<String> {
+    let mut bytes = [0u8; 8];
+    fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The directory the files are installed into, opened once: each file is
+/// created in it and renamed into place in it, whatever happens to the
+/// path meanwhile.
+///
+/// Names in it are reached through `/proc/self/fd/N/NAME`, which the
+/// kernel resolves from the open directory just as `openat(N, NAME)` or
+/// `renameat(N, ..)` would: the same protection without `unsafe` FFI in
+/// this tool (the crate keeps all of it in its FFI layer) and without a
+/// new dependency.  [`TargetDir::open`] checks that /proc shows this very
+/// directory.
+pub struct TargetDir {
+    dir: fs::File,
+    path: PathBuf,
+    fd_path: PathBuf,
+}
+
+/// How many random temporary names to try before giving up.
+const TEMPORARY_TRIES: usize = 16;
+
+impl TargetDir {
+    pub fn open(path: &Path) -> std::io::Result<Self> {
+        let dir = open_dir(path)?;
+        let fd_path = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+        let (opened, seen) = (dir.metadata()?, fs::metadata(&fd_path));
+        if !seen.as_ref().is_ok_and(|s| (s.dev(), s.ino()) == (opened.dev(), opened.ino())) {
+            return Err(std::io::Error::other(format!("{} does not show the directory opened (is /proc mounted?)", fd_path.display())));
+        }
+        Ok(TargetDir { dir, path: path.to_path_buf(), fd_path })
+    }
+
+    /// Owner and mode of the directory opened.
+    pub fn stat(&self) -> std::io::Result<DirStat> {
+        self.dir.metadata().map(|m| DirStat::of(&m))
+    }
+
+    fn at(&self, name: &str) -> PathBuf {
+        self.fd_path.join(name)
+    }
+
+    /// A new temporary file for `name`: a random name, created with
+    /// O_CREAT|O_EXCL|O_NOFOLLOW and mode 0600, so that nothing someone
+    /// else put in the directory (a symlink, a file) is ever opened.
+    fn create_temporary(&self, name: &str) -> std::io::Result<(String, fs::File)> {
+        for _ in 0..TEMPORARY_TRIES {
+            let tmp = format!(".{name}.gres-rs-{}.tmp", random_hex()?);
+            let open = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(self.at(&tmp));
+            match open {
+                Ok(f) => return Ok((tmp, f)),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(std::io::Error::new(ErrorKind::AlreadyExists, format!("{TEMPORARY_TRIES} random temporary names in {} were all taken", self.path.display())))
+    }
+
+    /// Write `bytes` as `name` in the directory: into a new temporary file
+    /// there, made 0755 once written, synced, then `rename(2)`d over
+    /// `name`, so that whoever has the old file open or mapped keeps the
+    /// old contents.  A symlink at `name` is replaced, never followed; a
+    /// directory there is left alone (EISDIR).  The temporary file is
+    /// removed on failure.
+    pub fn install(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+        if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+            return Err(std::io::Error::new(ErrorKind::InvalidInput, format!("not a file name: {name:?}")));
+        }
+        if fs::symlink_metadata(self.at(name)).is_ok_and(|m| m.is_dir()) {
+            return Err(std::io::Error::from_raw_os_error(libc::EISDIR));
+        }
+        let (tmp, mut file) = self.create_temporary(name)?;
+        let mut renamed = false;
+        let result = (|| {
+            file.write_all(bytes)?;
+            file.set_permissions(fs::Permissions::from_mode(0o755))?;
+            file.sync_all()?;
+            fs::rename(self.at(&tmp), self.at(name))?;
+            renamed = true;
+            self.dir.sync_all()
+        })();
+        if result.is_err() && !renamed {
+            let _ = fs::remove_file(self.at(&tmp));
+        }
+        result
+    }
+}
+
+/// [`TargetDir::install`] of `dest` in its directory.
+#[cfg(test)]
+pub fn install_file(bytes: &[u8], dest: &Path) -> std::io::Result<()> {
+    let dir = dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    TargetDir::open(dir)?.install(&name, bytes)
 }
 
 /// The `PluginDir=` value to use: `dir` first, then the directories slurmd
@@ -246,6 +460,71 @@ pub fn plugin_dir_line(dir: &Path, configured: &[&str], stock: Option<&Path>) ->
 
 fn stock_dir() -> Option<PathBuf> {
     STOCK_PLUGIN_DIRS.iter().map(PathBuf::from).find(|d| d.join("gres_gpu.so").is_file())
+}
+
+/// Print `problems` of the directories: errors, or warnings with --force.
+/// Whether they refuse the install.
+fn report_dir_problems(problems: &[String], force: bool) -> bool {
+    for p in problems {
+        if force {
+            eprintln!("gres-rs: warning: {p} (installing anyway: --force)");
+        } else {
+            tool_error(format!("{p} (--force installs anyway)"));
+        }
+    }
+    !problems.is_empty() && !force
+}
+
+/// The plugin directory of `args`, made if missing and opened, for the
+/// files `names`: `None` (the reasons printed) when it is refused: a
+/// directory others may change (unless --force), or the package manager's
+/// (even with --force); `Err` when it cannot be made or opened.
+fn target_dir(args: &InstallArgs, names: &[String]) -> Option<Result<TargetDir, String>> {
+    let dir = match std::path::absolute(&args.plugin_dir) {
+        Ok(d) => d,
+        Err(e) => return Some(Err(format!("cannot tell where {} is: {e}", args.plugin_dir.display()))),
+    };
+    let refuse = || {
+        tool_error("nothing installed");
+        None
+    };
+    let problems = dirs_problems(&dirs_deciding(&dir), dir_stat, user_name);
+    if dir.is_dir() {
+        let owner = |p: &Path| package_owner(p).or_else(|| fs::canonicalize(p).ok().filter(|c| c != p).and_then(|c| package_owner(&c)));
+        let files: Vec<PathBuf> = std::iter::once(SHARED_LIBRARY_FILE.to_string())
+            .chain(names.iter().cloned())
+            .map(|n| dir.join(n))
+            .filter(|f| fs::symlink_metadata(f).is_ok())
+            .collect();
+        let packaged = package_problems(&dir, &files, owner);
+        for p in &packaged {
+            tool_error(p);
+        }
+        if !packaged.is_empty() {
+            report_dir_problems(&problems, args.force);
+            return refuse();
+        }
+    }
+    if report_dir_problems(&problems, args.force) {
+        return refuse();
+    }
+    if let Err(e) = create_dirs(&dir) {
+        return Some(Err(format!("cannot create {}: {e}", args.plugin_dir.display())));
+    }
+    let target = match fs::canonicalize(&dir).and_then(|real| TargetDir::open(&real)) {
+        Ok(t) => t,
+        Err(e) => return Some(Err(format!("cannot open {}: {e}", args.plugin_dir.display()))),
+    };
+    // Again now that every directory exists (made here, or by someone else
+    // meanwhile), the one opened included.
+    let mut again = dirs_problems(&dirs_deciding(&dir), dir_stat, user_name);
+    again.extend(target.stat().ok().and_then(|s| dir_problem(&target.path, s, user_name)));
+    let mut seen: BTreeSet<String> = problems.iter().cloned().collect();
+    again.retain(|p| seen.insert(p.clone()));
+    if report_dir_problems(&again, args.force) {
+        return refuse();
+    }
+    Some(Ok(target))
 }
 
 pub fn run(args: &InstallArgs) -> u8 {
@@ -323,20 +602,26 @@ pub fn run(args: &InstallArgs) -> u8 {
         tool_error("nothing installed");
         return EXIT_PROBLEMS;
     }
-    if let Err(e) = fs::create_dir_all(&args.plugin_dir) {
-        tool_error(format!("cannot create {}: {e}", args.plugin_dir.display()));
-        return EXIT_USAGE;
-    }
+    let Some(target) = target_dir(args, &files.iter().map(|(name, _, _)| format!("{name}.so")).collect::<Vec<_>>()) else {
+        return EXIT_PROBLEMS;
+    };
+    let target = match target {
+        Ok(t) => t,
+        Err(e) => {
+            tool_error(e);
+            return EXIT_USAGE;
+        }
+    };
     // The library first: every plugin file installed finds what it needs.
     let dest = args.plugin_dir.join(SHARED_LIBRARY_FILE);
-    if let Err(e) = install_file(&library, &dest) {
+    if let Err(e) = target.install(SHARED_LIBRARY_FILE, &library) {
         tool_error(format!("cannot install {}: {e}", dest.display()));
         return EXIT_USAGE;
     }
     eprintln!("gres-rs: installed {} (the plugins' code) from {}", dest.display(), library_path.display());
     for (name, bytes, info) in &files {
         let dest = args.plugin_dir.join(format!("{name}.so"));
-        if let Err(e) = install_file(bytes, &dest) {
+        if let Err(e) = target.install(&format!("{name}.so"), bytes) {
             tool_error(format!("cannot install {}: {e}", dest.display()));
             return EXIT_USAGE;
         }
@@ -419,5 +704,149 @@ mod tests {
         assert_eq!(fs::metadata(&dest).unwrap().permissions().mode() & 0o777, 0o755);
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left");
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A local user who may write to the directory plants a symlink where
+    /// the temporary file of this process would be (its name was the
+    /// process id): root must neither write through it nor rename the
+    /// symlink into place.
+    #[test]
+    fn planted_symlink_at_temporary_name() {
+        use std::os::unix::fs::symlink;
+        let dir = std::env::temp_dir().join(format!("gres-rs-install-symlink-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        fs::write(&victim, "secret").unwrap();
+        fs::set_permissions(&victim, fs::Permissions::from_mode(0o600)).unwrap();
+        let dest = dir.join("gres_gpu.so");
+        let planted = dir.join(format!(".gres_gpu.so.gres-rs-{}.tmp", std::process::id()));
+        symlink(&victim, &planted).unwrap();
+        install_file(b"plugin", &dest).unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"secret", "the victim is untouched");
+        assert_eq!(fs::metadata(&victim).unwrap().permissions().mode() & 0o7777, 0o600);
+        let meta = fs::symlink_metadata(&dest).unwrap();
+        assert!(meta.file_type().is_file(), "{} is a regular file, not a symlink", dest.display());
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o755);
+        assert_eq!(fs::read(&dest).unwrap(), b"plugin");
+        // The planted link is not ours to remove; nothing else is left.
+        assert!(fs::symlink_metadata(&planted).unwrap().file_type().is_symlink());
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 3, "victim, planted link, gres_gpu.so");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A symlink at the final name is replaced, not written through; a
+    /// directory there is left alone; names with a slash are refused.
+    #[test]
+    fn final_name_symlink_or_directory() {
+        use std::os::unix::fs::symlink;
+        let dir = std::env::temp_dir().join(format!("gres-rs-install-final-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        fs::write(&victim, "secret").unwrap();
+        symlink(&victim, dir.join("gres_gpu.so")).unwrap();
+        let target = TargetDir::open(&dir).unwrap();
+        target.install("gres_gpu.so", b"plugin").unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"secret");
+        assert!(fs::symlink_metadata(dir.join("gres_gpu.so")).unwrap().file_type().is_file());
+        fs::create_dir(dir.join("gres_mps.so")).unwrap();
+        let e = target.install("gres_mps.so", b"plugin").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EISDIR), "{e}");
+        assert!(dir.join("gres_mps.so").is_dir());
+        for bad in ["", ".", "..", "../x", "a/b"] {
+            assert_eq!(target.install(bad, b"x").unwrap_err().kind(), ErrorKind::InvalidInput, "{bad:?}");
+        }
+        let mut left: Vec<String> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        left.sort();
+        assert_eq!(left, ["gres_gpu.so", "gres_mps.so", "victim"], "no temporary file left");
+        // Not a directory, or a symlink to one: not opened.
+        assert_eq!(TargetDir::open(&victim).err().and_then(|e| e.raw_os_error()), Some(libc::ENOTDIR));
+        symlink(&dir, dir.join("link")).unwrap();
+        let e = TargetDir::open(&dir.join("link")).err().and_then(|e| e.raw_os_error());
+        assert!(matches!(e, Some(libc::ENOTDIR | libc::ELOOP)), "{e:?}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn directory_owners_and_modes() {
+        let name = |uid: u32| if uid == 65534 { "nobody".to_string() } else { uid.to_string() };
+        let d = Path::new("/opt/p");
+        let stat = |uid: u32, mode: u32| DirStat { uid, mode: 0o040000 | mode };
+        assert_eq!(dir_problem(d, stat(0, 0o755), name), None);
+        assert_eq!(dir_problem(d, stat(0, 0o1755), name), None);
+        assert_eq!(dir_problem(d, stat(0, 0o700), name), None);
+        let why = "anyone who can write to a PluginDir entry can make root's daemons load their code";
+        assert_eq!(dir_problem(d, stat(0, 0o775), name).unwrap(), format!("/opt/p is writable by group (mode 0775): {why}"));
+        assert_eq!(dir_problem(d, stat(0, 0o757), name).unwrap(), format!("/opt/p is writable by others (mode 0757): {why}"));
+        assert_eq!(
+            dir_problem(d, stat(0, 0o1777), name).unwrap(),
+            format!("/opt/p is writable by group and others (mode 1777; the sticky bit does not help: anyone may still add a name there): {why}")
+        );
+        assert_eq!(dir_problem(d, stat(65534, 0o755), name).unwrap(), format!("/opt/p is owned by nobody (uid 65534), not root (mode 0755): {why}"));
+        assert_eq!(dir_problem(d, stat(1000, 0o700), name).unwrap(), format!("/opt/p is owned by 1000 (uid 1000), not root (mode 0700): {why}"));
+        // Each directory up to /, those that exist.
+        let dirs: Vec<PathBuf> = ["/opt/p/new", "/opt/p", "/opt", "/"].iter().map(PathBuf::from).collect();
+        let fake = |p: &Path| match p.to_str().unwrap() {
+            "/opt/p" => Ok(stat(0, 0o755)),
+            "/opt" => Ok(stat(0, 0o1777)),
+            "/" => Ok(stat(1000, 0o755)),
+            _ => Err(std::io::Error::from(ErrorKind::NotFound)),
+        };
+        let problems = dirs_problems(&dirs, fake, name);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].starts_with("/opt is writable by group and others (mode 1777;"), "{problems:?}");
+        assert!(problems[1].starts_with("/ is owned by 1000 (uid 1000), not root"), "{problems:?}");
+    }
+
+    #[test]
+    fn dirs_deciding_include_symlinked_ones() {
+        let dir = std::env::temp_dir().join(format!("gres-rs-install-deciding-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("real/plugins")).unwrap();
+        std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).unwrap();
+        let dirs = dirs_deciding(&dir.join("link/plugins/new"));
+        for d in ["link/plugins/new", "link/plugins", "link", "real/plugins", "real", ""] {
+            assert!(dirs.contains(&dir.join(d).components().collect()), "{d} in {dirs:?}");
+        }
+        assert!(dirs.contains(&PathBuf::from("/")));
+        assert_eq!(dirs.iter().filter(|d| *d == Path::new("/")).count(), 1, "each once: {dirs:?}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn package_owners() {
+        let stock = Path::new("/usr/lib/x86_64-linux-gnu/slurm-wlm");
+        assert_eq!(dpkg_owner("slurm-wlm-basic-plugins: /usr/lib/x86_64-linux-gnu/slurm-wlm\n", stock).as_deref(), Some("slurm-wlm-basic-plugins"));
+        assert_eq!(
+            dpkg_owner("libslurm38, slurm-wlm-basic-plugins: /usr/lib/x86_64-linux-gnu/slurm-wlm\n", stock).as_deref(),
+            Some("libslurm38, slurm-wlm-basic-plugins")
+        );
+        // Only the path itself, not one that merely contains it (dpkg -S
+        // matches patterns), and not a diversion line.
+        assert_eq!(dpkg_owner("slurm-wlm-basic-plugins: /usr/lib/x86_64-linux-gnu/slurm-wlm/gres_gpu.so\n", stock), None);
+        assert_eq!(dpkg_owner("diversion by foo from: /usr/lib/x86_64-linux-gnu/slurm-wlm\n", stock), None);
+        assert_eq!(dpkg_owner("", stock), None);
+        // Injected: the directory, else each file.
+        let owner = |p: &Path| (p.starts_with(stock) || p == Path::new("/opt/p/gres_gpu.so")).then(|| "slurm-wlm-basic-plugins".to_string());
+        let files = [stock.join("gres_gpu.so")];
+        let problems = package_problems(stock, &files, owner);
+        assert_eq!(problems.len(), 1, "the directory only: {problems:?}");
+        assert!(problems[0].starts_with("/usr/lib/x86_64-linux-gnu/slurm-wlm belongs to the package slurm-wlm-basic-plugins: installing there breaks rollback"));
+        assert!(problems[0].ends_with("(--force does not change this)"), "{}", problems[0]);
+        let opt = Path::new("/opt/p");
+        let problems = package_problems(opt, &[opt.join("libgres_rs.so"), opt.join("gres_gpu.so")], owner);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].starts_with("/opt/p/gres_gpu.so belongs to the package slurm-wlm-basic-plugins"), "{problems:?}");
+        assert!(package_problems(opt, &[opt.join("libgres_rs.so")], owner).is_empty());
+        // The real dpkg, where this host has both.
+        let dpkg = Command::new("dpkg").arg("--version").output().is_ok_and(|o| o.status.success());
+        if dpkg && stock.join("gres_gpu.so").is_file() {
+            assert!(package_owner(stock).is_some_and(|p| p.contains("slurm-wlm-basic-plugins")), "{:?}", package_owner(stock));
+            let ours = std::env::temp_dir().join(format!("gres-rs-install-unpackaged-{}", std::process::id()));
+            fs::create_dir_all(&ours).unwrap();
+            assert_eq!(package_owner(&ours), None);
+            fs::remove_dir(&ours).unwrap();
+        }
     }
 }
