@@ -227,8 +227,10 @@ fn cores_to_machine_cpus() {
 
 fn dev_stat(path: &str) -> Result<DevStat, String> {
     match path {
-        p if p.starts_with("/dev/nvidia") && !p.ends_with('9') => Ok(DevStat { dev_type: DevType::Char, major: 195, minor: 0 }),
-        p if p.starts_with("/etc/") => Ok(DevStat { dev_type: DevType::None, major: 0, minor: 0 }),
+        p if p.starts_with("/dev/nvidia") && !p.ends_with('9') => Ok(DevStat::device(DevType::Char, 195, devices::trailing_number(p).unwrap_or(0) as u32)),
+        p if p.starts_with("/etc/") => {
+            Ok(DevStat { dev_type: DevType::None, major: 0, minor: 0, inode: (1, p.bytes().fold(0, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)))) })
+        }
         p => Err(format!("stat({p}): No such file or directory (os error 2)")),
     }
 }
