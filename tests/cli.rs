@@ -396,7 +396,7 @@ fn same_device_in_multiple_files_in_another_order() {
          ::: {{T}}/gres.conf:2:24\n  \
          |\n\
          2 | Name=gpu MultipleFiles={{T}}/dev/nvidia[0-1]\n  \
-         |                        {} note: GPU 0 is {{T}}/dev/nvidia1\n  \
+         |                        {} note: GPU 0 uses {{T}}/dev/nvidia1\n  \
          |\n  \
          = help: {SAME_DEVICE_HELP}\n\n\
          gres-rs: check: 1 node: 0 fatal, 0 errors, 1 warning\n",
@@ -421,7 +421,7 @@ fn same_device_through_a_symlink() {
          ::: {{T}}/gres.conf:1:15\n  \
          |\n\
          1 | Name=gpu File={{T}}/dev/nvidia0\n  \
-         |               {} note: GPU 0 is {{T}}/dev/nvidia0\n  \
+         |               {} note: GPU 0 uses {{T}}/dev/nvidia0\n  \
          |\n  \
          = help: {SAME_DEVICE_HELP}\n\n\
          gres-rs: check: 1 node: 0 fatal, 0 errors, 1 warning\n",
@@ -448,7 +448,7 @@ fn same_device_through_a_symlink() {
             "help": SAME_DEVICE_HELP,
             "nodes": "$HOST",
             "related": {
-                "message": c.at("GPU 0 is {T}/dev/nvidia0"),
+                "message": c.at("GPU 0 uses {T}/dev/nvidia0"),
                 "file": gres_conf,
                 "line": 1,
                 "column": 15,
@@ -470,7 +470,7 @@ fn same_device_in_a_range_and_a_symlink() {
     let p = &problems[0];
     assert_eq!(p["message"], c.at("{T}/dev/gpu-b is the same device as {T}/dev/nvidia1 (GPU 1, line 1): two jobs could be given one GPU"));
     assert_eq!((p["line"].as_u64(), p["related"]["line"].as_u64()), (Some(2), Some(1)));
-    assert_eq!(p["related"]["message"], c.at("GPU 1 is {T}/dev/nvidia1"));
+    assert_eq!(p["related"]["message"], c.at("GPU 1 uses {T}/dev/nvidia1"));
     // With two GPUs in slurm.conf the link is cut off before the device
     // list (slurmd's own warning): no GPU is the same device.
     let Some(c) = DeviceCheck::run("same-range-2", 2, gres, &["--format", "json"]) else { return };

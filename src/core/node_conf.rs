@@ -1102,7 +1102,7 @@ fn same_device_problems(records: &[GresRecord], input: &NodeInput<'_>, places: &
         )
         .with_help("name each GPU's device files once in gres.conf (symbolic links and other names of a device count as the device)");
         if let Some(l) = first {
-            problem = problem.with_related(l, format!("GPU {} is {}", a.gpu, a.path));
+            problem = problem.with_related(l, format!("GPU {} uses {}", a.gpu, a.path));
         }
         p.problems.push(problem);
     }

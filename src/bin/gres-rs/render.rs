@@ -311,4 +311,34 @@ mod tests {
         assert!(text.contains("/nonexistent"), "{text}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn renders_the_related_place() {
+        let dir = std::env::temp_dir().join(format!("gres-rs-render-related-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("gres.conf");
+        std::fs::write(&path, "Name=gpu File=/dev/nvidia0\nName=gpu File=/dev/gpu0\n").unwrap();
+        let p = Problem::new(Severity::Warning, Some(Location::line(&path, 2)), "/dev/gpu0 is the same device as /dev/nvidia0")
+            .with_related(Location::line(&path, 1), "GPU 0 uses /dev/nvidia0");
+        let mut sources = Sources::default();
+        let text = render_text(&p, None, &mut sources, false);
+        let at = path.display();
+        assert_eq!(
+            text,
+            format!(
+                "warning: /dev/gpu0 is the same device as /dev/nvidia0\n --> {at}:2:15\n  |\n2 | Name=gpu File=/dev/gpu0\n  |               ---------\n  |\n \
+                 ::: {at}:1:15\n  |\n1 | Name=gpu File=/dev/nvidia0\n  |               ------------ note: GPU 0 uses /dev/nvidia0\n  |"
+            )
+        );
+        let j = json_problem(&p, None, &mut sources);
+        assert_eq!(
+            j.related,
+            Some(JsonRelated { message: "GPU 0 uses /dev/nvidia0".into(), file: at.to_string(), line: Some(1), column: Some(15), len: Some(12) })
+        );
+        // A related place whose line cannot be read: a note with the place.
+        let elsewhere = p.clone().with_related(Location::line(Path::new("/nonexistent/gres.conf"), 3), "GPU 0 uses /dev/nvidia0");
+        let text = render_text(&elsewhere, None, &mut sources, false);
+        assert!(text.ends_with("= note: GPU 0 uses /dev/nvidia0 at /nonexistent/gres.conf:3:1"), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

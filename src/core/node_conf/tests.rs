@@ -472,7 +472,7 @@ fn one_device_as_two_gpus_is_a_warning_at_the_second() {
     assert_eq!(w.message, "/dev/nvidia1 is the same device as /dev/nvidia1 (GPU 0, line 2): two jobs could be given one GPU");
     assert_eq!(w.location.as_ref().map(|l| l.line), Some(4));
     let related = w.related.as_ref().unwrap();
-    assert_eq!((related.location.line, related.label.as_str()), (2, "GPU 0 is /dev/nvidia1"));
+    assert_eq!((related.location.line, related.label.as_str()), (2, "GPU 0 uses /dev/nvidia1"));
     assert!(p.fatal().is_none());
     // Different devices: nothing.
     let p = run(Case { gres_types: "gpu", gres: "gpu:2", gres_conf: "Name=gpu File=/dev/nvidia0\nName=gpu File=/dev/nvidia1\n", system: None });
