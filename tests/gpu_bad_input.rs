@@ -431,3 +431,45 @@ fn bad_input_on_reconfigure() {
         }
     }
 }
+
+/// Two GPUs that are one device (`MultipleFiles` in another order, a
+/// `File` and a symbolic link to it): both plugin sets accept the
+/// configuration with the same GRES lines; ours warns at each second GPU,
+/// naming both records' files, where the stock plugin says nothing.
+#[test]
+fn same_device_as_two_gpus_slurmd_g() {
+    if !require_slurm("same_device_as_two_gpus_slurmd_g") {
+        return;
+    }
+    let dir = fsutil::make_unique_dir("gres-rs-same-device").expect("test dir");
+    fsutil::make_fake_gpu_nodes(&dir, 3).expect("device nodes");
+    std::os::unix::fs::symlink("nvidia2", dir.join("gpu-link")).unwrap();
+    let m = dir.display().to_string();
+    let mut cfg = ClusterConfig::gpus(PluginSet::Stock, 0);
+    cfg.node_gres = Some("gpu:4".into());
+    // gres/gpu alone: with mps or shard the stock plugins make a GPU of
+    // each file of MultipleFiles (docs/deviations.md, MPS/shard 6).
+    cfg.gres_types = "gpu".into();
+    cfg.gres_conf = format!(
+        "Name=gpu MultipleFiles={m}/nvidia[0-1]\nName=gpu MultipleFiles={m}/nvidia1,{m}/nvidia0\nName=gpu File={m}/nvidia2\nName=gpu File={m}/gpu-link\n"
+    );
+    let (stock, ours) = slurmd_g_pair(&cfg);
+    eprintln!("--- stock {} ---\n{}\n--- ours {} ---\n{}", stock.outcome, stock.text, ours.outcome, ours.text);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(compare_g(&stock, &ours, false), Vec::<String>::new());
+    assert_eq!(stock.outcome, "exit 0");
+    assert_eq!(stock.gres_lines.len(), 4, "{}", stock.text);
+    assert!(!stock.text.contains("same device"), "{}", stock.text);
+    let mut want = stock.problems.clone();
+    want.push(format!(
+        "warning: {m}/nvidia1 (GPU 1, MultipleFiles={m}/nvidia1,{m}/nvidia0) is the same device as {m}/nvidia1 (GPU 0, MultipleFiles={m}/nvidia[0-1]): \
+         two jobs could be given one GPU"
+    ));
+    want.push(format!(
+        "warning: {m}/gpu-link (GPU 3, File={m}/gpu-link) is the same device as {m}/nvidia2 (GPU 2, File={m}/nvidia2): two jobs could be given one GPU"
+    ));
+    assert_eq!(ours.problems, want, "{}", ours.text);
+    // In the log as ours writes it: plugin type, then the level word.
+    let line = format!("slurmd: gres/gpu: WARNING: {m}/gpu-link (GPU 3, File={m}/gpu-link) is the same device as");
+    assert!(ours.text.lines().any(|l| l.starts_with(&line)), "{}", ours.text);
+}

@@ -70,10 +70,12 @@ detection, MPS and shard counts spread over the GPUs).
 
 Then report every problem slurmd would only show as a log line or a
 drained node: counts that disagree with slurm.conf, File= that is not a
-device node of this host, duplicate device files, typed and untyped records
-mixed, MPS/shard counts that do not divide over their GPUs, conflicting
-environment flags, a Type no detected GPU matches, a GRES name missing from
-GresTypes, AutoDetect=nvml where slurmd would fall back to gpu/generic.
+device node of this host, duplicate device files (also one device under
+two names: a symbolic link, MultipleFiles in another order), typed and
+untyped records mixed, MPS/shard counts that do not divide over their
+GPUs, conflicting environment flags, a Type no detected GPU matches, a GRES
+name missing from GresTypes, AutoDetect=nvml where slurmd would fall back
+to gpu/generic.
 Errors point at the file, line and column, with a caret under the fault
 and a suggestion where one is known.
 

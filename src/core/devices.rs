@@ -4,14 +4,33 @@
 
 use super::hostlist;
 use super::model::{ConfFlags, DevType, GresDevice, GresRecord, NO_VAL};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-/// What `stat()` tells about a device file.
+/// What `stat()` tells about a device file (symbolic links followed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DevStat {
     pub dev_type: DevType,
     pub major: u32,
     pub minor: u32,
+    /// `st_dev` and `st_ino`: which file it is, for files that are no
+    /// device node.
+    pub inode: (u64, u64),
+}
+
+impl DevStat {
+    /// A device node (`inode` does not tell devices apart).
+    pub fn device(dev_type: DevType, major: u32, minor: u32) -> DevStat {
+        DevStat { dev_type, major, minor, inode: (0, 0) }
+    }
+
+    /// What the file is: the device a character or block device node
+    /// stands for (whatever its name), else the file itself.
+    pub fn identity(&self) -> FileId {
+        match self.dev_type {
+            DevType::None => FileId::Inode { dev: self.inode.0, ino: self.inode.1 },
+            t => FileId::Device { block: t == DevType::Block, major: self.major, minor: self.minor },
+        }
+    }
 }
 
 /// A problem found while building the list.  `fatal` problems make the
@@ -45,6 +64,9 @@ pub fn trailing_number(path: &str) -> Option<i32> {
     Some(tail.parse::<i64>().map(|n| n.min(i32::MAX as i64) as i32).unwrap_or(i32::MAX))
 }
 
+/// How device files are looked at: `stat()` in slurmd ([`stat_device`]).
+pub type StatFn = dyn Fn(&str) -> Result<DevStat, String>;
+
 /// An OS error as C's `%m` prints it ("No such file or directory"), without
 /// std's " (os error 2)".
 fn os_error_text(e: &std::io::Error) -> String {
@@ -72,7 +94,7 @@ pub fn stat_device(path: &str) -> Result<DevStat, String> {
     } else {
         DevType::None
     };
-    Ok(DevStat { dev_type, major, minor })
+    Ok(DevStat { dev_type, major, minor, inode: (meta.dev(), meta.ino()) })
 }
 
 /// Build the device list of GRES `name` from the node's records, in record
@@ -146,6 +168,155 @@ pub fn build_device_list(records: &[GresRecord], name: &str, in_slurmd: bool, st
     out
 }
 
+/// What a device file is, to tell whether two names are one device.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FileId {
+    /// A character or block device node: the device number (`st_rdev`).
+    Device { block: bool, major: u32, minor: u32 },
+    /// Another file: `st_dev` and `st_ino`.
+    Inode { dev: u64, ino: u64 },
+    /// A file that was not looked at (or could not be): its name,
+    /// normalized ([`normalize_path`]).
+    Path(String),
+}
+
+/// A path without repeated slashes, `.` components and a trailing slash
+/// (`/dev//./nvidia0` -> `/dev/nvidia0`).  `..` is kept: what it leads to
+/// depends on symbolic links.
+pub fn normalize_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    if path.starts_with('/') {
+        out.push('/');
+    }
+    for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        if !out.is_empty() && !out.ends_with('/') {
+            out.push('/');
+        }
+        out.push_str(part);
+    }
+    if out.is_empty() {
+        out.push('.');
+    }
+    out
+}
+
+/// One file of one GPU (or other device) of a GRES, numbered as
+/// [`build_device_list`] numbers them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileUse {
+    /// Index of the record in the list given.
+    pub record: usize,
+    /// Bitmap index of the device (the GPU) the file belongs to.
+    pub gpu: u32,
+    /// The file, as the record names it (hostlist expanded).
+    pub path: String,
+    /// The record has `MultipleFiles`.
+    pub multiple: bool,
+    pub id: FileId,
+}
+
+/// The files of GRES `name`'s records, each with what it is: through
+/// `stat` when given and the file can be looked at, else its name.
+pub fn file_uses(records: &[GresRecord], name: &str, stat: Option<&StatFn>) -> Vec<FileUse> {
+    let mut out = Vec::new();
+    let mut gpu: u32 = 0;
+    for (record, rec) in records.iter().enumerate() {
+        if rec.name != name || !rec.flags.has(ConfFlags::HAS_FILE) {
+            continue;
+        }
+        let Some(files) = rec.file.as_deref().and_then(|f| hostlist::expand(f).ok()) else { continue };
+        let multiple = rec.flags.has(ConfFlags::HAS_MULT);
+        for path in files {
+            let id = stat.and_then(|s| s(&path).ok()).map_or_else(|| FileId::Path(normalize_path(&path)), |st| st.identity());
+            out.push(FileUse { record, gpu, path, multiple, id });
+            if !multiple {
+                gpu += 1;
+            }
+        }
+        if multiple {
+            gpu += 1;
+        }
+    }
+    out
+}
+
+/// Two GPUs that are one device: every file of one of them is a file of
+/// the other (`second` comes later in the list).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SameDevice {
+    /// The earlier GPU's file...
+    pub first: FileUse,
+    /// ...that is the same device as this file of the later GPU.
+    pub second: FileUse,
+}
+
+impl SameDevice {
+    /// What gres/gpu logs: both files, with their GPUs and records.
+    pub fn log_message(&self, records: &[GresRecord]) -> String {
+        let place = |u: &FileUse| {
+            let key = if u.multiple { "MultipleFiles" } else { "File" };
+            format!("GPU {}, {key}={}", u.gpu, records.get(u.record).and_then(|r| r.file.as_deref()).unwrap_or(&u.path))
+        };
+        format!(
+            "{} ({}) is the same device as {} ({}): two jobs could be given one GPU",
+            self.second.path,
+            place(&self.second),
+            self.first.path,
+            place(&self.first)
+        )
+    }
+}
+
+/// GPUs that are the same device as an earlier GPU of `uses`
+/// ([`file_uses`]): those whose files all are files of the earlier one, or
+/// the other way round.  Each later GPU is reported once, with the first
+/// earlier GPU it shares files with and the first file they share.  GPUs
+/// that share some file but each have files of their own (MIG instances of
+/// one GPU share its device node) are not reported, nor is one plain `File`
+/// named twice in the same spelling, which stops slurmd already
+/// ([`build_device_list`]).
+pub fn same_devices(uses: &[FileUse]) -> Vec<SameDevice> {
+    // The files of each GPU, in order.
+    let mut gpus: Vec<(u32, Vec<usize>)> = Vec::new();
+    for (i, u) in uses.iter().enumerate() {
+        match gpus.last_mut() {
+            Some((g, files)) if *g == u.gpu => files.push(i),
+            _ => gpus.push((u.gpu, vec![i])),
+        }
+    }
+    let ids = |files: &[usize]| -> HashSet<&FileId> { files.iter().map(|&i| &uses[i].id).collect() };
+    // For each file, the GPUs (positions in `gpus`) seen with it so far.
+    let mut users: HashMap<&FileId, Vec<usize>> = HashMap::new();
+    let mut out = Vec::new();
+    for (b, (_, files)) in gpus.iter().enumerate() {
+        let mine = ids(files);
+        let mut candidates: Vec<usize> = files.iter().flat_map(|&i| users.get(&uses[i].id).into_iter().flatten().copied()).collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        for a in candidates {
+            let theirs = ids(&gpus[a].1);
+            if !mine.is_subset(&theirs) && !theirs.is_subset(&mine) {
+                continue;
+            }
+            let Some((first, second)) = files.iter().find_map(|&j| gpus[a].1.iter().find(|&&i| uses[i].id == uses[j].id).map(|&i| (&uses[i], &uses[j]))) else {
+                continue;
+            };
+            if !first.multiple && !second.multiple && first.path == second.path {
+                continue;
+            }
+            out.push(SameDevice { first: first.clone(), second: second.clone() });
+            break;
+        }
+        for &i in files {
+            let list = users.entry(&uses[i].id).or_default();
+            if list.last() != Some(&b) {
+                list.push(b);
+            }
+        }
+    }
+    out
+}
+
 /// The env flags of the node: the union of the `ENV_*` bits of every
 /// record (if one record wants a variable, every record on the node does).
 pub fn node_env_flags(records: &[GresRecord]) -> ConfFlags {
@@ -180,9 +351,9 @@ mod tests {
             return Err(format!("stat({path}): No such file or directory"));
         }
         if path.contains("regular") {
-            return Ok(DevStat { dev_type: DevType::None, major: 8, minor: 1 });
+            return Ok(DevStat { dev_type: DevType::None, major: 8, minor: 1, inode: (8, 1) });
         }
-        Ok(DevStat { dev_type: DevType::Char, major: 195, minor: trailing_number(path).unwrap_or(255) as u32 })
+        Ok(DevStat::device(DevType::Char, 195, trailing_number(path).unwrap_or(255) as u32))
     }
 
     #[test]
@@ -224,6 +395,154 @@ mod tests {
     fn outside_slurmd_no_devices() {
         let recs = vec![rec("gpu", "/dev/nvidia[0-1]", 0)];
         assert!(build_device_list(&recs, "gpu", false, &fake_stat).devices.is_empty());
+    }
+
+    /// Device nodes by name: `/dev/nvidiaN` is minor N, `/links/gN` a
+    /// symbolic link to `/dev/nvidiaN`, `/data/*` regular files (`hard*`
+    /// hard links of one file); `/gone/*` cannot be looked at.
+    fn id_stat(path: &str) -> Result<DevStat, String> {
+        let n = trailing_number(path).unwrap_or(0) as u32;
+        if path.starts_with("/dev/nvidia") || path.starts_with("/links/g") {
+            Ok(DevStat::device(DevType::Char, 195, n))
+        } else if path.starts_with("/dev/sda") {
+            Ok(DevStat::device(DevType::Block, 195, n))
+        } else if let Some(name) = path.strip_prefix("/data/") {
+            let ino = if name.starts_with("hard") { 7 } else { 100 + u64::from(n) };
+            Ok(DevStat { dev_type: DevType::None, major: 0, minor: 0, inode: (2049, ino) })
+        } else {
+            Err(format!("stat({path}): No such file or directory"))
+        }
+    }
+
+    /// `(first GPU, first path, second GPU, second path)` of each pair
+    /// found in the records `(file, MultipleFiles)`.
+    fn pairs(recs: &[(&str, bool)]) -> Vec<(u32, String, u32, String)> {
+        let records: Vec<GresRecord> = recs.iter().map(|(f, m)| rec("gpu", f, if *m { ConfFlags::HAS_MULT } else { 0 })).collect();
+        let uses = file_uses(&records, "gpu", Some(&id_stat));
+        same_devices(&uses).into_iter().map(|s| (s.first.gpu, s.first.path, s.second.gpu, s.second.path)).collect()
+    }
+
+    fn pair(a: u32, pa: &str, b: u32, pb: &str) -> (u32, String, u32, String) {
+        (a, pa.into(), b, pb.into())
+    }
+
+    #[test]
+    fn paths_normalized() {
+        assert_eq!(normalize_path("/dev//./nvidia0"), "/dev/nvidia0");
+        assert_eq!(normalize_path("/dev/nvidia0/"), "/dev/nvidia0");
+        assert_eq!(normalize_path("dev/../nvidia0"), "dev/../nvidia0");
+        assert_eq!(normalize_path("./x"), "x");
+        assert_eq!(normalize_path("//"), "/");
+        assert_eq!(normalize_path(""), ".");
+    }
+
+    #[test]
+    fn file_uses_number_like_the_device_list() {
+        let records = vec![
+            rec("gpu", "/dev/nvidia[0-1]", 0),
+            rec("mps", "/dev/nvidia0", 0),
+            rec("gpu", "/dev/nvidia2,/gone/x", ConfFlags::HAS_MULT),
+            rec("gpu", "/dev/nvidia3", 0),
+        ];
+        let uses = file_uses(&records, "gpu", Some(&id_stat));
+        let got: Vec<_> = uses.iter().map(|u| (u.record, u.gpu, u.path.as_str(), u.multiple)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, 0, "/dev/nvidia0", false),
+                (0, 1, "/dev/nvidia1", false),
+                (2, 2, "/dev/nvidia2", true),
+                (2, 2, "/gone/x", true),
+                (3, 3, "/dev/nvidia3", false)
+            ]
+        );
+        assert_eq!(uses[0].id, FileId::Device { block: false, major: 195, minor: 0 });
+        assert_eq!(uses[3].id, FileId::Path("/gone/x".into()));
+        let list = build_device_list(&records, "gpu", true, &id_stat);
+        let idx: Vec<_> = list.devices.iter().map(|d| (d.index, d.path.as_str())).collect();
+        assert_eq!(idx, vec![(0, "/dev/nvidia0"), (1, "/dev/nvidia1"), (2, "/dev/nvidia2"), (3, "/dev/nvidia3")]);
+        // Without stat: names only.
+        assert!(file_uses(&records, "gpu", None).iter().all(|u| matches!(&u.id, FileId::Path(p) if *p == u.path)));
+    }
+
+    #[test]
+    fn multiple_files_in_another_order() {
+        assert_eq!(pairs(&[("/dev/nvidia[0-1]", true), ("/dev/nvidia1,/dev/nvidia0", true)]), vec![pair(0, "/dev/nvidia1", 1, "/dev/nvidia1")]);
+    }
+
+    #[test]
+    fn symlink_and_its_target() {
+        assert_eq!(pairs(&[("/dev/nvidia0", false), ("/links/g0", false)]), vec![pair(0, "/dev/nvidia0", 1, "/links/g0")]);
+        // Through a range, on the second GPU of the first record.
+        assert_eq!(pairs(&[("/dev/nvidia[0-1]", false), ("/links/g1", false)]), vec![pair(1, "/dev/nvidia1", 2, "/links/g1")]);
+    }
+
+    #[test]
+    fn names_compared_when_not_looked_at() {
+        assert_eq!(pairs(&[("/gone/a,/gone/b", true), ("/gone//b,/gone/./a", true)]), vec![pair(0, "/gone/b", 1, "/gone//b")]);
+        assert_eq!(pairs(&[("/gone/nvidia[0-1]", false), ("/gone//nvidia1", false)]), vec![pair(1, "/gone/nvidia1", 2, "/gone//nvidia1")]);
+        assert_eq!(pairs(&[("/gone/a", false), ("/gone/b", false)]), vec![]);
+    }
+
+    #[test]
+    fn other_files_by_inode() {
+        assert_eq!(pairs(&[("/data/hard1", false), ("/data/hard2", false)]), vec![pair(0, "/data/hard1", 1, "/data/hard2")]);
+        assert_eq!(pairs(&[("/data/f1", false), ("/data/f2", false)]), vec![]);
+    }
+
+    #[test]
+    fn different_devices_are_not_reported() {
+        assert_eq!(pairs(&[("/dev/nvidia[0-3]", false), ("/dev/nvidia[4-5]", true)]), vec![]);
+        // Same numbers, but a block device is another device.
+        assert_eq!(pairs(&[("/dev/nvidia1", false), ("/dev/sda1", false)]), vec![]);
+        // MIG instances of one GPU share its device node.
+        let mig = [("/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21", true), ("/dev/nvidia0,/dev/nvidia-caps/nvidia-cap30", true)];
+        assert_eq!(pairs(&mig), vec![]);
+        // One file named twice for one GPU is one GPU.
+        assert_eq!(pairs(&[("/dev/nvidia0,/links/g0", true)]), vec![]);
+    }
+
+    #[test]
+    fn a_gpu_within_another() {
+        // The whole GPU and a MIG instance of it.
+        let got = pairs(&[("/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21", true), ("/links/g0", false)]);
+        assert_eq!(got, vec![pair(0, "/dev/nvidia0", 1, "/links/g0")]);
+        let got = pairs(&[("/dev/nvidia0", false), ("/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21", true)]);
+        assert_eq!(got, vec![pair(0, "/dev/nvidia0", 1, "/dev/nvidia0")]);
+    }
+
+    #[test]
+    fn each_later_gpu_once() {
+        let got = pairs(&[("/dev/nvidia0", false), ("/links/g0", false), ("/dev/nvidia0,/links/g0", true)]);
+        assert_eq!(got, vec![pair(0, "/dev/nvidia0", 1, "/links/g0"), pair(0, "/dev/nvidia0", 2, "/dev/nvidia0")]);
+    }
+
+    #[test]
+    fn plain_duplicates_are_left_to_the_fatal_error() {
+        // Stock's "duplicate device file name" stops slurmd: no warning too.
+        assert_eq!(pairs(&[("/dev/nvidia[0-1]", false), ("/dev/nvidia1", false)]), vec![]);
+        // But a third spelling of it is reported, against the first GPU.
+        assert_eq!(pairs(&[("/dev/nvidia1", false), ("/dev/nvidia1", false), ("/links/g1", false)]), vec![pair(0, "/dev/nvidia1", 2, "/links/g1")]);
+        // MultipleFiles are not in stock's check.
+        assert_eq!(pairs(&[("/dev/nvidia1", false), ("/dev/nvidia1", true)]), vec![pair(0, "/dev/nvidia1", 1, "/dev/nvidia1")]);
+    }
+
+    #[test]
+    fn log_message_names_both_records() {
+        let records = vec![rec("gpu", "/dev/nvidia[0-1]", ConfFlags::HAS_MULT), rec("gpu", "/dev/nvidia1,/dev/nvidia0", ConfFlags::HAS_MULT)];
+        let found = same_devices(&file_uses(&records, "gpu", Some(&id_stat)));
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].log_message(&records),
+            "/dev/nvidia1 (GPU 1, MultipleFiles=/dev/nvidia1,/dev/nvidia0) is the same device as /dev/nvidia1 (GPU 0, MultipleFiles=/dev/nvidia[0-1]): \
+             two jobs could be given one GPU"
+        );
+        let records = vec![rec("gpu", "/dev/nvidia0", 0), rec("gpu", "/links/g0", 0)];
+        let found = same_devices(&file_uses(&records, "gpu", Some(&id_stat)));
+        assert_eq!(
+            found[0].log_message(&records),
+            "/links/g0 (GPU 1, File=/links/g0) is the same device as /dev/nvidia0 (GPU 0, File=/dev/nvidia0): two jobs could be given one GPU"
+        );
     }
 
     #[test]

@@ -81,11 +81,25 @@ pub struct Problem {
     pub suggestion: Option<String>,
     /// How to fix it.
     pub help: Option<String>,
+    /// Another place the problem is about (the first of two).
+    pub related: Option<Related>,
+}
+
+/// A second place of a [`Problem`], with what it is there.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Related {
+    pub location: Location,
+    pub label: String,
 }
 
 impl Problem {
     pub fn new(severity: Severity, location: Option<Location>, message: impl Into<String>) -> Self {
-        Problem { severity, location, message: message.into(), suggestion: None, help: None }
+        Problem { severity, location, message: message.into(), suggestion: None, help: None, related: None }
+    }
+
+    pub fn with_related(mut self, location: Location, label: impl Into<String>) -> Self {
+        self.related = Some(Related { location, label: label.into() });
+        self
     }
 
     pub fn with_help(mut self, help: impl Into<String>) -> Self {
@@ -106,6 +120,7 @@ impl Problem {
             message: e.message.clone(),
             suggestion: e.suggestion.clone(),
             help: None,
+            related: None,
         }
     }
 
@@ -796,7 +811,7 @@ pub struct NodeInput<'a> {
 }
 
 /// How device files are looked at: `stat()` in slurmd.
-pub type StatFn = dyn Fn(&str) -> Result<DevStat, String>;
+pub type StatFn = devices::StatFn;
 
 /// What [`predict`] finds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -823,14 +838,16 @@ impl Prediction {
 /// Places of gres.conf values, for problems found after the records have
 /// been merged and split.
 #[derive(Default)]
-struct Places {
+struct Places<'a> {
     files: Vec<(String, Location)>,
+    /// The gres.conf records, in order.
+    records: &'a [NodeRecord],
     types: HashMap<String, Location>,
     names: HashMap<u32, Location>,
 }
 
-impl Places {
-    fn new(records: &[NodeRecord]) -> Self {
+impl<'a> Places<'a> {
+    fn new(records: &'a [NodeRecord]) -> Self {
         let mut p = Places::default();
         for r in records {
             if let Some(file) = &r.record.file {
@@ -843,9 +860,27 @@ impl Places {
             }
             p.names.entry(r.record.plugin_id).or_insert_with(|| r.location.clone());
         }
+        p.records = records;
         // Longest first, so that `/dev/nvidia1` is not taken for `/dev/nvidia10`.
         p.files.sort_by_key(|(f, _)| std::cmp::Reverse(f.len()));
         p
+    }
+
+    /// The gres.conf line of record `i` of `records` (merged records), the
+    /// one that names `path`: the n-th gres.conf record with the same `File`
+    /// value for the n-th such record, else the first that names `path`.
+    fn of_record(&self, records: &[GresRecord], i: usize, path: &str) -> Option<Location> {
+        let rec = records.get(i)?;
+        let file = rec.file.as_deref()?;
+        let alike = |r: &GresRecord| r.name == rec.name && r.file.as_deref() == Some(file);
+        let nth = records[..i].iter().filter(|r| alike(r)).count();
+        let same_file = self.records.iter().filter(|r| alike(&r.record)).nth(nth);
+        let naming = || {
+            self.records
+                .iter()
+                .find(|r| r.record.name == rec.name && hostlist::expand(r.record.file.as_deref().unwrap_or("")).is_ok_and(|f| f.iter().any(|f| f == path)))
+        };
+        same_file.or_else(naming).map(|r| r.location.clone())
     }
 
     /// The gres.conf line of the file a message names.
@@ -1047,7 +1082,30 @@ fn gpu_load(records: &mut Vec<GresRecord>, input: &NodeInput<'_>, places: &Place
             }
         }
     }
+    same_device_problems(records, input, places, p);
     device_load(records, "gpu", "Gres GPU plugin", input, places, p)
+}
+
+/// GPUs that are one device under two names (stock slurmd says nothing):
+/// a warning at the second, with the first as its related place.  Without
+/// `stat` the files are compared by name.
+fn same_device_problems(records: &[GresRecord], input: &NodeInput<'_>, places: &Places, p: &mut Prediction) {
+    for same in devices::same_devices(&devices::file_uses(records, "gpu", input.stat)) {
+        let first = places.of_record(records, same.first.record, &same.first.path);
+        let second = places.of_record(records, same.second.record, &same.second.path);
+        let line = first.as_ref().map_or_else(String::new, |l| format!(", line {}", l.line));
+        let (a, b) = (&same.first, &same.second);
+        let mut problem = Problem::new(
+            Severity::Warning,
+            second,
+            format!("{} is the same device as {} (GPU {}{line}): two jobs could be given one GPU", b.path, a.path, a.gpu),
+        )
+        .with_help("name each GPU's device files once in gres.conf (symbolic links and other names of a device count as the device)");
+        if let Some(l) = first {
+            problem = problem.with_related(l, format!("GPU {} uses {}", a.gpu, a.path));
+        }
+        p.problems.push(problem);
+    }
 }
 
 fn shared_load(records: &mut Vec<GresRecord>, kind: SharedKind, input: &NodeInput<'_>, places: &Places, p: &mut Prediction) -> Result<(), ()> {

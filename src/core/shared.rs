@@ -639,7 +639,7 @@ mod tests {
     }
 
     fn fake_stat(path: &str) -> Result<DevStat, String> {
-        Ok(DevStat { dev_type: DevType::Char, major: 195, minor: devices::trailing_number(path).unwrap_or(0) as u32 })
+        Ok(DevStat::device(DevType::Char, 195, devices::trailing_number(path).unwrap_or(0) as u32))
     }
 
     fn load_ok(records: &[GresRecord], kind: SharedKind) -> (Loaded, Vec<LogLine>) {

@@ -62,6 +62,12 @@ pub(crate) fn report_device_problems(list: &DeviceList, plugin_name: &str) -> Re
 fn load_config(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>, st: &mut State) -> Result<(), String> {
     super::gpu_detect::merge_detected_gpus(host, cfg, records, GresGpu::PLUGIN_NAME)?;
     let list = devices::build_device_list(records, GresGpu::GRES_NAME, cfg.in_slurmd, &devices::stat_device);
+    if cfg.in_slurmd {
+        // Stock says nothing here; two jobs could then be given one GPU.
+        for same in devices::same_devices(&devices::file_uses(records, GresGpu::GRES_NAME, Some(&devices::stat_device))) {
+            tracing::warn!("WARNING: {}", same.log_message(records));
+        }
+    }
     if host.debug_gres() {
         for d in &list.devices {
             tracing::info!(target: crate::log::VERBOSE, "GRES: {} device number {}({}):{}", GresGpu::GRES_NAME, d.dev_num, d.path, devices::device_id_string(d));

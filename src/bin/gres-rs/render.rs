@@ -135,12 +135,18 @@ pub fn render_text(p: &Problem, nodes: Option<&str>, sources: &mut Sources, styl
     if p.severity == Severity::Fatal {
         msg = msg.id("fatal");
     }
+    // The related place: the word of its line that its label names.
+    let related = p.related.as_ref().map(|r| (place(&r.location, &r.label, sources), r.label.as_str()));
+    let related_source = related.as_ref().and_then(|(l, _)| sources.line(&l.path, l.line).map(str::to_string));
+    let related_origin = related.as_ref().map(|(l, _)| l.path.display().to_string()).unwrap_or_default();
+    let span = |l: &Location, src: &str| {
+        let start = l.column.saturating_sub(1).min(src.len());
+        start..(start + l.len.max(1)).min(src.len()).max(start)
+    };
     match (&located, &source) {
         (Some(l), Some(src)) if l.line > 0 => {
-            let start = l.column.saturating_sub(1).min(src.len());
-            let end = (start + l.len.max(1)).min(src.len()).max(start);
             let label = suggestion.as_deref().unwrap_or("");
-            msg = msg.snippet(Snippet::source(src).line_start(l.line).origin(&origin).annotation(lvl.span(start..end).label(label)));
+            msg = msg.snippet(Snippet::source(src).line_start(l.line).origin(&origin).annotation(lvl.span(span(l, src)).label(label)));
         }
         _ => {
             if let Some(w) = &where_ {
@@ -148,6 +154,17 @@ pub fn render_text(p: &Problem, nodes: Option<&str>, sources: &mut Sources, styl
             }
             if let Some(s) = &suggestion {
                 msg = msg.footer(Level::Help.title(s));
+            }
+        }
+    }
+    let related_where = related.as_ref().map(|(l, label)| format!("{label} at {l}"));
+    match (&related, &related_source) {
+        (Some((l, label)), Some(src)) if l.line > 0 => {
+            msg = msg.snippet(Snippet::source(src).line_start(l.line).origin(&related_origin).annotation(Level::Note.span(span(l, src)).label(label)));
+        }
+        _ => {
+            if let Some(w) = &related_where {
+                msg = msg.footer(Level::Note.title(w));
             }
         }
     }
@@ -172,6 +189,18 @@ pub struct JsonProblem {
     pub help: Option<String>,
     /// The nodes it concerns (a hostlist), when not the whole file.
     pub nodes: Option<String>,
+    /// Another place it is about (the first of two).
+    pub related: Option<JsonRelated>,
+}
+
+/// The related place of a problem.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct JsonRelated {
+    pub message: String,
+    pub file: String,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub len: Option<usize>,
 }
 
 pub fn json_problem(p: &Problem, nodes: Option<&str>, sources: &mut Sources) -> JsonProblem {
@@ -186,6 +215,11 @@ pub fn json_problem(p: &Problem, nodes: Option<&str>, sources: &mut Sources) -> 
         suggestion: p.suggestion.clone(),
         help: p.help.clone(),
         nodes: nodes.map(str::to_string),
+        related: p.related.as_ref().map(|r| {
+            let l = place(&r.location, &r.label, sources);
+            let at = |v: usize| (l.line > 0).then_some(v);
+            JsonRelated { message: r.label.clone(), file: l.path.display().to_string(), line: at(l.line), column: at(l.column), len: at(l.len) }
+        }),
     }
 }
 
@@ -259,6 +293,7 @@ mod tests {
             message: "Parsing error at unrecognized key: Tpye".into(),
             suggestion: Some("Type".into()),
             help: Some("keys are case-insensitive".into()),
+            related: None,
         };
         let mut sources = Sources::default();
         let text = render_text(&p, None, &mut sources, false);
@@ -274,6 +309,36 @@ mod tests {
         let text = render_text(&elsewhere, Some("n1"), &mut sources, false);
         assert!(text.starts_with("warning: w [n1]"), "{text}");
         assert!(text.contains("/nonexistent"), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn renders_the_related_place() {
+        let dir = std::env::temp_dir().join(format!("gres-rs-render-related-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("gres.conf");
+        std::fs::write(&path, "Name=gpu File=/dev/nvidia0\nName=gpu File=/dev/gpu0\n").unwrap();
+        let p = Problem::new(Severity::Warning, Some(Location::line(&path, 2)), "/dev/gpu0 is the same device as /dev/nvidia0")
+            .with_related(Location::line(&path, 1), "GPU 0 uses /dev/nvidia0");
+        let mut sources = Sources::default();
+        let text = render_text(&p, None, &mut sources, false);
+        let at = path.display();
+        assert_eq!(
+            text,
+            format!(
+                "warning: /dev/gpu0 is the same device as /dev/nvidia0\n --> {at}:2:15\n  |\n2 | Name=gpu File=/dev/gpu0\n  |               ---------\n  |\n \
+                 ::: {at}:1:15\n  |\n1 | Name=gpu File=/dev/nvidia0\n  |               ------------ note: GPU 0 uses /dev/nvidia0\n  |"
+            )
+        );
+        let j = json_problem(&p, None, &mut sources);
+        assert_eq!(
+            j.related,
+            Some(JsonRelated { message: "GPU 0 uses /dev/nvidia0".into(), file: at.to_string(), line: Some(1), column: Some(15), len: Some(12) })
+        );
+        // A related place whose line cannot be read: a note with the place.
+        let elsewhere = p.clone().with_related(Location::line(Path::new("/nonexistent/gres.conf"), 3), "GPU 0 uses /dev/nvidia0");
+        let text = render_text(&elsewhere, None, &mut sources, false);
+        assert!(text.ends_with("= note: GPU 0 uses /dev/nvidia0 at /nonexistent/gres.conf:3:1"), "{text}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -227,8 +227,10 @@ fn cores_to_machine_cpus() {
 
 fn dev_stat(path: &str) -> Result<DevStat, String> {
     match path {
-        p if p.starts_with("/dev/nvidia") && !p.ends_with('9') => Ok(DevStat { dev_type: DevType::Char, major: 195, minor: 0 }),
-        p if p.starts_with("/etc/") => Ok(DevStat { dev_type: DevType::None, major: 0, minor: 0 }),
+        p if p.starts_with("/dev/nvidia") && !p.ends_with('9') => Ok(DevStat::device(DevType::Char, 195, devices::trailing_number(p).unwrap_or(0) as u32)),
+        p if p.starts_with("/etc/") => {
+            Ok(DevStat { dev_type: DevType::None, major: 0, minor: 0, inode: (1, p.bytes().fold(0, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)))) })
+        }
         p => Err(format!("stat({p}): No such file or directory (os error 2)")),
     }
 }
@@ -452,4 +454,27 @@ fn problems_from_logs() {
     };
     let p = Problem::from_conf_error(&e);
     assert_eq!((p.severity, p.suggestion.as_deref()), (Severity::Fatal, Some("Type")));
+}
+
+#[test]
+fn one_device_as_two_gpus_is_a_warning_at_the_second() {
+    // mps records name the same files: only the GPUs count, and each
+    // place is the gres.conf line of that GPU's record.
+    let p = run(Case {
+        gres_types: "mps,gpu",
+        gres: "gpu:3,mps:30",
+        gres_conf: "Name=mps Count=30 File=/dev/nvidia[0-2]\nName=gpu MultipleFiles=/dev/nvidia[0-1]\nName=gpu File=/dev/nvidia2\nName=gpu MultipleFiles=/dev/nvidia1,/dev/nvidia0\n",
+        system: None,
+    });
+    let warnings: Vec<&Problem> = p.problems.iter().filter(|x| x.severity == Severity::Warning).collect();
+    assert_eq!(warnings.len(), 1, "{:?}", p.problems);
+    let w = warnings[0];
+    assert_eq!(w.message, "/dev/nvidia1 is the same device as /dev/nvidia1 (GPU 0, line 2): two jobs could be given one GPU");
+    assert_eq!(w.location.as_ref().map(|l| l.line), Some(4));
+    let related = w.related.as_ref().unwrap();
+    assert_eq!((related.location.line, related.label.as_str()), (2, "GPU 0 uses /dev/nvidia1"));
+    assert!(p.fatal().is_none());
+    // Different devices: nothing.
+    let p = run(Case { gres_types: "gpu", gres: "gpu:2", gres_conf: "Name=gpu File=/dev/nvidia0\nName=gpu File=/dev/nvidia1\n", system: None });
+    assert!(!has(&p, Severity::Warning, "same device"), "{:?}", p.problems);
 }
