@@ -11,7 +11,9 @@
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-pub mod core;
+/// The pure core, a crate of its own (`crates/gres-core`): it builds and
+/// tests without Slurm, libclang or this crate's build script.
+pub use gres_core as core;
 #[allow(unsafe_code)]
 pub mod ffi;
 pub mod log;

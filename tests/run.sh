@@ -17,6 +17,9 @@ bash tests/setup-debian.sh
 echo "==> tests/lint.sh (fmt, clippy -D warnings, cargo deny)"
 bash tests/lint.sh
 
+echo "==> cargo test -p gres-core (the pure core: no Slurm, no libclang)"
+cargo test -p gres-core
+
 echo "==> cargo build --workspace"
 cargo build --workspace
 

@@ -1,3 +1,4 @@
+#![deny(unsafe_code)]
 //! The pure Rust core: no Slurm symbol, no raw pointer.  Everything here is
 //! unit-tested with plain `cargo test`.
 

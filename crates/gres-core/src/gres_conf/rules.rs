@@ -159,7 +159,7 @@ pub fn add_gres_record(mut rec: GresRecord) -> Result<GresRecord, AffinityError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::model::Bitmap;
+    use crate::model::Bitmap;
 
     #[test]
     fn strcasestr_semantics() {

@@ -252,7 +252,7 @@ mod tests {
     use std::collections::HashMap;
 
     fn devs(n: u32) -> Vec<GresDevice> {
-        crate::core::model::test_devices(n)
+        crate::model::test_devices(n)
     }
 
     const ALL: ConfFlags = ConfFlags(ConfFlags::ENV_SET);

@@ -255,7 +255,7 @@ pub fn to_log_line(r: &GresRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::model::gres_build_id;
+    use crate::model::gres_build_id;
 
     fn parse(text: &str) -> FakeGpus {
         parse_fake_gpus(text, Path::new("/etc/slurm/fake_gpus.conf"), CpuConv::Nvml).unwrap()

@@ -396,9 +396,10 @@ pub struct GpuEnergy {
     pub current_watts: u32,
 }
 
-/// `n` NVIDIA GPUs `/dev/nvidia0..`, character devices 195:i (unit tests).
-#[cfg(test)]
-pub(crate) fn test_devices(n: u32) -> Vec<GresDevice> {
+/// `n` NVIDIA GPUs `/dev/nvidia0..`, character devices 195:i (for the unit
+/// tests of this crate and of the crates above it).
+#[doc(hidden)]
+pub fn test_devices(n: u32) -> Vec<GresDevice> {
     (0..n)
         .map(|i| GresDevice { index: i, dev_num: i as i32, dev_type: DevType::Char, major: 195, minor: i, path: format!("/dev/nvidia{i}"), unique_id: None })
         .collect()

@@ -215,7 +215,7 @@ pub fn system_gpu_record(g: &SystemGpu<'_>) -> Result<GresRecord, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::model::gres_build_id;
+    use crate::model::gres_build_id;
 
     #[test]
     fn type_names() {

@@ -590,9 +590,9 @@ pub fn read_stepd(r: &mut dyn WireReader, kind: SharedKind) -> Result<StepdInfo,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::env::{device_order_op, DEVICE_ORDER_VAR};
-    use crate::core::model::DevType;
-    use crate::core::wire::MemWire;
+    use crate::env::{device_order_op, DEVICE_ORDER_VAR};
+    use crate::model::DevType;
+    use crate::wire::MemWire;
     use std::collections::HashMap;
 
     const ENV_ALL: u32 = ConfFlags::ENV_SET | ConfFlags::ENV_DEF;
@@ -917,7 +917,7 @@ mod tests {
     }
 
     fn devs(n: u32) -> Vec<GresDevice> {
-        crate::core::model::test_devices(n)
+        crate::model::test_devices(n)
     }
 
     fn doc_counts() -> Vec<SharedDev> {

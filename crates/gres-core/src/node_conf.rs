@@ -9,7 +9,7 @@
 //!    dropped ([`gres_name_filter`]), is counted per GRES and type
 //!    ([`gres_cnt`], [`node_slurm_gres`]); mixing typed and untyped counts
 //!    of one GRES stops slurmd ([`validate_slurm_conf`]).
-//! 2. gres.conf, already evaluated for the node ([`crate::core::gres_conf`]),
+//! 2. gres.conf, already evaluated for the node ([`crate::gres_conf`]),
 //!    is compared with those counts: records slurm.conf does not account
 //!    for are logged ([`check_conf_mismatch`]).
 //! 3. Both are merged ([`merge_config`]): gres.conf works only within what
@@ -20,8 +20,8 @@
 //!    what gres.conf does not cover becomes a record without `File`.
 //!    gres.conf records slurm.conf does not count are dropped.
 //! 4. Each GRES plugin rewrites the list: gres/gpu merges in detected GPUs
-//!    ([`crate::core::merge`]) and checks its device files, gres/mps and
-//!    gres/shard give each GPU its share ([`crate::core::shared`]),
+//!    ([`crate::merge`]) and checks its device files, gres/mps and
+//!    gres/shard give each GPU its share ([`crate::shared`]),
 //!    gres/nic checks its device files.
 //! 5. GPUs without `File` are removed ([`remove_fileless_gpus`]) and every
 //!    record is logged ([`slurmd_line`]): what `slurmd -G` prints.

@@ -5,10 +5,10 @@
 use std::path::Path;
 
 use super::*;
-use crate::core::gres_conf::syntax::MemReader;
-use crate::core::gres_conf::{GresConf, NodeContext};
-use crate::core::model::{Bitmap, DevType};
-use crate::core::slurm_conf::SlurmConf;
+use crate::gres_conf::syntax::MemReader;
+use crate::gres_conf::{GresConf, NodeContext};
+use crate::model::{Bitmap, DevType};
+use crate::slurm_conf::SlurmConf;
 
 const ENV_DEFAULT: u32 = ConfFlags::ENV_SET | ConfFlags::ENV_DEF;
 
@@ -382,7 +382,7 @@ fn env_flags_that_differ() {
 }
 
 fn fake(type_name: &str, file: &str, cpus: &str, links: &str) -> GresRecord {
-    crate::core::gres_conf::rules::add_gres_record(GresRecord {
+    crate::gres_conf::rules::add_gres_record(GresRecord {
         name: "gpu".into(),
         count: 1,
         cpu_cnt: 4,
@@ -447,7 +447,7 @@ fn problems_from_logs() {
     assert_eq!(Problem::from_log(LogLevel::Error, None, "z").severity, Severity::Error);
     assert_eq!(Severity::Fatal.as_str(), "fatal");
     let e = ConfError {
-        kind: crate::core::gres_conf::syntax::ErrorKind::UnknownKey,
+        kind: crate::gres_conf::syntax::ErrorKind::UnknownKey,
         location: Location::line(Path::new("/g"), 2),
         message: "m".into(),
         suggestion: Some("Type".into()),

@@ -22,7 +22,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
-use crate::core::model::{LogLevel, LogLine};
+use crate::model::{LogLevel, LogLine};
 
 /// Deepest chain of `include`s followed (Slurm has no limit and recurses
 /// until the stack overflows on a cycle).

@@ -408,8 +408,8 @@ pub fn merge_system_gres_conf(conf: Vec<GresRecord>, system: Vec<GresRecord>, lo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::fake_gpus::{parse_fake_gpus, to_parsable, CpuConv};
-    use crate::core::model::{gres_build_id, Bitmap};
+    use crate::fake_gpus::{parse_fake_gpus, to_parsable, CpuConv};
+    use crate::model::{gres_build_id, Bitmap};
     use std::path::Path;
 
     /// Keep every log line.
@@ -721,7 +721,7 @@ mod tests {
     /// gres.conf records as slurmd hands them over when slurm.conf's
     /// counts equal gres.conf's (node tux0, 4 CPUs).
     fn gres_conf_records(text: &str) -> Vec<GresRecord> {
-        use crate::core::gres_conf::{syntax::MemReader, GresConf, NodeContext};
+        use crate::gres_conf::{syntax::MemReader, GresConf, NodeContext};
         GresConf::parse_str(text, Path::new("gres.conf"), &MemReader::new()).unwrap().node_config(&NodeContext::new("tux0", 4)).unwrap().records()
     }
 
@@ -799,7 +799,7 @@ mod tests {
             out.records.iter().map(flags_of).collect()
         };
         fn flags_of(r: &GresRecord) -> String {
-            crate::core::model::flags_to_string(r.flags)
+            crate::model::flags_to_string(r.flags)
         }
         let fake = "a100|4|0-1|(null)|/dev/nvidia0|(null)|nvidia_gpu_env\n";
         // no_gpu_env in gres.conf wins over what detection says.

@@ -4,7 +4,7 @@
 //! (for `Include %c`), and the `Gres=` specification syntax
 //! (`gpu:tesla:2,mps:400,bandwidth:lustre:no_consume:4G`).
 //!
-//! The line syntax is Slurm's (see [`crate::core::gres_conf::syntax`]).  As
+//! The line syntax is Slurm's (see [`crate::gres_conf::syntax`]).  As
 //! in Slurm, `NodeName`, `PartitionName`, `DownNodes`, `FrontendName`,
 //! `NodeSet` and `SlurmctldHost` lines hold several pairs; any other key
 //! must be alone on its line.  Keys of `NodeName` lines are checked (with a
@@ -472,7 +472,7 @@ pub fn gres_count(specs: &[GresSpec], name: &str) -> GresCount {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::gres_conf::syntax::MemReader;
+    use crate::gres_conf::syntax::MemReader;
 
     fn conf(text: &str) -> SlurmConf {
         SlurmConf::parse_str(text, Path::new("/etc/slurm/slurm.conf"), &MemReader::new()).unwrap()
