@@ -5,9 +5,10 @@
 #[path = "nvml-standin/standin.rs"]
 mod standin;
 
+use slurm_gpu_gres::core::host::StandaloneHost;
 use slurm_gpu_gres::core::model::{Bitmap, GpuEnergy};
 use slurm_gpu_gres::nvml::clocks::{set_step_freqs, StepFreqContext};
-use slurm_gpu_gres::nvml::{Log, StandaloneHost};
+use slurm_gpu_gres::nvml::Log;
 use slurm_gpu_gres::plugins::gpu_nvml::GpuNvml;
 use slurm_gpu_gres::plugins::GpuPlugin;
 use standin::Standin;

@@ -2,8 +2,8 @@
 
 use super::slurm::{self, bitmap_to_c, string_from_c};
 use super::sys;
+use crate::core::host::Host;
 use crate::core::model::{Bitmap, GresRecord};
-use crate::plugins::Host;
 use std::ffi::{c_char, c_int, CString};
 use std::ptr;
 

@@ -8,11 +8,12 @@
 //! out, the GPU without affinity gets no `Cores`, the GPU whose affinity
 //! does not fit is left out.
 
+use super::session::DetectError;
 use super::{Log, Session};
 use crate::core::gpu_freq;
+use crate::core::host::{Host, NodeConfig};
 use crate::core::model::{Bitmap, ConfFlags, GresRecord};
 use crate::core::nvml_model::{self as model, SystemGpu};
-use crate::plugins::{Host, NodeConfig};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Device;
 
@@ -20,20 +21,6 @@ use nvml_wrapper::Device;
 pub const NVLINK_MAX_LINKS: u32 = 18;
 /// NVML's MIG mode value for "enabled".
 const MIG_ENABLE: u32 = 1;
-
-/// Why there is no GPU list at all.
-#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
-pub enum DetectError {
-    /// The NVML library could not be loaded (no NVIDIA driver installed).
-    #[error("Cannot load the NVML library {path}: {reason}")]
-    Library { path: String, reason: String },
-    /// `nvmlInit` failed (driver not loaded, no permission, ...).
-    #[error("Failed to initialize NVML: {0}")]
-    Init(String),
-    /// NVML could not count the GPUs.
-    #[error("Failed to get device count: {0}")]
-    DeviceCount(String),
-}
 
 /// What detection found, besides the records: for the report.
 #[derive(Debug, Default)]

@@ -20,8 +20,9 @@ pub mod detect;
 pub mod report;
 pub mod session;
 
-pub use detect::{detect, system_gpu_list, DetectError};
-pub use report::{detect_report, DetectReport, StandaloneHost};
+pub use detect::{detect, system_gpu_list};
+pub use report::{detect_report, DetectReport};
+pub use session::DetectError;
 pub use session::{release, session, Session};
 
 use crate::core::model::{self, GpuEnergy, LogLevel, LogLine};

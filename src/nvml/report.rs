@@ -1,10 +1,11 @@
 //! Detection for people: what NVML reports as a table and as gres.conf
 //! lines, with the log of the run.  For a command-line tool.
 
-use super::detect::{detect_logged, DetectError};
+use super::detect::detect_logged;
+use super::session::DetectError;
 use super::Log;
-use crate::core::model::{Bitmap, GresRecord, LogLevel, LogLine};
-use crate::plugins::{Host, NodeConfig};
+use crate::core::host::{Host, NodeConfig};
+use crate::core::model::{GresRecord, LogLevel, LogLine};
 
 /// The outcome of one detection.
 #[derive(Debug)]
@@ -144,37 +145,6 @@ impl DetectReport {
             out.push(words.join(" "));
         }
         out
-    }
-}
-
-/// A [`Host`] for running detection outside slurmd: machine CPU ids are
-/// taken as the abstract core ids, and nothing else is offered.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct StandaloneHost;
-
-impl Host for StandaloneHost {
-    fn autodetect_flags(&self) -> u32 {
-        0
-    }
-    fn gpu_plugin_system_gpus(&self) -> Option<Vec<GresRecord>> {
-        None
-    }
-    fn extra_conf_path(&self, _name: &str) -> Option<String> {
-        None
-    }
-    fn mac_to_abs(&self, mac: &str) -> Option<String> {
-        Some(mac.to_string())
-    }
-    fn use_local_device_index(&self) -> bool {
-        false
-    }
-    fn debug_gres(&self) -> bool {
-        false
-    }
-    fn gpu_step_hardware_init(&self, _usable: Option<&Bitmap>, _settings: Option<&str>) {}
-    fn gpu_step_hardware_fini(&self) {}
-    fn test_cpu_conv(&self, mask: &str) -> Option<String> {
-        crate::core::nvml_model::test_cpu_mask(mask)
     }
 }
 

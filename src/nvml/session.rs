@@ -8,13 +8,26 @@
 //! follow that pattern (detection in slurmd, the step clock reset) call
 //! [`release`] when done; periodic users (energy) keep the handle.
 
-use super::detect::DetectError;
 use crate::ffi::nvml_extra::NvmlExtra;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 use std::ffi::OsString;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
+
+/// Why there is no GPU list at all.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DetectError {
+    /// The NVML library could not be loaded (no NVIDIA driver installed).
+    #[error("Cannot load the NVML library {path}: {reason}")]
+    Library { path: String, reason: String },
+    /// `nvmlInit` failed (driver not loaded, no permission, ...).
+    #[error("Failed to initialize NVML: {0}")]
+    Init(String),
+    /// NVML could not count the GPUs.
+    #[error("Failed to get device count: {0}")]
+    DeviceCount(String),
+}
 
 /// An initialized NVML library.
 pub struct Session {

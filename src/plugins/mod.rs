@@ -33,38 +33,7 @@ pub(crate) fn fatal(message: &str) -> ! {
     std::process::exit(1)
 }
 
-/// What slurmd offers a plugin besides the arguments of a call.  The real
-/// implementation is in `ffi`; tests use their own.
-pub trait Host {
-    /// `GRES_AUTODETECT_*` bits of gres.conf's `AutoDetect`.
-    fn autodetect_flags(&self) -> u32;
-    /// GPUs found by slurmd's own gpu plugin (gpu/rsmi, gpu/oneapi, ...).
-    fn gpu_plugin_system_gpus(&self) -> Option<Vec<GresRecord>>;
-    /// Path of a file in slurmd's configuration directory.
-    fn extra_conf_path(&self, name: &str) -> Option<String>;
-    /// Convert a machine CPU range to slurmd's abstract core ids.
-    fn mac_to_abs(&self, mac: &str) -> Option<String>;
-    /// Devices are renumbered from 0 inside the job's cgroup.
-    fn use_local_device_index(&self) -> bool;
-    /// `DebugFlags=Gres` is set.
-    fn debug_gres(&self) -> bool;
-    /// Hand `--gpu-freq` to slurmd's gpu plugin for a step's GPUs.
-    fn gpu_step_hardware_init(&self, usable: Option<&Bitmap>, settings: Option<&str>);
-    fn gpu_step_hardware_fini(&self);
-    /// Slurm's `gpu_g_test_cpu_conv` for `fake_gpus.conf` CPU masks.
-    fn test_cpu_conv(&self, mask: &str) -> Option<String>;
-    /// slurm.conf `GpuFreqDef`, if set.
-    fn gpu_freq_def(&self) -> Option<String> {
-        None
-    }
-}
-
-/// `node_config_load` arguments beside the record list.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NodeConfig {
-    pub cpu_cnt: u32,
-    pub in_slurmd: bool,
-}
+pub use crate::core::host::{Host, NodeConfig};
 
 /// A `*_set_env` call.
 pub struct SetEnv<'a> {

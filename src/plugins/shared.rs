@@ -240,7 +240,7 @@ mod tests {
     use crate::core::wire::MemWire;
 
     /// Outside slurmd: no fake_gpus.conf, no gpu plugin.
-    use crate::nvml::StandaloneHost as TestHost;
+    use crate::core::host::StandaloneHost as TestHost;
 
     fn gpus() -> GresRecord {
         GresRecord {

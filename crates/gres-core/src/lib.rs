@@ -7,6 +7,7 @@ pub mod env;
 pub mod fake_gpus;
 pub mod gpu_freq;
 pub mod gres_conf;
+pub mod host;
 pub mod hostlist;
 pub mod merge;
 pub mod model;

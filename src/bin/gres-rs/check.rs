@@ -10,11 +10,11 @@ use slurm_gpu_gres::core::devices::{stat_device, DevStat};
 use slurm_gpu_gres::core::fake_gpus::{self, CpuConv};
 use slurm_gpu_gres::core::gres_conf::syntax::{ConfError, ConfErrors, ErrorKind, Location};
 use slurm_gpu_gres::core::gres_conf::{AutoDetect, GresConf, NodeContext};
+use slurm_gpu_gres::core::host::NodeConfig;
+use slurm_gpu_gres::core::host::StandaloneHost;
 use slurm_gpu_gres::core::hostlist;
 use slurm_gpu_gres::core::node_conf::{self, CpuMap, NodeInput, Prediction, Problem, Severity};
 use slurm_gpu_gres::core::slurm_conf::SlurmConf;
-use slurm_gpu_gres::nvml::StandaloneHost;
-use slurm_gpu_gres::plugins::NodeConfig;
 
 use crate::host::{self, LocalCpus};
 use crate::render::{self, JsonProblem, JsonRecord, Sources};

@@ -1,9 +1,10 @@
 //! `gres-rs detect`: the GPUs NVML reports.
 
 use serde::Serialize;
+use slurm_gpu_gres::core::host::NodeConfig;
+use slurm_gpu_gres::core::host::StandaloneHost;
 use slurm_gpu_gres::core::model::LogLevel;
-use slurm_gpu_gres::nvml::{self, DetectReport, StandaloneHost};
-use slurm_gpu_gres::plugins::NodeConfig;
+use slurm_gpu_gres::nvml::{self, DetectReport};
 
 use crate::render::JsonRecord;
 use crate::{host, DetectArgs, DetectFormat, EXIT_OK, EXIT_PROBLEMS};

@@ -1,0 +1,70 @@
+//! The host a plugin is given: what slurmd offers it besides the arguments
+//! of a call, as a trait, so the plugins run (and are tested) without
+//! Slurm.
+
+use crate::model::{Bitmap, GresRecord};
+
+/// What slurmd offers a plugin besides the arguments of a call.  The real
+/// implementation calls back into slurmd (`slurm_gpu_gres::ffi::host`);
+/// [`StandaloneHost`] is the one outside slurmd.
+pub trait Host {
+    /// `GRES_AUTODETECT_*` bits of gres.conf's `AutoDetect`.
+    fn autodetect_flags(&self) -> u32;
+    /// GPUs found by slurmd's own gpu plugin (gpu/rsmi, gpu/oneapi, ...).
+    fn gpu_plugin_system_gpus(&self) -> Option<Vec<GresRecord>>;
+    /// Path of a file in slurmd's configuration directory.
+    fn extra_conf_path(&self, name: &str) -> Option<String>;
+    /// Convert a machine CPU range to slurmd's abstract core ids.
+    fn mac_to_abs(&self, mac: &str) -> Option<String>;
+    /// Devices are renumbered from 0 inside the job's cgroup.
+    fn use_local_device_index(&self) -> bool;
+    /// `DebugFlags=Gres` is set.
+    fn debug_gres(&self) -> bool;
+    /// Hand `--gpu-freq` to slurmd's gpu plugin for a step's GPUs.
+    fn gpu_step_hardware_init(&self, usable: Option<&Bitmap>, settings: Option<&str>);
+    fn gpu_step_hardware_fini(&self);
+    /// Slurm's `gpu_g_test_cpu_conv` for `fake_gpus.conf` CPU masks.
+    fn test_cpu_conv(&self, mask: &str) -> Option<String>;
+    /// slurm.conf `GpuFreqDef`, if set.
+    fn gpu_freq_def(&self) -> Option<String> {
+        None
+    }
+}
+
+/// `node_config_load` arguments beside the record list.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NodeConfig {
+    pub cpu_cnt: u32,
+    pub in_slurmd: bool,
+}
+
+/// A [`Host`] outside slurmd (`gres-rs`, unit tests): machine CPU ids are
+/// taken as the abstract core ids, and nothing else is offered.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StandaloneHost;
+
+impl Host for StandaloneHost {
+    fn autodetect_flags(&self) -> u32 {
+        0
+    }
+    fn gpu_plugin_system_gpus(&self) -> Option<Vec<GresRecord>> {
+        None
+    }
+    fn extra_conf_path(&self, _name: &str) -> Option<String> {
+        None
+    }
+    fn mac_to_abs(&self, mac: &str) -> Option<String> {
+        Some(mac.to_string())
+    }
+    fn use_local_device_index(&self) -> bool {
+        false
+    }
+    fn debug_gres(&self) -> bool {
+        false
+    }
+    fn gpu_step_hardware_init(&self, _usable: Option<&Bitmap>, _settings: Option<&str>) {}
+    fn gpu_step_hardware_fini(&self) {}
+    fn test_cpu_conv(&self, mask: &str) -> Option<String> {
+        crate::nvml_model::test_cpu_mask(mask)
+    }
+}
