@@ -1,6 +1,7 @@
 #!/bin/bash
 # The one test command: prepares the machine (tests/setup-debian.sh), builds
-# the workspace (the plugin .so files the real-Slurm tests install), then
+# the workspace (the plugin .so files the real-Slurm tests install) and the
+# test build with the test hooks, then
 # runs every unit and integration test. Exits non-zero on any failure.
 # Needs root (the test clusters run their own munged/slurmctld/slurmd).
 set -euo pipefail
@@ -15,6 +16,11 @@ bash tests/setup-debian.sh
 
 echo "==> cargo build --workspace"
 cargo build --workspace
+
+# The test build (test hooks on; tests/harness test_build_dir), which the
+# tests would otherwise build at their first use of it.
+echo "==> cargo build --workspace --features fault-injection,test-hooks (target/test-build)"
+cargo build --workspace --features fault-injection,test-hooks --target-dir "${CARGO_TARGET_DIR:-target}/test-build"
 
 echo "==> cargo test --workspace --no-fail-fast"
 cargo test --workspace --no-fail-fast "$@"
