@@ -18,7 +18,7 @@ cargo fmt --all --check
 echo "==> cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "==> cargo clippy (test features)"
-cargo clippy --workspace --all-targets --features fault-injection -- -D warnings
+cargo clippy --workspace --all-targets --features fault-injection,test-hooks -- -D warnings
 
 echo "==> the pure core depends on no build-time tool and no Slurm"
 core_deps="$(cargo tree -p gres-core -e normal,build --prefix none --format '{p}')"

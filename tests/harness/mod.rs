@@ -182,18 +182,53 @@ pub fn locate_our_library() -> Result<PathBuf, String> {
             Err(format!("GRES_RS_PLUGIN_DIR={} lacks {SHARED_LIBRARY_FILE}; run `cargo build --workspace` first", d.display()))
         };
     }
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(t) if Path::new(&t).is_absolute() => PathBuf::from(t),
-        Some(t) => manifest.join(t),
-        None => manifest.join("target"),
-    };
+    let target = target_dir();
     let profiles = if cfg!(debug_assertions) { ["debug", "release"] } else { ["release", "debug"] };
     let tried: Vec<PathBuf> = profiles.iter().map(|p| target.join(p)).collect();
     tried.iter().find(|d| d.join(SHARED_LIBRARY_FILE).is_file()).cloned().ok_or_else(|| {
         let looked: Vec<String> = tried.iter().map(|d| d.display().to_string()).collect();
         format!("{SHARED_LIBRARY_FILE} is not built; run `cargo build --workspace` first (or set GRES_RS_PLUGIN_DIR). Looked in: {}", looked.join("; "))
     })
+}
+
+/// cargo's target directory: `$CARGO_TARGET_DIR`, else `<workspace>/target`.
+pub fn target_dir() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(t) if Path::new(&t).is_absolute() => PathBuf::from(t),
+        Some(t) => manifest.join(t),
+        None => manifest.join("target"),
+    }
+}
+
+/// The cargo features of [`test_build_dir`]'s build: the test hooks that
+/// never reach a release build (`GRES_RS_PANIC_IN`; `GRES_RS_NVML_LIB`,
+/// `GRES_RS_DEV_DIR`, `GRES_RS_MIG_MINORS` read from the daemon's
+/// environment).
+pub const TEST_FEATURES: &str = "fault-injection,test-hooks";
+
+/// Our plugins built with [`TEST_FEATURES`] in a target dir of their own
+/// (`<target>/test-build`), so that the normal build, which is what ships,
+/// is left alone: the directory holding that `libgres_rs.so` (`debug/`, or
+/// `release/` when `release`).  Built at the first call in a test process
+/// (cargo finds it up to date after the first test binary).  For
+/// [`ClusterConfig::plugin_build_dir`] of tests that put those variables
+/// into slurmd's environment.
+pub fn test_build_dir(release: bool) -> PathBuf {
+    static BUILT: [std::sync::OnceLock<PathBuf>; 2] = [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    BUILT[usize::from(release)]
+        .get_or_init(|| {
+            let target = target_dir().join("test-build");
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.current_dir(env!("CARGO_MANIFEST_DIR")).args(["build", "--workspace", "--features", TEST_FEATURES, "--target-dir"]).arg(&target);
+            if release {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().unwrap_or_else(|e| panic!("cannot run cargo build for the test build: {e}"));
+            assert!(status.success(), "cargo build --features {TEST_FEATURES} (the test build in {}) failed", target.display());
+            target.join(if release { "release" } else { "debug" })
+        })
+        .clone()
 }
 
 /// One dynamic symbol of a shared object, as `nm -D` lists it.
@@ -333,7 +368,7 @@ pub struct ClusterConfig {
     pub verify_ours_loaded: bool,
     pub start_timeout: Duration,
     /// Take our built `lib*.so` from this directory instead of the default
-    /// build (e.g. a fault-injection build in its own target dir).
+    /// build (e.g. [`test_build_dir`], with the test hooks).
     pub plugin_build_dir: Option<PathBuf>,
     /// Stock plugin files Debian does not ship (the bench's gpu_nvml.so
     /// built from Debian's source), copied into a directory that PluginDir
@@ -401,6 +436,12 @@ impl ClusterConfig {
     }
     pub fn with_plugins(mut self, p: PluginSet) -> Self {
         self.plugins = p;
+        self
+    }
+    /// Our plugins from the test build ([`test_build_dir`], debug), which
+    /// reads the test hooks from slurmd's environment.
+    pub fn with_test_build(mut self) -> Self {
+        self.plugin_build_dir = Some(test_build_dir(false));
         self
     }
 }
