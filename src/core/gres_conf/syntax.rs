@@ -25,6 +25,7 @@
 //! of one configuration up to [`MAX_TOTAL_LEN`]; past that, an error
 //! (slurmd allocates the file's size and reads it whole).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -507,7 +508,7 @@ pub fn include_path(including: &Path, target: &str) -> PathBuf {
 pub fn parse_file(reader: &dyn ConfReader, path: &Path, sink: &mut dyn LineSink) -> Result<(), ConfErrors> {
     let mut walk = Walk { reader, sink, errors: Vec::new(), left: MAX_TOTAL_LEN };
     if let Some(bytes) = walk.read(path, None) {
-        walk.walk(path, String::from_utf8_lossy(&bytes).into_owned());
+        walk.walk(path, String::from_utf8_lossy(&bytes));
     }
     walk.finish()
 }
@@ -516,7 +517,7 @@ pub fn parse_file(reader: &dyn ConfReader, path: &Path, sink: &mut dyn LineSink)
 /// read through `reader`).
 pub fn parse_text(reader: &dyn ConfReader, path: &Path, text: &str, sink: &mut dyn LineSink) -> Result<(), ConfErrors> {
     let mut walk = Walk { reader, sink, errors: Vec::new(), left: MAX_TOTAL_LEN };
-    walk.walk(path, text.to_string());
+    walk.walk(path, Cow::Borrowed(text));
     walk.finish()
 }
 
@@ -530,9 +531,9 @@ struct Walk<'a> {
 }
 
 /// A file being read: it, or a file it includes, is being parsed.
-struct Open {
+struct Open<'t> {
     path: PathBuf,
-    text: String,
+    text: Cow<'t, str>,
     cursor: Cursor,
 }
 
@@ -592,7 +593,7 @@ impl Walk<'_> {
     /// Parse `text` as the file `path`, and what it includes in place of
     /// each `include` line.  The chain of open files is a list, not the
     /// call stack: a chain as deep as slurmd follows fits any thread.
-    fn walk(&mut self, path: &Path, text: String) {
+    fn walk(&mut self, path: &Path, text: Cow<'_, str>) {
         let mut open = vec![Open { path: path.to_path_buf(), text, cursor: Cursor::new() }];
         while let Some(file) = open.last_mut() {
             let Some(logical) = next_logical(&file.text, &mut file.cursor) else {
@@ -602,13 +603,13 @@ impl Walk<'_> {
             if logical.bytes.iter().all(|&b| is_c_space(b)) {
                 continue;
             }
-            let path = file.path.clone();
-            match logical.include(&path) {
-                None => self.sink.line(logical.parse(&path), &mut self.errors),
+            let path = &open[open.len() - 1].path;
+            match logical.include(path) {
+                None => self.sink.line(logical.parse(path), &mut self.errors),
                 Some(Err(e)) => self.errors.push(e),
                 Some(Ok(target)) => {
-                    if let Some((included, text)) = self.include(&path, &target, &open) {
-                        open.push(Open { path: included, text, cursor: Cursor::new() });
+                    if let Some((included, text)) = self.include(path, &target, &open) {
+                        open.push(Open { path: included, text: Cow::Owned(text), cursor: Cursor::new() });
                     }
                 }
             }
