@@ -135,6 +135,32 @@ fn slurmd_survives_hostile_fake_gpus_conf() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// The rule `gres-rs check` follows for `Include` (tests/cli_hostile_files.rs),
+/// on the real slurmd: gres.conf including `/dev/zero`, a FIFO and a
+/// directory reads as without those lines, without blocking.
+#[test]
+fn slurmd_reads_special_includes_as_empty() {
+    if !require_slurm("slurmd_reads_special_includes_as_empty") {
+        return;
+    }
+    let s = Scratch::new("includes");
+    let fifo = s.0.join("pipe");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let plain = Cluster::slurmd_g(&config(PluginSet::Ours));
+    plain.assert_ours_loaded(&["gres_gpu"]);
+    assert!(plain.output.ok() && plain.gres_lines().len() == 2, "{}", plain.output);
+    let mut c = config(PluginSet::Ours);
+    c.gres_conf = format!("{}Include /dev/zero\nInclude {}\nInclude {{ETC}}\n", c.gres_conf, fifo.display());
+    let g = Cluster::slurmd_g(&c);
+    g.assert_ours_loaded(&["gres_gpu"]);
+    assert_ne!(g.output.status, Some(KILLED), "slurmd -G blocked:\n{}", g.output);
+    assert_eq!(outcome(&g), outcome(&plain), "{}", g.normalized());
+    for name in ["/dev/zero", &fifo.display().to_string()] {
+        assert!(g.normalized().contains(&format!("s_p_parse_file: file \"{name}\" is empty")), "{name}:\n{}", g.normalized());
+    }
+    assert!(peak_rss_kib(&g) < MAX_PEAK_RSS_KIB);
+}
+
 /// What the stock plugin does with the same files (for
 /// docs/deviations.md): on `/dev/zero` and the FIFO, `slurmd -G` runs until
 /// killed (20 s); the directory reads as empty, silently; the sparse file
