@@ -35,8 +35,10 @@ use crate::core::files::{read_bounded, FileKind, ReadError, MAX_FILE_LEN};
 use crate::core::model::{LogLevel, LogLine};
 
 /// Deepest chain of `include`s followed.  slurmd has no limit: each level
-/// keeps its file open, so a chain fails at the limit of open files (about
-/// 1,000 deep with 1,024), and a cycle recurses until then.
+/// keeps its file open, so a chain fails at the limit of open files
+/// (`slurmd -G` with 1,024: 1,019 includes deep is read, 1,020 fails), and
+/// a cycle recurses until then.  (Debian's slurmd.service sets
+/// `LimitNOFILE=131072`, which lets slurmd go deeper than this.)
 pub const MAX_INCLUDE_DEPTH: usize = 1000;
 
 /// The most read of all the files of one configuration (the file and what
@@ -633,7 +635,11 @@ impl Walk<'_> {
             return None;
         }
         if open.len() > MAX_INCLUDE_DEPTH {
-            let message = format!("Include of \"{}\" nests deeper than {MAX_INCLUDE_DEPTH} files", included.display());
+            let message = format!(
+                "Include of \"{}\" nests deeper than {MAX_INCLUDE_DEPTH} files; slurmd keeps every file of the chain open and fails once it \
+                 cannot open more (1,020 deep with 1,024 open files)",
+                included.display()
+            );
             self.errors.push(ConfError::new(ErrorKind::Include, target.location.clone(), message));
             return None;
         }
@@ -927,7 +933,11 @@ mod tests {
         assert_eq!(sink.lines.len(), MAX_INCLUDE_DEPTH + 1);
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].kind, ErrorKind::Include);
-        assert_eq!(errs[0].message, "Include of \"/c1001.conf\" nests deeper than 1000 files");
+        assert_eq!(
+            errs[0].message,
+            "Include of \"/c1001.conf\" nests deeper than 1000 files; slurmd keeps every file of the chain open and fails once it cannot \
+             open more (1,020 deep with 1,024 open files)"
+        );
     }
 
     #[test]
