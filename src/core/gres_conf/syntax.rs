@@ -644,7 +644,9 @@ impl Walk<'_> {
             return None;
         }
         let bytes = self.read(&included, Some(target))?;
-        Some((included, String::from_utf8_lossy(&bytes).into_owned()))
+        // Valid UTF-8 (the usual case) is kept as read, not copied.
+        let text = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        Some((included, text))
     }
 }
 
