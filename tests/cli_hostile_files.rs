@@ -3,10 +3,12 @@
 //! `/dev/zero`, a FIFO, a directory or a 10 GB sparse file, and long
 //! chains of includes.  slurmd's parser (`s_p_parse_file`) reads a file of
 //! size 0 (a device, a FIFO) and a directory as empty files, allocates and
-//! reads a large regular file whole, and follows includes until it runs
-//! out of file descriptors.  `check` accepts what slurmd accepts, with a
-//! warning that names the file, and refuses a file beyond its bound; it
-//! never blocks and its memory stays bounded.
+//! reads a large regular file (from 2 GiB on, as empty: its buffer size
+//! wraps as an `int`), and follows includes until it runs out of file
+//! descriptors.  `check` accepts what slurmd accepts, with a warning that
+//! names the file; an include beyond its bound is an error (not fatal:
+//! slurmd reads it) saying that the file was not checked; it never blocks
+//! and its memory stays bounded.
 //!
 //! Every run is under `prlimit --as` (1 GiB of address space) and a
 //! timeout, so that a reader without bounds fails the test instead of
@@ -143,16 +145,35 @@ fn include_of_a_directory_reads_as_empty_with_a_warning() {
     accepted_with_warning(&check(&d), &format!("Include {}: a directory; slurmd reads it as an empty file", name.display()));
 }
 
+/// An include larger than the bound is not read: an error (slurmd reads
+/// it, so not a fatal one) that names it and says what slurmd does.
+#[track_caller]
+fn not_checked(run: &Run, file: &Path, why: &str) {
+    assert_eq!(run.code, Some(1), "stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    let expected = format!("error: Include {} not checked: {why}", file.display());
+    assert!(run.stderr.contains(&expected), "no \"{expected}\" in:\n{}", run.stderr);
+    assert!(run.stderr.ends_with("0 fatal, 1 error, 0 warnings\n"), "{}", run.stderr);
+    assert!(run.stdout.contains("\nGres Name=gpu Type=(null) Count=2 Index=0 ID=7696487 File=/dev/nvidia[0-1] (null)\n"), "{}", run.stdout);
+}
+
 #[test]
-fn include_of_a_10_gb_sparse_file_is_refused() {
+fn include_of_a_10_gb_sparse_file_is_not_read() {
     let d = including("sparse", "big.conf");
     let big = d.0.join("big.conf");
     sparse(&big, 10 << 30);
-    let run = check(&d);
-    assert_eq!(run.code, Some(1), "stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
-    let expected = format!("\"{}\" is 10737418240 bytes, more than the 16777216 read", big.display());
-    assert!(run.stderr.contains(&expected), "no \"{expected}\" in:\n{}", run.stderr);
-    assert!(run.stderr.contains("slurmd would allocate 10737418241 bytes for its line buffer"), "{}", run.stderr);
+    let why = "10737418240 bytes, more than the 16777216 read \
+               (slurmd allocates a 10737418241-byte line buffer, whose size wraps to -2147483647 as an int: it reads the file as empty)";
+    not_checked(&check(&d), &big, why);
+}
+
+#[test]
+fn include_of_a_17_mib_file_is_not_read() {
+    let d = including("17mib", "big.conf");
+    let big = d.0.join("big.conf");
+    // Comment lines of 100 bytes, 17 MiB in all.
+    fs::write(&big, format!("{}\n", "#".repeat(99)).repeat((17 << 20) / 100)).unwrap();
+    let len = fs::metadata(&big).unwrap().len();
+    not_checked(&check(&d), &big, &format!("{len} bytes, more than the 16777216 read (slurmd allocates a {}-byte line buffer and reads it)", len + 1));
 }
 
 #[test]

@@ -161,6 +161,32 @@ fn slurmd_reads_special_includes_as_empty() {
     assert!(peak_rss_kib(&g) < MAX_PEAK_RSS_KIB);
 }
 
+/// Why `gres-rs check` does not call an include beyond its 16 MiB bound
+/// fatal: slurmd reads a 17 MiB one, and one of 10 GB (its line buffer's
+/// size wraps as an `int`) as empty.  (No address-space limit here:
+/// slurmd allocates the 10 GB buffer, untouched.)
+#[test]
+fn slurmd_reads_large_includes() {
+    if !require_slurm("slurmd_reads_large_includes") {
+        return;
+    }
+    let s = Scratch::new("large");
+    let sparse = s.0.join("sparse.conf");
+    fs::File::create(&sparse).unwrap().set_len(10 << 30).unwrap();
+    let comments = s.0.join("comments.conf");
+    fs::write(&comments, format!("{}\n", "#".repeat(99)).repeat((17 << 20) / 100)).unwrap();
+    let plain = Cluster::slurmd_g(&ClusterConfig::gpus(PluginSet::Ours, 2));
+    plain.assert_ours_loaded(&["gres_gpu"]);
+    assert!(plain.output.ok() && plain.gres_lines().len() == 2, "{}", plain.output);
+    for file in [&sparse, &comments] {
+        let mut c = ClusterConfig::gpus(PluginSet::Ours, 2);
+        c.gres_conf = format!("{}Include {}\n", c.gres_conf, file.display());
+        let g = Cluster::slurmd_g(&c);
+        g.assert_ours_loaded(&["gres_gpu"]);
+        assert_eq!(outcome(&g), outcome(&plain), "{}:\n{}", file.display(), g.normalized());
+    }
+}
+
 /// What the stock plugin does with the same files (for
 /// docs/deviations.md): on `/dev/zero` and the FIFO, `slurmd -G` runs until
 /// killed (20 s); the directory reads as empty, silently; the sparse file

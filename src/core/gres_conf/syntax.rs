@@ -22,8 +22,10 @@
 //! FIFO: size 0 for `stat()`; a directory: `fgets()` fails) slurmd reads as
 //! an empty file, and so does this reader, with a warning that names it.
 //! A regular file is read up to [`MAX_FILE_LEN`] bytes, and all the files
-//! of one configuration up to [`MAX_TOTAL_LEN`]; past that, an error
-//! (slurmd allocates the file's size and reads it whole).
+//! of one configuration up to [`MAX_TOTAL_LEN`].  slurmd reads a larger
+//! one (into a line buffer of the file's size, whose size wraps as an
+//! `int` from 2 GiB on): an include past the bound is an error remark
+//! (not checked, the parse goes on), the main file past it an error.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -569,20 +571,23 @@ impl Walk<'_> {
                 self.sink.remark(Diagnostic::new(LogLevel::Info, Some(location.clone()), message));
                 None
             }
-            Err(ReadError::TooLarge { size, .. }) if limit < MAX_FILE_LEN && size.map_or(true, |s| s <= MAX_FILE_LEN) => {
-                self.errors.push(error(format!("reading \"{}\" would take the files of this configuration past {MAX_TOTAL_LEN} bytes in all", path.display())));
-                None
-            }
-            Err(ReadError::TooLarge { size: Some(size), .. }) => {
-                self.errors.push(error(format!(
-                    "\"{}\" is {size} bytes, more than the {MAX_FILE_LEN} read (slurmd would allocate {} bytes for its line buffer and read the file whole)",
-                    path.display(),
-                    size.saturating_add(1)
-                )));
-                None
-            }
-            Err(ReadError::TooLarge { size: None, .. }) => {
-                self.errors.push(error(format!("\"{}\" holds more than the {MAX_FILE_LEN} bytes read", path.display())));
+            Err(ReadError::TooLarge { size, .. }) => {
+                let why = match size {
+                    Some(size) if limit == MAX_FILE_LEN || size > MAX_FILE_LEN => {
+                        format!("{size} bytes, more than the {MAX_FILE_LEN} read ({})", slurmd_reading(size))
+                    }
+                    None if limit == MAX_FILE_LEN => format!("it holds more than the {MAX_FILE_LEN} bytes read"),
+                    _ => format!("reading it would take the files of this configuration past {MAX_TOTAL_LEN} bytes in all"),
+                };
+                match include {
+                    // slurmd reads it: not a reason to stop, but what it
+                    // holds is not checked.
+                    Some(_) => {
+                        let message = format!("Include {} not checked: {why}", path.display());
+                        self.sink.remark(Diagnostic::new(LogLevel::Error, Some(location.clone()), message));
+                    }
+                    None => self.errors.push(error(format!("\"{}\" not read: {why}", path.display()))),
+                }
                 None
             }
             Err(e) => {
@@ -647,6 +652,22 @@ impl Walk<'_> {
         // Valid UTF-8 (the usual case) is kept as read, not copied.
         let text = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         Some((included, text))
+    }
+}
+
+/// What slurmd's `s_p_parse_file()` does with a regular file of `size`
+/// bytes: it allocates a line buffer of `size + 1` bytes and hands that
+/// size to `fgets()` as an `int`, which from 2 GiB on wraps.
+fn slurmd_reading(size: u64) -> String {
+    let buffer = size.saturating_add(1);
+    // The low 32 bits, read as a C int.
+    let as_int = buffer as u32 as i32;
+    if i64::from(as_int) == buffer as i64 {
+        format!("slurmd allocates a {buffer}-byte line buffer and reads it")
+    } else if as_int <= 0 {
+        format!("slurmd allocates a {buffer}-byte line buffer, whose size wraps to {as_int} as an int: it reads the file as empty")
+    } else {
+        format!("slurmd allocates a {buffer}-byte line buffer, whose size wraps to {as_int} as an int: it reads lines of at most {} bytes", as_int - 1)
     }
 }
 
@@ -887,16 +908,32 @@ mod tests {
         let big = vec![b'#'; MAX_FILE_LEN as usize + 1];
         let reader = MemReader::new().with("/a.conf", "include /big.conf\nA=1\n").with("/big.conf", big.clone());
         let mut sink = Collect::default();
-        let errs = parse_file(&reader, Path::new("/a.conf"), &mut sink).unwrap_err().0;
+        // slurmd reads it, so the parse goes on; the file is not checked.
+        parse_file(&reader, Path::new("/a.conf"), &mut sink).unwrap();
         assert_eq!(sink.lines.len(), 1);
-        assert_eq!((errs.len(), errs[0].kind, errs[0].location.line), (1, ErrorKind::Io, 1));
+        assert_eq!(sink.remarks.len(), 1);
+        assert_eq!((sink.remarks[0].level, sink.remarks[0].location.as_ref().unwrap().line), (LogLevel::Error, 1));
         assert_eq!(
-            errs[0].message,
-            "\"Include\" failed: \"/big.conf\" is 16777217 bytes, more than the 16777216 read \
-             (slurmd would allocate 16777218 bytes for its line buffer and read the file whole)"
+            sink.remarks[0].message,
+            "Include /big.conf not checked: 16777217 bytes, more than the 16777216 read (slurmd allocates a 16777218-byte line buffer and reads it)"
         );
+        // The file itself: nothing to check.
         let e = parse_file(&MemReader::new().with("/big.conf", big), Path::new("/big.conf"), &mut Collect::default()).unwrap_err();
         assert_eq!((e.0[0].kind, e.0[0].location.line), (ErrorKind::Io, 0));
+        assert!(e.0[0].message.starts_with("\"/big.conf\" not read: 16777217 bytes"), "{}", e.0[0].message);
+    }
+
+    #[test]
+    fn how_slurmd_reads_a_large_file() {
+        assert_eq!(slurmd_reading(100), "slurmd allocates a 101-byte line buffer and reads it");
+        assert_eq!(
+            slurmd_reading(10 << 30),
+            "slurmd allocates a 10737418241-byte line buffer, whose size wraps to -2147483647 as an int: it reads the file as empty"
+        );
+        assert_eq!(
+            slurmd_reading((4 << 30) + 99),
+            "slurmd allocates a 4294967396-byte line buffer, whose size wraps to 100 as an int: it reads lines of at most 99 bytes"
+        );
     }
 
     #[test]
@@ -906,12 +943,13 @@ mod tests {
         let part = vec![b'#'; MAX_FILE_LEN as usize - 1024];
         let main = "include /p.conf\n".repeat(5);
         let reader = MemReader::new().with("/a.conf", main).with("/p.conf", part);
-        let errs = parse_file(&reader, Path::new("/a.conf"), &mut Collect::default()).unwrap_err().0;
-        assert_eq!(errs.len(), 1, "{errs:?}");
-        assert_eq!(errs[0].location.line, 5);
+        let mut sink = Collect::default();
+        parse_file(&reader, Path::new("/a.conf"), &mut sink).unwrap();
+        assert_eq!(sink.remarks.len(), 1, "{:?}", sink.remarks);
+        assert_eq!((sink.remarks[0].level, sink.remarks[0].location.as_ref().unwrap().line), (LogLevel::Error, 5));
         assert_eq!(
-            errs[0].message,
-            format!("\"Include\" failed: reading \"/p.conf\" would take the files of this configuration past {MAX_TOTAL_LEN} bytes in all")
+            sink.remarks[0].message,
+            format!("Include /p.conf not checked: reading it would take the files of this configuration past {MAX_TOTAL_LEN} bytes in all")
         );
     }
 
