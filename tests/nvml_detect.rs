@@ -181,6 +181,28 @@ fn mig_without_minors_file() {
     assert!(e[0].starts_with("Could not open file `/nonexistent/mig-minors`"), "{e:#?}");
 }
 
+/// A mig-minors file (or what /proc/driver/nvidia-caps/mig-minors links
+/// to) that is not a regular file: an error naming it, at once,
+/// instead of reading /dev/zero until memory runs out or blocking on a FIFO.
+#[test]
+fn mig_minors_that_is_not_a_regular_file() {
+    let dir = std::env::temp_dir().join(format!("gres-rs-mig-minors-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("mig-minors");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for (path, what) in [(std::path::Path::new("/dev/zero"), "a character device"), (fifo.as_path(), "a FIFO"), (dir.as_path(), "a directory")] {
+        let s = Standin::new("a100_mig.conf");
+        let paths = nvml::Paths { mig_minors: path.into(), ..s.paths() };
+        let (gpus, log) = run_with(&identity(64), &paths);
+        assert!(gpus.is_empty(), "{gpus:#?}");
+        let e = errors(&log);
+        assert_eq!(e.len(), 7, "{e:#?}");
+        assert_eq!(e[0], format!("Could not open file `{}`: {what}, not a regular file", path.display()));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn mixed_models_and_mig() {
     let _s = Standin::new("mixed.conf");

@@ -10,6 +10,7 @@
 
 use super::session::DetectError;
 use super::{Log, Paths, Session};
+use crate::core::files::{read_bounded, MAX_FILE_LEN};
 use crate::core::gpu_freq;
 use crate::core::host::{Host, NodeConfig};
 use crate::core::model::{Bitmap, ConfFlags, GresRecord};
@@ -371,7 +372,12 @@ impl Ctx<'_> {
     fn cap_minors(&mut self, gpu_minor: u32, gi: u32, ci: u32, log: &mut Log) -> Option<(u32, u32)> {
         let text = self.mig_minors.get_or_insert_with(|| {
             let path = &self.paths.mig_minors;
-            std::fs::read_to_string(path).map_err(|e| format!("Could not open file `{}`: {e}", path.display()))
+            // A regular file of at most MAX_FILE_LEN bytes (the real one is
+            // a few KiB): what the variable points at is never read blindly.
+            read_bounded(path, MAX_FILE_LEN)
+                .map_err(|e| e.to_string())
+                .and_then(|b| String::from_utf8(b).map_err(|e| e.to_string()))
+                .map_err(|e| format!("Could not open file `{}`: {e}", path.display()))
         });
         match text {
             Err(e) => {

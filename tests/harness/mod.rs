@@ -335,6 +335,9 @@ pub struct ClusterConfig {
     pub gres_conf: String,
     /// fake_gpus.conf next to slurm.conf (placeholders allowed).
     pub fake_gpus_conf: Option<String>,
+    /// fake_gpus.conf next to slurm.conf as a symbolic link to this path
+    /// (placeholders allowed; instead of `fake_gpus_conf`).
+    pub fake_gpus_link: Option<String>,
     /// Number of fake device nodes `{DEV}/nvidia0..N-1` to create.
     pub fake_gpus: u32,
     /// Prolog/Epilog script bodies (written to {ETC}/prolog.sh etc.).
@@ -358,6 +361,11 @@ pub struct ClusterConfig {
     pub cgroup_conf: Option<String>,
     /// Extra environment for slurmd (and `slurmd -G`).
     pub slurmd_env: Vec<(String, String)>,
+    /// `slurmd -G` runs as the last argument of this command (e.g.
+    /// `/usr/bin/time -f ... prlimit --as=...`) when not empty.  On its
+    /// timeout the harness kills the command only: one that forks must
+    /// end slurmd itself (`timeout -s KILL N`).
+    pub slurmd_g_wrapper: Vec<String>,
     /// Build a stub libnvidia-ml.so (nvmlInit fails with "driver not
     /// loaded") and put it on slurmd's LD_LIBRARY_PATH, so that
     /// `AutoDetect=nvml` makes slurmd load gpu_nvml.so.
@@ -399,6 +407,7 @@ impl ClusterConfig {
             node_gres: if n > 0 { Some(format!("gpu:{n}")) } else { None },
             gres_conf: gpu_gres_line(n),
             fake_gpus_conf: None,
+            fake_gpus_link: None,
             fake_gpus: n,
             prolog: None,
             epilog: None,
@@ -411,6 +420,7 @@ impl ClusterConfig {
             extra_node_conf: String::new(),
             cgroup_conf: None,
             slurmd_env: vec![],
+            slurmd_g_wrapper: vec![],
             nvml_stub: false,
             wait_idle: true,
             verify_ours_loaded: true,
@@ -669,6 +679,9 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
     }
     if let Some(f) = &c.fake_gpus_conf {
         fsutil::write_file(&l.etc.join("fake_gpus.conf"), &l.subst(f, node), 0o644).map_err(e("writing fake_gpus.conf"))?;
+    }
+    if let Some(target) = &c.fake_gpus_link {
+        std::os::unix::fs::symlink(l.subst(target, node), l.etc.join("fake_gpus.conf")).map_err(e("linking fake_gpus.conf"))?;
     }
     Ok((fake_gpus, plugin_dir_setting, our_dir, ld))
 }
@@ -1335,7 +1348,14 @@ impl Cluster {
             Err(e) => panic!("slurmd -G setup failed: {e}"),
         };
         let l = &p.layout;
-        let mut cmd = Command::new(tool("slurmd"));
+        let mut cmd = match config.slurmd_g_wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(tool("slurmd"));
+                cmd
+            }
+            None => Command::new(tool("slurmd")),
+        };
         clean_env(&mut cmd, l);
         cmd.current_dir(&l.root);
         cmd.arg("-G").arg("-N").arg(&config.node_name);

@@ -203,7 +203,11 @@ fn check(args: &CheckArgs, report: &mut Report) -> Result<(), u8> {
     });
     match full {
         Ok(None) => {}
-        Ok(Some(Ok(full))) => std::mem::forget(full),
+        Ok(Some(Ok(full))) => {
+            // Files slurmd reads as empty: said once, whatever the node.
+            report.file_problems.extend(full.file_remarks().iter().map(Problem::from_diagnostic));
+            std::mem::forget(full)
+        }
         Ok(Some(Err(errors))) => return conf_errors(&errors, &gres_path, report),
         Err(_) => {
             tool_error("reading gres.conf failed");
