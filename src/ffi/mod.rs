@@ -10,6 +10,5 @@ pub mod gpu_exports;
 pub mod guard;
 pub mod host;
 pub mod log;
-pub mod nvml_extra;
 pub mod slurm;
 pub mod sys;

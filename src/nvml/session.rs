@@ -8,7 +8,7 @@
 //! follow that pattern (detection in slurmd, the step clock reset) call
 //! [`release`] when done; periodic users (energy) keep the handle.
 
-use crate::ffi::nvml_extra::NvmlExtra;
+use nvml_extra::NvmlExtra;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 use std::ffi::OsString;
