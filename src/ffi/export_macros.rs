@@ -29,8 +29,9 @@ macro_rules! export_gres_plugin {
     ($tag:ident => $plugin:ty) => {
         const _: () = {
             use ::std::ffi::{c_char, c_int, c_void};
-            use $crate::ffi::exports as ex;
             use $crate::ffi::sys;
+            use $crate::ffi::{common_functions as common, gres_functions as gres};
+            use $crate::plugins::GresPlugin as _;
             type P = $plugin;
             static DEVICES: $crate::ffi::slurm::DeviceListCache = $crate::ffi::slurm::DeviceListCache::new();
             $crate::gres_plugin_functions!(__export_functions!($tag));
@@ -46,8 +47,9 @@ macro_rules! export_gpu_plugin {
     ($tag:ident => $plugin:ty) => {
         const _: () = {
             use ::std::ffi::{c_char, c_int, c_uint};
-            use $crate::ffi::gpu_exports as gx;
             use $crate::ffi::sys;
+            use $crate::ffi::{common_functions as common, gpu_functions as gpu};
+            use $crate::plugins::GpuPlugin as _;
             type P = $plugin;
             $crate::gpu_plugin_functions!(__export_functions!($tag));
         };
