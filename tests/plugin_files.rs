@@ -6,7 +6,7 @@
 
 mod harness;
 
-use harness::{locate_our_library, stock_plugin_dir, PLUGIN_FILES, SHARED_LIBRARY_FILE};
+use harness::{locate_our_library, stock_plugin_dir, LIBRARY_FILE, PLUGIN_FILES};
 use slurm_gpu_gres::plugins::files::Interface;
 use slurm_gpu_gres::plugins::plugin_file_bytes;
 use std::collections::BTreeSet;
@@ -35,7 +35,7 @@ fn is_entry_point(name: &str) -> bool {
 fn plugin_files_offer_the_stock_entry_points_and_jump_into_our_library() {
     let dir = std::env::temp_dir().join(format!("gres-rs-plugin-files-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let library = locate_our_library().unwrap_or_else(|e| panic!("{e}")).join(SHARED_LIBRARY_FILE);
+    let library = locate_our_library().unwrap_or_else(|e| panic!("{e}")).join(LIBRARY_FILE);
     let (offered, _) = dynamic_symbols(&library);
     let stock = stock_plugin_dir();
     for file in &PLUGIN_FILES {

@@ -10,20 +10,20 @@
 
 /// How the names of `libgres_rs.so`'s functions for the plugin files
 /// begin (`gres-rs install` checks that a plugin file finds all it needs).
-pub const SHARED_SYMBOL_PREFIX: &str = "gres_rs_";
+pub const LIBRARY_SYMBOL_PREFIX: &str = "gres_rs_";
 
 /// The name in `libgres_rs.so` of plugin file `file`'s function
-/// `function`: [`SHARED_SYMBOL_PREFIX`], the file, the function
-/// (`gres_rs_gres_gpu_init`).  [`__shared_symbol!`] is the same as a
+/// `function`: [`LIBRARY_SYMBOL_PREFIX`], the file, the function
+/// (`gres_rs_gres_gpu_init`).  [`__library_symbol!`] is the same as a
 /// literal, for `#[export_name]`.
-pub fn shared_symbol(file: &str, function: &str) -> String {
-    format!("{SHARED_SYMBOL_PREFIX}{file}_{function}")
+pub fn library_symbol(file: &str, function: &str) -> String {
+    format!("{LIBRARY_SYMBOL_PREFIX}{file}_{function}")
 }
 
-/// [`shared_symbol`] as a literal.
+/// [`library_symbol`] as a literal.
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __shared_symbol {
+macro_rules! __library_symbol {
     ($tag:ident, $name:ident) => {
         concat!("gres_rs_", stringify!($tag), "_", stringify!($name))
     };
@@ -89,8 +89,8 @@ macro_rules! gpu_plugin_functions {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn shared_names_as_literal_and_as_text_agree() {
-        assert_eq!(crate::__shared_symbol!(gres_gpu, init), super::shared_symbol("gres_gpu", "init"));
-        assert_eq!(crate::__shared_symbol!(gpu_nvml, gpu_p_reconfig), "gres_rs_gpu_nvml_gpu_p_reconfig");
+    fn library_names_as_literal_and_as_text_agree() {
+        assert_eq!(crate::__library_symbol!(gres_gpu, init), super::library_symbol("gres_gpu", "init"));
+        assert_eq!(crate::__library_symbol!(gpu_nvml, gpu_p_reconfig), "gres_rs_gpu_nvml_gpu_p_reconfig");
     }
 }

@@ -1,15 +1,15 @@
 //! The declaration macros of `libgres_rs.so`: one line in
 //! `plugins/gres_rs` per plugin file exports that plugin's functions under
-//! their shared names (`gres_rs_gres_gpu_init`, ...), which the plugin
+//! their names in the library (`gres_rs_gres_gpu_init`, ...), which the plugin
 //! file's entry points jump to (see [`crate::ffi::entry_points`]).
 
-/// In `libgres_rs.so`: the bodies, under their shared names.
+/// In `libgres_rs.so`: the bodies, under their library names.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __export_functions {
     ($tag:ident; $(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $body:expr;)*) => {
         $(
-            #[export_name = $crate::__shared_symbol!($tag, $name)]
+            #[export_name = $crate::__library_symbol!($tag, $name)]
             #[allow(unused_variables, unused_unsafe)]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
                 // SAFETY: slurmd's arguments, passed through unchanged by

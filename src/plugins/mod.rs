@@ -1,6 +1,8 @@
 //! The plugins: what each of our four plugin files does, in safe Rust over
 //! the core types.  `ffi` turns Slurm's calls into calls of these traits;
-//! each `plugins/<name>/` crate is one line that declares its file.
+//! the crate `plugins/gres_rs` (`libgres_rs.so`) exports them, one line per
+//! plugin file (`ffi::export_macros`), and `build.rs` makes the plugin files
+//! themselves ([`files`]): data symbols and jumps into that library.
 
 use crate::core::env::{EnvChange, EnvOp};
 use crate::core::model::{Bitmap, EpilogInfo, GresDevice, GresRecord, InternalFlags, JobAlloc, LogLine};
@@ -12,7 +14,7 @@ pub mod gpu_nvml;
 pub mod gres_gpu;
 pub mod gres_mps;
 pub mod gres_shard;
-pub mod shared;
+pub mod sharing;
 pub mod state;
 
 /// Send a core log line to the log at its level.
@@ -57,7 +59,7 @@ mod built {
 }
 
 /// The bytes of plugin file `file` as build.rs made it (data symbols and
-/// jumps into [`files::SHARED_LIBRARY_FILE`]), for installing it.
+/// jumps into [`files::LIBRARY_FILE`]), for installing it.
 pub fn plugin_file_bytes(file: &files::PluginFile) -> &'static [u8] {
     built::BUILT.iter().find(|(f, _)| *f == file.file).map(|(_, b)| *b).unwrap_or_else(|| panic!("build.rs made no {}.so", file.file))
 }

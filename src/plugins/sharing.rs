@@ -1,14 +1,14 @@
 //! What gres/mps and gres/shard have in common: a shared GRES whose count is
 //! spread over the node's GPUs.  Each plugin file keeps one [`SharedState`]
 //! and forwards its [`super::GresPlugin`] functions here with its
-//! [`SharedKind`]; the rules themselves are in [`crate::core::shared`].
+//! [`SharedKind`]; the rules themselves are in [`crate::core::sharing`].
 
 use super::state::PluginState;
 use super::{EnvTarget, Host, NodeConfig, SetEnv};
 use crate::core::devices;
 use crate::core::env::{EnvChange, EnvOp, EnvState};
 use crate::core::model::{ConfFlags, EpilogInfo, GresDevice, GresRecord, JobAlloc};
-use crate::core::shared::{self, LoadInput, SharedDev, SharedEnvRequest, SharedKind, StepdInfo};
+use crate::core::sharing::{self, LoadInput, SharedDev, SharedEnvRequest, SharedKind, StepdInfo};
 use crate::core::wire::{WireError, WireReader, WireWriter};
 
 /// What a load (or slurmstepd's message from slurmd) gives a shared plugin.
@@ -47,7 +47,7 @@ fn load(kind: SharedKind, host: &dyn Host, cfg: NodeConfig, records: &mut Vec<Gr
         stat: &devices::stat_device,
         log_max: crate::log::max_level(),
     };
-    let (result, logs) = shared::load(&input);
+    let (result, logs) = sharing::load(&input);
     super::log_lines(&logs);
     let loaded = result?;
     *records = loaded.records;
@@ -77,7 +77,7 @@ pub fn set_env(kind: SharedKind, state: &'static SharedState, host: &dyn Host, t
         node_flags: data.node_flags,
         use_local_dev_index: host.use_local_device_index(),
     };
-    let out = shared::shared_env(&request, env_state, req.current);
+    let out = sharing::shared_env(&request, env_state, req.current);
     super::log_lines(&out.logs);
     out.change
 }
@@ -86,12 +86,12 @@ pub fn send_stepd(kind: SharedKind, state: &'static SharedState, w: &mut dyn Wir
     let st = state.lock();
     let data = st.data();
     let info = StepdInfo { devices: data.devices.clone(), node_flags: data.node_flags, counts: data.counts.clone() };
-    shared::write_stepd(w, kind, &info);
+    sharing::write_stepd(w, kind, &info);
 }
 
 pub fn recv_stepd(kind: SharedKind, state: &'static SharedState, r: &mut dyn WireReader) -> Result<(), WireError> {
     let mut st = state.lock();
-    match shared::read_stepd(r, kind) {
+    match sharing::read_stepd(r, kind) {
         Ok(info) => {
             st.replace(SharedDevices { devices: info.devices, counts: info.counts, node_flags: info.node_flags });
             Ok(())
@@ -105,13 +105,13 @@ pub fn recv_stepd(kind: SharedKind, state: &'static SharedState, r: &mut dyn Wir
 }
 
 pub fn epilog_build_env(job: &JobAlloc) -> Option<EpilogInfo> {
-    Some(shared::epilog_info(job))
+    Some(sharing::epilog_info(job))
 }
 
 pub fn epilog_set_env(kind: SharedKind, state: &'static SharedState, info: &EpilogInfo, node_inx: usize) -> Vec<EnvOp> {
     let st = state.lock();
     let data = st.data();
-    let (ops, logs) = shared::shared_epilog_env(kind, &data.devices, &data.counts, data.node_flags, info, node_inx);
+    let (ops, logs) = sharing::shared_epilog_env(kind, &data.devices, &data.counts, data.node_flags, info, node_inx);
     super::log_lines(&logs);
     ops
 }
@@ -120,12 +120,12 @@ pub fn epilog_set_env(kind: SharedKind, state: &'static SharedState, info: &Epil
 /// `GresPlugin` implementation over this module, with its own state.
 /// `forward_gpu_freq` hands `--gpu-freq` to slurmd's gpu plugin, as the
 /// stock gres/shard does (jobs using MPS cannot ask for a GPU frequency).
-macro_rules! shared_gres_plugin {
+macro_rules! sharing_gres_plugin {
     ($plugin:ident, $kind:expr, file: $file:expr, gres: $gres:literal, forward_gpu_freq: $hw:literal) => {
         pub struct $plugin;
 
-        static STATE: $crate::plugins::shared::SharedState = $crate::plugins::shared::SharedState::new($crate::plugins::shared::SharedDevices::NONE);
-        const KIND: $crate::core::shared::SharedKind = $kind;
+        static STATE: $crate::plugins::sharing::SharedState = $crate::plugins::sharing::SharedState::new($crate::plugins::sharing::SharedDevices::NONE);
+        const KIND: $crate::core::sharing::SharedKind = $kind;
 
         impl $crate::plugins::GresPlugin for $plugin {
             const PLUGIN_NAME: &'static str = $file.name;
@@ -144,32 +144,32 @@ macro_rules! shared_gres_plugin {
                 cfg: $crate::plugins::NodeConfig,
                 records: &mut Vec<$crate::core::model::GresRecord>,
             ) -> Result<(), String> {
-                $crate::plugins::shared::node_config_load(KIND, &STATE, host, cfg, records)
+                $crate::plugins::sharing::node_config_load(KIND, &STATE, host, cfg, records)
             }
             fn devices() -> Vec<$crate::core::model::GresDevice> {
-                $crate::plugins::shared::devices(&STATE)
+                $crate::plugins::sharing::devices(&STATE)
             }
             fn devices_generation() -> u64 {
-                $crate::plugins::shared::devices_generation(&STATE)
+                $crate::plugins::sharing::devices_generation(&STATE)
             }
             fn set_env(
                 host: &dyn $crate::plugins::Host,
                 target: $crate::plugins::EnvTarget<'_>,
                 req: &$crate::plugins::SetEnv<'_>,
             ) -> $crate::core::env::EnvChange {
-                $crate::plugins::shared::set_env(KIND, &STATE, host, target, req)
+                $crate::plugins::sharing::set_env(KIND, &STATE, host, target, req)
             }
             fn send_stepd(w: &mut dyn $crate::core::wire::WireWriter) {
-                $crate::plugins::shared::send_stepd(KIND, &STATE, w)
+                $crate::plugins::sharing::send_stepd(KIND, &STATE, w)
             }
             fn recv_stepd(r: &mut dyn $crate::core::wire::WireReader) -> Result<(), $crate::core::wire::WireError> {
-                $crate::plugins::shared::recv_stepd(KIND, &STATE, r)
+                $crate::plugins::sharing::recv_stepd(KIND, &STATE, r)
             }
             fn epilog_build_env(job: &$crate::core::model::JobAlloc) -> Option<$crate::core::model::EpilogInfo> {
-                $crate::plugins::shared::epilog_build_env(job)
+                $crate::plugins::sharing::epilog_build_env(job)
             }
             fn epilog_set_env(info: &$crate::core::model::EpilogInfo, node_inx: usize) -> Vec<$crate::core::env::EnvOp> {
-                $crate::plugins::shared::epilog_set_env(KIND, &STATE, info, node_inx)
+                $crate::plugins::sharing::epilog_set_env(KIND, &STATE, info, node_inx)
             }
             fn step_hardware_init(host: &dyn $crate::plugins::Host, usable: Option<&$crate::core::model::Bitmap>, settings: Option<&str>) {
                 if $hw {
@@ -184,13 +184,13 @@ macro_rules! shared_gres_plugin {
         }
     };
 }
-pub(crate) use shared_gres_plugin;
+pub(crate) use sharing_gres_plugin;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::core::model::{Bitmap, InternalFlags};
-    use crate::core::shared::SharedDev;
+    use crate::core::sharing::SharedDev;
     use crate::core::wire::MemWire;
 
     /// Outside slurmd: no fake_gpus.conf, no gpu plugin.
