@@ -90,6 +90,7 @@ impl GresPlugin for GresGpu {
     fn set_env(host: &dyn Host, target: EnvTarget<'_>, req: &SetEnv<'_>) -> EnvChange {
         set_env(&STATE, host, target, req)
     }
+
     fn send_stepd(w: &mut dyn WireWriter) {
         let st = STATE.lock();
         wire::write_gpu(w, &st.data().devices, st.data().node_flags);
