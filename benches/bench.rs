@@ -503,8 +503,12 @@ fn mig_minors_in_place(opts: &Opts) -> bool {
 
 /// The node of a fixture for `slurmd -G`: ours asks the NVML stand-in; so
 /// does stock with `stock_nvml` (the stock gpu_nvml.so), else it reads the
-/// same GPUs from `fake_gpus.conf`.
-fn nvml_node(side: Side, fixture: &Path, sockets: u32, cores: u32, threads: u32, stock_nvml: Option<&Path>) -> ClusterConfig {
+/// same GPUs from `fake_gpus.conf`.  Ours is the release build, which
+/// reads `mig-minors` where the driver has it, as stock does: when that
+/// file could not be put in place (`mig_minors_placed` false), ours on a
+/// MIG node is the release build with the feature `test-hooks` (harness
+/// `test_build_dir`), told the stand-in's file by `GRES_RS_MIG_MINORS`.
+fn nvml_node(side: Side, fixture: &Path, sockets: u32, cores: u32, threads: u32, stock_nvml: Option<&Path>, mig_minors_placed: bool) -> ClusterConfig {
     let gpus = parse_fixture(fixture);
     let cpus = sockets * cores * threads;
     let minors = standin::fixture("mig-minors");
@@ -519,7 +523,6 @@ fn nvml_node(side: Side, fixture: &Path, sockets: u32, cores: u32, threads: u32,
     let standin_env = vec![
         ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
         ("GRES_RS_NVML_FIXTURE".into(), fixture.to_string_lossy().into_owned()),
-        ("GRES_RS_MIG_MINORS".into(), minors.to_string_lossy().into_owned()),
     ];
     match (side, stock_nvml) {
         (Side::Stock, None) => c.fake_gpus_conf = Some(fake),
@@ -527,7 +530,13 @@ fn nvml_node(side: Side, fixture: &Path, sockets: u32, cores: u32, threads: u32,
             c.extra_stock_plugins = vec![so.to_path_buf()];
             c.slurmd_env = standin_env;
         }
-        (Side::Ours, _) => c.slurmd_env = standin_env,
+        (Side::Ours, _) => {
+            c.slurmd_env = standin_env;
+            if !mig_minors_placed && gpus.iter().any(|g| g.mig_mode) {
+                c.plugin_build_dir = Some(test_build_dir(true));
+                c.slurmd_env.push(("GRES_RS_MIG_MINORS".into(), minors.to_string_lossy().into_owned()));
+            }
+        }
     }
     c
 }
@@ -620,7 +629,7 @@ fn rows_slurmd_g(opts: &Opts, mig_minors: bool, rows: &mut Vec<Row>) {
     let mig = two_cpu_fixture("a100x8_mig.conf");
     // (a1) the same fake-GPU node on both sides.
     let fake_node = |side: Side| {
-        let mut c = nvml_node(Side::Stock, &h100, 1, 2, 1, None);
+        let mut c = nvml_node(Side::Stock, &h100, 1, 2, 1, None, mig_minors);
         c.plugins = if side == Side::Stock { PluginSet::Stock } else { PluginSet::Ours };
         c.gres_conf = String::new();
         c
@@ -645,8 +654,8 @@ fn rows_slurmd_g(opts: &Opts, mig_minors: bool, rows: &mut Vec<Row>) {
     // it in place, the MIG node's stock side reads fake_gpus.conf.
     for (label, fixture, mig_node) in [("8x H100 with NVLink", &h100, false), ("8x A100 x 7 MIG = 56 MIG devices", &mig, true)] {
         let stock_so = if mig_node && !mig_minors { None } else { stock_nvml.as_deref() };
-        let stock = GDir::prepare(&nvml_node(Side::Stock, fixture, 1, 2, 1, stock_so));
-        let ours = GDir::prepare(&nvml_node(Side::Ours, fixture, 1, 2, 1, None));
+        let stock = GDir::prepare(&nvml_node(Side::Stock, fixture, 1, 2, 1, stock_so, mig_minors));
+        let ours = GDir::prepare(&nvml_node(Side::Ours, fixture, 1, 2, 1, None, mig_minors));
         let (goal, note) = match stock_so {
             Some(_) => {
                 ("<= 1.00", "AutoDetect=nvml on the NVML stand-in, both sides; stock gpu_nvml.so built from Debian's slurm-wlm source (Debian ships none)")

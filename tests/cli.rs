@@ -5,6 +5,9 @@
 
 #![cfg(feature = "cli")]
 
+#[path = "nvml-standin/standin.rs"]
+mod standin;
+
 use slurm_gpu_gres::LIBRARY_FILE;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -156,6 +159,11 @@ fn help_reads_like_a_man_page() {
     let out = gres_rs(&["install", "--help"]);
     let help = text(&out.stdout);
     assert!(help.contains("anyone who can write to a PluginDir") && help.contains("refused even with --force"), "{help}");
+    let out = gres_rs(&["detect", "--help"]);
+    let help = text(&out.stdout);
+    for s in ["--nvml-lib <FILE>", "--dev-dir <DIR>", "--mig-minors <FILE>", "EXIT STATUS"] {
+        assert!(help.contains(s), "{s}:\n{help}");
+    }
 }
 
 #[test]
@@ -181,14 +189,15 @@ fn examples_are_clean() {
 
 #[test]
 fn detect_without_nvml() {
-    let out = Command::new(GRES_RS).args(["detect"]).env("GRES_RS_NVML_LIB", "/nonexistent/libnvidia-ml.so.1").output().unwrap();
+    let out = Command::new(GRES_RS).args(["detect", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(err.contains("gres-rs: error: NVML is not available: Cannot load the NVML library /nonexistent/libnvidia-ml.so.1"), "{err}");
-    let out = Command::new(GRES_RS).args(["detect", "--format", "json"]).env("GRES_RS_NVML_LIB", "/nonexistent/x.so").output().unwrap();
+    let out = Command::new(GRES_RS).args(["detect", "--format", "json", "--nvml-lib", "/nonexistent/x.so"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["gpus"].as_array().map(Vec::len), Some(0));
+    assert_eq!(v["library"], "/nonexistent/x.so");
     assert!(v["error"].as_str().unwrap().contains("Cannot load the NVML library"));
 }
 
@@ -387,6 +396,38 @@ fn install_refuses_the_package_managers_dir() {
         assert!(err.contains("--force does not change this") && err.contains("nothing installed"), "{err}");
         assert!(snapshot() == before, "{} untouched", stock.display());
     }
+}
+
+/// `--nvml-lib`, `--dev-dir` and `--mig-minors` are where detection looks
+/// (the NVML stand-in reads its fixture from `GRES_RS_NVML_FIXTURE`).
+#[test]
+fn detect_with_given_library_and_files() {
+    let lib = standin::library();
+    // The fixture's GPU on CPU 0 (this host may have only a few).
+    let fixture = standin::scratch_dir().join("cli-a100_mig.conf");
+    fs::write(&fixture, fs::read_to_string(standin::fixture("a100_mig.conf")).unwrap().replace("cpus 0-31", "cpus 0")).unwrap();
+    let out = Command::new(GRES_RS)
+        .args(["detect", "--format", "gres-conf", "--node-name", "n1", "--dev-dir", "/fake/dev", "--nvml-lib"])
+        .arg(&lib)
+        .arg("--mig-minors")
+        .arg(standin::fixture("mig-minors"))
+        .env("GRES_RS_NVML_FIXTURE", &fixture)
+        .output()
+        .unwrap();
+    let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{err}");
+    let files: Vec<&str> = stdout.lines().filter_map(|l| l.split(" MultipleFiles=").nth(1)).collect();
+    assert_eq!(files.len(), 7, "{stdout}");
+    assert!(files.iter().all(|f| f.starts_with("/fake/dev/nvidia0,/fake/dev/nvidia-caps/nvidia-cap")), "{stdout}");
+    // Another mig-minors file: the one given is read.
+    let out = Command::new(GRES_RS)
+        .args(["detect", "--nvml-lib"])
+        .arg(&lib)
+        .args(["--mig-minors", "/nonexistent/mig-minors"])
+        .env("GRES_RS_NVML_FIXTURE", &fixture)
+        .output()
+        .unwrap();
+    assert!(text(&out.stderr).contains("Could not open file `/nonexistent/mig-minors`"), "{}", text(&out.stderr));
 }
 
 fn stock_dir() -> Option<PathBuf> {

@@ -35,7 +35,7 @@ fn fixture_text(name: &str) -> String {
 }
 
 /// The device files NVML names (`nvidia0..3`), made in a directory of the
-/// test and given to our plugins as `GRES_RS_DEV_DIR`, so that slurmd
+/// test and given to our plugins (the test build) as `GRES_RS_DEV_DIR`, so that slurmd
 /// accepts the GPUs NVML reports and jobs get their GPU variables.
 fn dev_dir() -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
@@ -56,7 +56,8 @@ fn dev_dir() -> PathBuf {
 /// Our plugins with `AutoDetect=nvml` on the stand-in with `fixture`:
 /// 2 CPUs, `Gres=<gres>`, gres.conf `gres_conf`.
 fn nvml_cluster(fixture: &std::path::Path, gres: &str, gres_conf: &str) -> ClusterConfig {
-    let mut c = ClusterConfig::gpus(PluginSet::Ours, 0).with_cpus(1, 2, 1).with_gres(gres, gres_conf);
+    // The test build: it reads GRES_RS_MIG_MINORS and GRES_RS_DEV_DIR.
+    let mut c = ClusterConfig::gpus(PluginSet::Ours, 0).with_cpus(1, 2, 1).with_gres(gres, gres_conf).with_test_build();
     c.fake_gpus = 2;
     c.slurmd_env = vec![
         ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
@@ -146,7 +147,8 @@ fn nvml_library_missing() {
         return;
     }
     // gres.conf names the GPUs: usable.
-    let mut cfg = ClusterConfig::gpus(PluginSet::Ours, 2).with_cpus(1, 2, 1);
+    // The test build: it reads GRES_RS_NVML_LIB.
+    let mut cfg = ClusterConfig::gpus(PluginSet::Ours, 2).with_cpus(1, 2, 1).with_test_build();
     cfg.gres_conf = format!("AutoDetect=nvml\n{}", gpu_gres_line(2));
     cfg.slurmd_env = vec![("GRES_RS_NVML_LIB".into(), "/nonexistent/libnvidia-ml.so.1".into())];
     let c = Cluster::start(cfg.clone());

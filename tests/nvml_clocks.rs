@@ -1,6 +1,8 @@
 //! The gpu/nvml plugin's other calls against the NVML stand-in:
 //! `--gpu-freq` clock setting and reset, device count, energy, the
-//! `fake_gpus.conf` mask test.  Needs `cc`; no GPU, no Slurm.
+//! `fake_gpus.conf` mask test.  Needs `cc`; no GPU, no Slurm.  The plugin's
+//! calls are made with the stand-in's [`standin::paths`] (the plugin
+//! itself passes the system's places).
 
 #[path = "nvml-standin/standin.rs"]
 mod standin;
@@ -8,7 +10,7 @@ mod standin;
 use slurm_gpu_gres::core::host::StandaloneHost;
 use slurm_gpu_gres::core::model::{Bitmap, GpuEnergy};
 use slurm_gpu_gres::nvml::clocks::{set_step_freqs, StepFreqContext};
-use slurm_gpu_gres::nvml::Log;
+use slurm_gpu_gres::nvml::{self, Log};
 use slurm_gpu_gres::plugins::gpu_nvml::GpuNvml;
 use slurm_gpu_gres::plugins::GpuPlugin;
 use standin::Standin;
@@ -26,13 +28,13 @@ const RESET: &str = "nvmlDeviceResetApplicationsClocks";
 fn step_sets_and_resets_its_gpus() {
     let s = Standin::new("h100x8.conf");
     let usable = Bitmap::from_indices(8, &[1, 3]);
-    GpuNvml::step_hardware_init(&StandaloneHost, Some(&usable), Some("gpu:low,memory=high"));
+    GpuNvml::step_freqs_init(&StandaloneHost, Some(&usable), Some("gpu:low,memory=high"), &s.paths());
     assert_eq!(sets(&s, SET), vec!["gpu1 2619 210", "gpu3 2619 210"]);
     assert!(sets(&s, RESET).is_empty());
-    GpuNvml::step_hardware_fini(&StandaloneHost);
+    GpuNvml::step_freqs_fini(&StandaloneHost, &s.paths());
     assert_eq!(sets(&s, RESET), vec!["gpu1", "gpu3"]);
     // Nothing saved any more: a second fini does nothing.
-    GpuNvml::step_hardware_fini(&StandaloneHost);
+    GpuNvml::step_freqs_fini(&StandaloneHost, &s.paths());
     assert_eq!(sets(&s, RESET).len(), 2);
 }
 
@@ -51,16 +53,16 @@ fn step_numbers_round_up_and_levels_pick() {
         ("gpu:verbose", "gpu0 2619 1980"),
     ] {
         let before = sets(&s, SET).len();
-        GpuNvml::step_hardware_init(&StandaloneHost, Some(&usable), Some(spec));
-        GpuNvml::step_hardware_fini(&StandaloneHost);
+        GpuNvml::step_freqs_init(&StandaloneHost, Some(&usable), Some(spec), &s.paths());
+        GpuNvml::step_freqs_fini(&StandaloneHost, &s.paths());
         assert_eq!(sets(&s, SET)[before..], [want.to_string()], "{spec}");
     }
     // No GPU part, no GPUs or no settings: nothing happens, nothing to reset.
     let calls = s.calls().len();
-    GpuNvml::step_hardware_init(&StandaloneHost, Some(&usable), Some("cpu:high"));
-    GpuNvml::step_hardware_init(&StandaloneHost, None, Some("gpu:low"));
-    GpuNvml::step_hardware_init(&StandaloneHost, Some(&usable), None);
-    GpuNvml::step_hardware_fini(&StandaloneHost);
+    GpuNvml::step_freqs_init(&StandaloneHost, Some(&usable), Some("cpu:high"), &s.paths());
+    GpuNvml::step_freqs_init(&StandaloneHost, None, Some("gpu:low"), &s.paths());
+    GpuNvml::step_freqs_init(&StandaloneHost, Some(&usable), None, &s.paths());
+    GpuNvml::step_freqs_fini(&StandaloneHost, &s.paths());
     assert_eq!(s.calls().len(), calls);
 }
 
@@ -69,7 +71,7 @@ fn local_ids_and_outcome() {
     let s = Standin::new("h100x8.conf");
     let ctx = StepFreqContext { local_ids: true, debug_gres: true, ..Default::default() };
     let mut log = Log::default();
-    let out = set_step_freqs(&Bitmap::from_indices(8, &[5, 6]), "high,verbose", &ctx, &mut log);
+    let out = set_step_freqs(&Bitmap::from_indices(8, &[5, 6]), "high,verbose", &ctx, &s.paths(), &mut log);
     assert_eq!(out.gpus, vec![0, 1]);
     assert_eq!(out.set, 2);
     assert_eq!(out.stderr, vec!["GpuFreq=memory_freq:2619,graphics_freq:1980"]);
@@ -82,7 +84,7 @@ fn local_ids_and_outcome() {
 
     // No GpuFreqDef and only a memory request: nothing to set.
     let ctx = StepFreqContext { freq_def: None, ..Default::default() };
-    let out = set_step_freqs(&Bitmap::from_indices(8, &[0]), "memory=low", &ctx, &mut Log::default());
+    let out = set_step_freqs(&Bitmap::from_indices(8, &[0]), "memory=low", &ctx, &s.paths(), &mut Log::default());
     assert_eq!((out.gpus.len(), out.set), (0, 0));
 }
 
@@ -92,7 +94,7 @@ fn failed_set_is_reported_on_stderr() {
         "gpu\nname NVIDIA H100 PCIe\nminor 0\ncpus 0\nmem_clocks 1593\ngfx_clocks 1593 1755,1000\napp_clocks 1593 1000\nfail nvmlDeviceSetApplicationsClocks 4\n",
     );
     let mut log = Log::default();
-    let out = set_step_freqs(&Bitmap::from_indices(1, &[0]), "low", &StepFreqContext::default(), &mut log);
+    let out = set_step_freqs(&Bitmap::from_indices(1, &[0]), "low", &StepFreqContext::default(), &s.paths(), &mut log);
     assert_eq!(out.set, 0);
     assert_eq!(out.stderr, vec!["Could not set frequencies for all GPUs. Set 0/1 total GPUs"]);
     assert!(log
@@ -104,10 +106,11 @@ fn failed_set_is_reported_on_stderr() {
 
 #[test]
 fn count_energy_and_cpu_masks() {
-    let _s = Standin::new("h100x8.conf");
-    assert_eq!(GpuNvml::device_count(), Some(8));
-    assert_eq!(GpuNvml::energy_read(2), Some(GpuEnergy { consumed_energy_j: (123_456_789 + 2 * 1_000_003) / 1000, current_watts: 73 }));
-    assert_eq!(GpuNvml::energy_read(8), None);
+    let s = Standin::new("h100x8.conf");
+    let paths = s.paths();
+    assert_eq!(nvml::device_count(&paths), Some(8));
+    assert_eq!(nvml::energy_read(2, &paths), Some(GpuEnergy { consumed_energy_j: (123_456_789 + 2 * 1_000_003) / 1000, current_watts: 73 }));
+    assert_eq!(nvml::energy_read(8, &paths), None);
     assert_eq!(GpuNvml::test_cpu_conv("~half").as_deref(), Some("8-15"));
     assert_eq!(GpuNvml::test_cpu_conv("~nonsense").as_deref(), Some(""));
     assert_eq!(GpuNvml::test_cpu_conv("0-3").as_deref(), Some(""));
@@ -115,10 +118,10 @@ fn count_energy_and_cpu_masks() {
 
 #[test]
 fn no_driver() {
-    let _s = Standin::with_fixture(None);
-    assert_eq!(GpuNvml::device_count(), None);
-    assert_eq!(GpuNvml::energy_read(0), None);
+    let s = Standin::with_fixture(None);
+    assert_eq!(nvml::device_count(&s.paths()), None);
+    assert_eq!(nvml::energy_read(0, &s.paths()), None);
     // The step goes on; the clocks are just not set.
-    GpuNvml::step_hardware_init(&StandaloneHost, Some(&Bitmap::from_indices(2, &[0])), Some("gpu:low"));
-    GpuNvml::step_hardware_fini(&StandaloneHost);
+    GpuNvml::step_freqs_init(&StandaloneHost, Some(&Bitmap::from_indices(2, &[0])), Some("gpu:low"), &s.paths());
+    GpuNvml::step_freqs_fini(&StandaloneHost, &s.paths());
 }

@@ -66,8 +66,12 @@ fn cfg(cpu_cnt: u32) -> NodeConfig {
 }
 
 fn run(host: &TestHost) -> (Vec<GresRecord>, Log) {
+    run_with(host, &standin::paths())
+}
+
+fn run_with(host: &TestHost, paths: &nvml::Paths) -> (Vec<GresRecord>, Log) {
     let mut log = Log::default();
-    let d = detect_logged(host, cfg(host.cpu_cnt), &mut log).unwrap_or_else(|e| panic!("detect failed: {e}\n{log:#?}"));
+    let d = detect_logged(host, cfg(host.cpu_cnt), paths, &mut log).unwrap_or_else(|e| panic!("detect failed: {e}\n{log:#?}"));
     (d.gpus, log)
 }
 
@@ -168,13 +172,35 @@ fn mig_ids_before_driver_470_42_01() {
 
 #[test]
 fn mig_without_minors_file() {
-    let _s = Standin::new("a100_mig.conf");
-    std::env::set_var("GRES_RS_MIG_MINORS", "/nonexistent/mig-minors");
-    let (gpus, log) = run(&identity(64));
+    let s = Standin::new("a100_mig.conf");
+    let paths = nvml::Paths { mig_minors: "/nonexistent/mig-minors".into(), ..s.paths() };
+    let (gpus, log) = run_with(&identity(64), &paths);
     assert!(gpus.is_empty(), "{gpus:#?}");
     let e = errors(&log);
     assert_eq!(e.len(), 7, "{e:#?}");
     assert!(e[0].starts_with("Could not open file `/nonexistent/mig-minors`"), "{e:#?}");
+}
+
+/// A mig-minors file (or what /proc/driver/nvidia-caps/mig-minors links
+/// to) that is not a regular file: an error naming it, at once,
+/// instead of reading /dev/zero until memory runs out or blocking on a FIFO.
+#[test]
+fn mig_minors_that_is_not_a_regular_file() {
+    let dir = std::env::temp_dir().join(format!("gres-rs-mig-minors-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("mig-minors");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for (path, what) in [(std::path::Path::new("/dev/zero"), "a character device"), (fifo.as_path(), "a FIFO"), (dir.as_path(), "a directory")] {
+        let s = Standin::new("a100_mig.conf");
+        let paths = nvml::Paths { mig_minors: path.into(), ..s.paths() };
+        let (gpus, log) = run_with(&identity(64), &paths);
+        assert!(gpus.is_empty(), "{gpus:#?}");
+        let e = errors(&log);
+        assert_eq!(e.len(), 7, "{e:#?}");
+        assert_eq!(e[0], format!("Could not open file `{}`: {what}, not a regular file", path.display()));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -245,35 +271,35 @@ fn failing_gpus_are_logged_and_skipped() {
 #[test]
 fn no_driver_means_no_gpus() {
     // No fixture: nvmlInit fails as without a loaded driver.
-    let _s = Standin::with_fixture(None);
+    let s = Standin::with_fixture(None);
     let host = identity(8);
-    match nvml::detect(&host, cfg(8)) {
+    match nvml::detect(&host, cfg(8), &s.paths()) {
         // The wording is the library's nvmlErrorString() (the stand-in's).
         Err(DetectError::Init(m)) => assert_eq!(m, "Driver Not Loaded"),
         other => panic!("{other:?}"),
     }
     // Like the stock plugin: an empty list, so slurmd keeps configured GPUs.
-    assert_eq!(nvml::system_gpu_list(&host, cfg(8)), Some(vec![]));
+    assert_eq!(nvml::system_gpu_list(&host, cfg(8), &s.paths()), Some(vec![]));
 }
 
 #[test]
 fn init_error_and_count_error() {
     let s = Standin::from_text("init_error 4\ngpu\nname X\n");
-    assert_eq!(nvml::detect(&identity(8), cfg(8)), Err(DetectError::Init("Insufficient Permissions".into())));
+    assert_eq!(nvml::detect(&identity(8), cfg(8), &s.paths()), Err(DetectError::Init("Insufficient Permissions".into())));
     drop(s);
-    let _s = Standin::from_text("count_error 999\ngpu\nname X\n");
-    assert!(matches!(nvml::detect(&identity(8), cfg(8)), Err(DetectError::DeviceCount(_))));
+    let s = Standin::from_text("count_error 999\ngpu\nname X\n");
+    assert!(matches!(nvml::detect(&identity(8), cfg(8), &s.paths()), Err(DetectError::DeviceCount(_))));
 }
 
 #[test]
 fn missing_library() {
-    let _s = Standin::new("h100x8.conf");
-    std::env::set_var("GRES_RS_NVML_LIB", "/nonexistent/libnvidia-ml.so.1");
+    let s = Standin::new("h100x8.conf");
+    let paths = nvml::Paths { library: "/nonexistent/libnvidia-ml.so.1".into(), ..s.paths() };
     let host = identity(8);
-    assert!(matches!(nvml::detect(&host, cfg(8)), Err(DetectError::Library { .. })));
+    assert!(matches!(nvml::detect(&host, cfg(8), &paths), Err(DetectError::Library { .. })));
     // Like slurmd's gpu/generic: no list at all.
-    assert_eq!(nvml::system_gpu_list(&host, cfg(8)), None);
-    let r = nvml::detect_report(&host, cfg(8));
+    assert_eq!(nvml::system_gpu_list(&host, cfg(8), &paths), None);
+    let r = nvml::detect_report(&host, cfg(8), &paths);
     assert!(r.error.is_some() && r.gpus.is_empty());
     assert!(r.table().contains("error: Cannot load the NVML library /nonexistent/libnvidia-ml.so.1"), "{}", r.table());
 }
@@ -282,28 +308,29 @@ fn missing_library() {
 fn session_is_shared_and_released() {
     let s = Standin::new("h100x8.conf");
     let host = h100_host();
-    let a = nvml::detect(&host, cfg(224)).unwrap();
-    let b = nvml::detect(&host, cfg(224)).unwrap();
+    let paths = s.paths();
+    let a = nvml::detect(&host, cfg(224), &paths).unwrap();
+    let b = nvml::detect(&host, cfg(224), &paths).unwrap();
     assert_eq!(a, b);
     assert_eq!(s.count("nvmlInit_v2"), 1);
     // From several threads at once: still one initialization.
     std::thread::scope(|sc| {
         for _ in 0..4 {
-            sc.spawn(|| assert_eq!(nvml::device_count(), Some(8)));
+            sc.spawn(|| assert_eq!(nvml::device_count(&paths), Some(8)));
         }
     });
     assert_eq!(s.count("nvmlInit_v2"), 1);
     // system_gpu_list shuts NVML down afterwards, as the stock plugin does.
-    assert_eq!(nvml::system_gpu_list(&host, cfg(224)).unwrap().len(), 8);
+    assert_eq!(nvml::system_gpu_list(&host, cfg(224), &paths).unwrap().len(), 8);
     assert_eq!(s.count("nvmlShutdown"), 1);
-    assert_eq!(nvml::device_count(), Some(8));
+    assert_eq!(nvml::device_count(&paths), Some(8));
     assert_eq!(s.count("nvmlInit_v2"), 2);
 }
 
 #[test]
 fn report_renders_gres_conf() {
-    let _s = Standin::new("mixed.conf");
-    let r = nvml::detect_report(&identity(16), cfg(16));
+    let s = Standin::new("mixed.conf");
+    let r = nvml::detect_report(&identity(16), cfg(16), &s.paths());
     assert!(r.error.is_none());
     assert_eq!(r.device_count, 4);
     assert_eq!(r.driver_version.as_deref(), Some("535.104.05"));

@@ -2,11 +2,12 @@
 //! slurmd with the NVML stand-in as `libnvidia-ml.so`: an 8-GPU H100 node,
 //! an A100 split into seven MIG devices, and a mixed MIG/non-MIG node.
 //! The device files NVML names are made as character devices in a
-//! directory of the test (`GRES_RS_DEV_DIR`), so slurmd accepts them and
-//! the jobs get their GPU variables: MIG jobs get `MIG-...` ids.
+//! directory of the test (`GRES_RS_DEV_DIR`, read by the harness's test
+//! build of our plugins), so slurmd accepts them and the jobs get their GPU
+//! variables: MIG jobs get `MIG-...` ids.
 //!
-//! Needs root, the Debian Slurm packages, `cc` and `cargo build
-//! --workspace` (see tests/harness); skipped otherwise.
+//! Needs root, the Debian Slurm packages and `cc` (see tests/harness);
+//! skipped otherwise.
 
 mod harness;
 #[path = "nvml-standin/standin.rs"]
@@ -53,7 +54,8 @@ fn dev_dir(tag: &str) -> PathBuf {
 
 /// Our plugins on the stand-in's `fixture` node, slurm.conf `Gres=<gres>`.
 fn cluster(fixture: &str, gres: &str) -> Cluster {
-    let mut cfg = ClusterConfig::gpus(PluginSet::Ours, 0).with_cpus(1, 2, 1).with_gres(gres, "AutoDetect=nvml\n");
+    // The test build: it reads GRES_RS_MIG_MINORS and GRES_RS_DEV_DIR.
+    let mut cfg = ClusterConfig::gpus(PluginSet::Ours, 0).with_cpus(1, 2, 1).with_gres(gres, "AutoDetect=nvml\n").with_test_build();
     cfg.slurmd_env = vec![
         ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
         ("GRES_RS_NVML_FIXTURE".into(), fixture_for_two_cpus(fixture).to_string_lossy().into_owned()),

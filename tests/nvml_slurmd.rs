@@ -68,7 +68,8 @@ fn autodetect_nvml_matches_fake_gpus_conf() {
     // Our gpu_nvml.so under stock gres_gpu.so, then all of ours.
     for (set, loaded) in [(PluginSet::OursOnly(vec!["gpu_nvml".into()]), vec!["gpu_nvml"]), (PluginSet::Ours, vec!["gpu_nvml", "gres_gpu"])] {
         let label = set.label();
-        let mut ours = node(set);
+        // The test build: it reads GRES_RS_MIG_MINORS.
+        let mut ours = node(set).with_test_build();
         ours.slurmd_env = vec![
             ("LD_LIBRARY_PATH".into(), lib_dir.to_string_lossy().into_owned()),
             ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("slurmd_node.conf").to_string_lossy().into_owned()),

@@ -1,32 +1,14 @@
-//! The panic guard on real Slurm: a test build of our plugins
-//! (`--features fault-injection`) panics inside the exported functions
+//! The panic guard on real Slurm: the test build of our plugins
+//! (harness `test_build_dir`, `--features fault-injection`) panics inside the exported functions
 //! named by `GRES_RS_PANIC_IN`; each panic must become an error line in the
 //! daemon's log and a safe return, with slurmd and slurmstepd serving on.
 
 mod harness;
 
 use harness::*;
-use std::path::PathBuf;
-use std::process::Command;
-
-/// Build (once) the fault-injection plugins in their own target dir, so the
-/// normal build is left alone.
-fn fault_build_dir() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let target = root.join("target").join("fault-injection");
-    let status = Command::new(env!("CARGO"))
-        .current_dir(&root)
-        .args(["build", "--workspace", "--features", "fault-injection", "--target-dir"])
-        .arg(&target)
-        .status()
-        .expect("run cargo build for the fault-injection plugins");
-    assert!(status.success(), "fault-injection build failed");
-    target.join("debug")
-}
 
 fn config(panic_in: &str) -> ClusterConfig {
-    let mut cfg = ClusterConfig::gpus(PluginSet::Ours, 2);
-    cfg.plugin_build_dir = Some(fault_build_dir());
+    let mut cfg = ClusterConfig::gpus(PluginSet::Ours, 2).with_test_build();
     cfg.slurmd_env.push(("GRES_RS_PANIC_IN".into(), panic_in.into()));
     cfg
 }

@@ -1,16 +1,17 @@
 //! The plugin files (`gres_gpu.so` ...) as built into this crate: each
 //! offers slurmd every entry point that Debian's file of the same interface
 //! offers, jumps only to functions our `libgres_rs.so` defines, and stays
-//! thin (the code is in the library, once per daemon).  No Slurm daemon is
-//! needed; `nm` (binutils) reads the files.
+//! thin (the code is in the library, once per daemon).  And the files that
+//! ship hold none of the test hooks.  No Slurm daemon is needed; `nm`
+//! (binutils) reads the files.
 
 mod harness;
 
-use harness::{locate_our_library, stock_plugin_dir, LIBRARY_FILE, PLUGIN_FILES};
+use harness::{locate_our_library, stock_plugin_dir, target_dir, test_build_dir, LIBRARY_FILE, PLUGIN_FILES};
 use slurm_gpu_gres::plugins::files::Interface;
 use slurm_gpu_gres::plugins::plugin_file_bytes;
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Dynamic symbols of a shared object: (defined, undefined non-weak).
 fn dynamic_symbols(file: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
@@ -63,4 +64,51 @@ fn plugin_files_offer_the_stock_entry_points_and_jump_into_our_library() {
         assert!(unresolved.is_empty(), "{}.so needs {unresolved:?}, which {} does not define", file.file, library.display());
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The environment variables only test builds read (features
+/// `fault-injection` and `test-hooks`): a daemon of a release must not
+/// change its devices or its NVML library by a stray variable.
+const TEST_HOOKS: [&str; 4] = ["GRES_RS_NVML_LIB", "GRES_RS_DEV_DIR", "GRES_RS_MIG_MINORS", "GRES_RS_PANIC_IN"];
+
+/// The test hooks whose names occur in `file`'s bytes.
+fn hooks_in(file: &Path) -> Vec<&'static str> {
+    let bytes = std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    TEST_HOOKS.into_iter().filter(|h| bytes.windows(h.len()).any(|w| w == h.as_bytes())).collect()
+}
+
+/// The built files of a normal build (`cargo build --workspace`, and
+/// `--release` where built): the library, the plugin files' and `gres-rs`.
+fn shipped_files() -> Vec<PathBuf> {
+    let target = target_dir();
+    let debug = target.join("debug").join(LIBRARY_FILE);
+    assert!(debug.is_file(), "{} is not built; run `cargo build --workspace` first", debug.display());
+    let mut files = vec![debug];
+    let mut optional = vec![target.join("release").join(LIBRARY_FILE), target.join("release").join("gres-rs")];
+    // The library the other tests load, where GRES_RS_PLUGIN_DIR names another.
+    if let Ok(dir) = locate_our_library() {
+        optional.push(dir.join(LIBRARY_FILE));
+    }
+    files.extend(optional.into_iter().filter(|f| f.is_file()));
+    #[cfg(feature = "cli")]
+    files.push(PathBuf::from(env!("CARGO_BIN_EXE_gres-rs")));
+    files.dedup();
+    files
+}
+
+#[test]
+fn test_hooks_stay_out_of_the_shipped_files() {
+    for file in shipped_files() {
+        let found = hooks_in(&file);
+        assert!(found.is_empty(), "{} holds the test hooks {found:?}: they belong in test builds only (features test-hooks, fault-injection)", file.display());
+    }
+    for file in &PLUGIN_FILES {
+        let bytes = plugin_file_bytes(file);
+        for h in TEST_HOOKS {
+            assert!(!bytes.windows(h.len()).any(|w| w == h.as_bytes()), "{}.so holds {h}", file.file);
+        }
+    }
+    // The scan finds them where they are: in the test build.
+    let test_lib = test_build_dir(false).join(LIBRARY_FILE);
+    assert_eq!(hooks_in(&test_lib), TEST_HOOKS.to_vec(), "{}", test_lib.display());
 }

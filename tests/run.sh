@@ -1,7 +1,8 @@
 #!/bin/bash
 # The one test command: prepares the machine (tests/setup-debian.sh), runs
 # the lint gates (tests/lint.sh: fmt, clippy, cargo deny), builds
-# the workspace (the plugin .so files the real-Slurm tests install), then
+# the workspace (the plugin .so files the real-Slurm tests install) and the
+# test build with the test hooks, then
 # runs every unit and integration test. Exits non-zero on any failure.
 # Needs root (the test clusters run their own munged/slurmctld/slurmd).
 set -euo pipefail
@@ -22,6 +23,11 @@ cargo test -p gres-core
 
 echo "==> cargo build --workspace"
 cargo build --workspace
+
+# The test build (test hooks on; tests/harness test_build_dir), which the
+# tests would otherwise build at their first use of it.
+echo "==> cargo build --workspace --features fault-injection,test-hooks (target/test-build)"
+cargo build --workspace --features fault-injection,test-hooks --target-dir "${CARGO_TARGET_DIR:-target}/test-build"
 
 echo "==> cargo test --workspace --no-fail-fast"
 cargo test --workspace --no-fail-fast "$@"

@@ -98,13 +98,14 @@ EXIT STATUS
     2   usage error, unreadable file, node not in slurm.conf";
 
 const DETECT_LONG_ABOUT: &str = "\
-Ask NVML (libnvidia-ml.so.1, or $GRES_RS_NVML_LIB) for the GPUs of this host,
-with the same names, device files, CPU affinity and NVLinks as gres/gpu with
-AutoDetect=nvml sees them, MIG devices included.
+Ask NVML (libnvidia-ml.so.1, or the library given by --nvml-lib) for the
+GPUs of this host, with the same names, device files, CPU affinity and
+NVLinks as gres/gpu with AutoDetect=nvml sees them, MIG devices included.
 
 EXAMPLES
     gres-rs detect
     gres-rs detect --format gres-conf --node-name gpu07 >> gres.conf
+    gres-rs detect --nvml-lib /opt/nvidia/lib64/libnvidia-ml.so.1
 
 EXIT STATUS
     0   GPUs were detected
@@ -233,6 +234,15 @@ pub struct DetectArgs {
     /// Also print NVML's log (debug lines included)
     #[arg(short, long)]
     pub verbose: bool,
+    /// NVML library to load [default: libnvidia-ml.so.1, found by the dynamic loader]
+    #[arg(long, value_name = "FILE")]
+    pub nvml_lib: Option<PathBuf>,
+    /// Directory of the GPUs' device files, for the File= paths [default: /dev]
+    #[arg(long, value_name = "DIR")]
+    pub dev_dir: Option<String>,
+    /// The driver's mig-minors file [default: /proc/driver/nvidia-caps/mig-minors]
+    #[arg(long, value_name = "FILE")]
+    pub mig_minors: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -11,6 +11,5 @@ pub mod gres_functions;
 pub mod guard;
 pub mod host;
 pub mod log;
-pub mod nvml_extra;
 pub mod slurm;
 pub mod sys;

@@ -2,7 +2,7 @@
 //! graphics clocks become the GPUs' application clocks, and the defaults
 //! come back at the end of the step.
 
-use super::{Log, Session};
+use super::{Log, Paths, Session};
 use crate::core::gpu_freq::{self, FreqRequest};
 use crate::core::model::Bitmap;
 use nvml_wrapper::enum_wrappers::device::Clock;
@@ -112,8 +112,9 @@ fn nearest_pair(s: &Session, dev: &Device<'_>, mem: FreqRequest, gfx: FreqReques
 }
 
 /// Set the application clocks of the step's GPUs from the GPU part of
-/// `--gpu-freq` (`high,memory=low`, ...), completed by `GpuFreqDef`.
-pub fn set_step_freqs(usable: &Bitmap, spec: &str, ctx: &StepFreqContext, log: &mut Log) -> StepFreqOutcome {
+/// `--gpu-freq` (`high,memory=low`, ...), completed by `GpuFreqDef`, with
+/// the NVML library of `paths`.
+pub fn set_step_freqs(usable: &Bitmap, spec: &str, ctx: &StepFreqContext, paths: &Paths, log: &mut Log) -> StepFreqOutcome {
     let mut out = StepFreqOutcome::default();
     log.debug2(format_args!("_parse_gpu_freq({spec})"));
     let req = gpu_freq::parse_gpu_freq(Some(spec), ctx.freq_def.as_deref());
@@ -137,7 +138,7 @@ pub fn set_step_freqs(usable: &Bitmap, spec: &str, ctx: &StepFreqContext, log: &
         log.debug2("_set_freq: cgroups are NOT configured. Assuming GLOBAL GPU IDs");
         usable.ones().map(|i| i as u32).collect()
     };
-    let Ok(s) = super::session().map_err(|e| log.error(e.to_string())) else {
+    let Ok(s) = super::session(paths).map_err(|e| log.error(e.to_string())) else {
         return failed_all(out, ctx, log);
     };
     let mut shown = false;
@@ -191,9 +192,9 @@ fn failed_all(mut out: StepFreqOutcome, ctx: &StepFreqContext, log: &mut Log) ->
 /// Put the default application clocks back on the GPUs (NVML indexes) a
 /// step had; the number reset.  Lines for the step's stderr are added to
 /// `stderr`.
-pub fn reset_step_freqs(gpus: &[u32], ctx: &StepFreqContext, log: &mut Log, stderr: &mut Vec<String>) -> usize {
+pub fn reset_step_freqs(gpus: &[u32], ctx: &StepFreqContext, paths: &Paths, log: &mut Log, stderr: &mut Vec<String>) -> usize {
     let mut done = 0;
-    match super::session() {
+    match super::session(paths) {
         Err(e) => log.error(e.to_string()),
         Ok(s) => {
             for &i in gpus {

@@ -9,7 +9,8 @@
 //! does not fit is left out.
 
 use super::session::DetectError;
-use super::{Log, Session};
+use super::{Log, Paths, Session};
+use crate::core::files::{read_bounded, MAX_FILE_LEN};
 use crate::core::gpu_freq;
 use crate::core::host::{Host, NodeConfig};
 use crate::core::model::{Bitmap, ConfFlags, GresRecord};
@@ -33,16 +34,17 @@ pub struct Detection {
 
 /// The node's GPUs as gres.conf records (name `gpu`, count 1, `ENV_NVML`),
 /// with `Cores` converted to abstract ids by `host.mac_to_abs` and sized
-/// for `cfg.cpu_cnt` CPUs.  Errors about single GPUs are logged and the
-/// GPU is skipped; `Err` only when NVML itself is unusable.
-pub fn detect(host: &dyn Host, cfg: NodeConfig) -> Result<Vec<GresRecord>, DetectError> {
-    detect_logged(host, cfg, &mut Log::default()).map(|d| d.gpus)
+/// for `cfg.cpu_cnt` CPUs, with NVML and the device files where `paths`
+/// says.  Errors about single GPUs are logged and the GPU is skipped;
+/// `Err` only when NVML itself is unusable.
+pub fn detect(host: &dyn Host, cfg: NodeConfig, paths: &Paths) -> Result<Vec<GresRecord>, DetectError> {
+    detect_logged(host, cfg, paths, &mut Log::default()).map(|d| d.gpus)
 }
 
 /// [`detect`], keeping its log lines in `log`.
-pub fn detect_logged(host: &dyn Host, cfg: NodeConfig, log: &mut Log) -> Result<Detection, DetectError> {
-    let s = super::session()?;
-    run(&s, host, cfg, log)
+pub fn detect_logged(host: &dyn Host, cfg: NodeConfig, paths: &Paths, log: &mut Log) -> Result<Detection, DetectError> {
+    let s = super::session(paths)?;
+    run(&s, host, cfg, paths, log)
 }
 
 /// The gpu plugin's `get_system_gpu_list`, with the stock plugin's
@@ -50,9 +52,9 @@ pub fn detect_logged(host: &dyn Host, cfg: NodeConfig, log: &mut Log) -> Result<
 /// cannot count GPUs (slurmd then keeps only configured GPUs that name a
 /// File); `None` when there is no NVML library (what slurmd's gpu/generic
 /// answers).  NVML is shut down afterwards, as the stock plugin does.
-pub fn system_gpu_list(host: &dyn Host, cfg: NodeConfig) -> Option<Vec<GresRecord>> {
+pub fn system_gpu_list(host: &dyn Host, cfg: NodeConfig, paths: &Paths) -> Option<Vec<GresRecord>> {
     let mut log = Log::daemon();
-    let out = match detect_logged(host, cfg, &mut log) {
+    let out = match detect_logged(host, cfg, paths, &mut log) {
         Ok(d) => Some(d.gpus),
         Err(e @ DetectError::Library { .. }) => {
             log.error(e.to_string());
@@ -69,7 +71,7 @@ pub fn system_gpu_list(host: &dyn Host, cfg: NodeConfig) -> Option<Vec<GresRecor
     out
 }
 
-fn run(s: &Session, host: &dyn Host, cfg: NodeConfig, log: &mut Log) -> Result<Detection, DetectError> {
+fn run(s: &Session, host: &dyn Host, cfg: NodeConfig, paths: &Paths, log: &mut Log) -> Result<Detection, DetectError> {
     let nvml = &s.nvml;
     let mut d = Detection::default();
     let driver = match nvml.sys_driver_version() {
@@ -108,7 +110,7 @@ fn run(s: &Session, host: &dyn Host, cfg: NodeConfig, log: &mut Log) -> Result<D
         });
     }
 
-    let mut ctx = Ctx { s, host, cfg, lut: &lut, driver: d.driver_version.as_deref().unwrap_or(""), mig_minors: None };
+    let mut ctx = Ctx { s, host, cfg, paths, lut: &lut, driver: d.driver_version.as_deref().unwrap_or(""), mig_minors: None };
     for i in 0..count {
         ctx.gpu(i, &mut d.gpus, log);
     }
@@ -131,6 +133,7 @@ struct Ctx<'a> {
     s: &'a Session,
     host: &'a dyn Host,
     cfg: NodeConfig,
+    paths: &'a Paths,
     lut: &'a [Option<String>],
     driver: &'a str,
     /// The `mig-minors` text, read at the first MIG device.
@@ -212,7 +215,7 @@ impl Ctx<'_> {
         };
 
         let nvlinks = self.nvlinks(&dev, i as usize, log);
-        let file = model::device_file(&super::dev_dir(), minor);
+        let file = model::device_file(&self.paths.dev_dir, minor);
 
         log.debug2(format_args!("GPU index {i}:"));
         log.debug2(format_args!("    Name: {type_name}"));
@@ -353,7 +356,7 @@ impl Ctx<'_> {
         };
         let profile = model::mig_type(&gpu.type_name, attrs.gpu_instance_slice_count, attrs.memory_size_mb);
         let unique_id = model::mig_unique_id(self.driver, &mig_uuid, &gpu.uuid, gi, ci);
-        let files = model::mig_files(&super::dev_dir(), &gpu.file, gi_minor, ci_minor);
+        let files = model::mig_files(&self.paths.dev_dir, &gpu.file, gi_minor, ci_minor);
         log.debug2(format_args!("GPU minor {}, MIG index {j}:", gpu.minor));
         log.debug2(format_args!("    MIG Profile: {profile}"));
         log.debug2(format_args!("    MIG UUID: {mig_uuid}"));
@@ -368,8 +371,13 @@ impl Ctx<'_> {
 
     fn cap_minors(&mut self, gpu_minor: u32, gi: u32, ci: u32, log: &mut Log) -> Option<(u32, u32)> {
         let text = self.mig_minors.get_or_insert_with(|| {
-            let path = super::mig_minors_path();
-            std::fs::read_to_string(&path).map_err(|e| format!("Could not open file `{}`: {e}", path.display()))
+            let path = &self.paths.mig_minors;
+            // A regular file of at most MAX_FILE_LEN bytes (the real one is
+            // a few KiB): what the variable points at is never read blindly.
+            read_bounded(path, MAX_FILE_LEN)
+                .map_err(|e| e.to_string())
+                .and_then(|b| String::from_utf8(b).map_err(|e| e.to_string()))
+                .map_err(|e| format!("Could not open file `{}`: {e}", path.display()))
         });
         match text {
             Err(e) => {

@@ -10,10 +10,13 @@
 //! The pure rules (type names, links, MIG files, the record) are in
 //! [`crate::core::nvml_model`] and [`crate::core::gpu_freq`].
 //!
-//! Test hooks (environment): `GRES_RS_NVML_LIB` is the NVML library to
-//! load instead of `libnvidia-ml.so.1`; `GRES_RS_MIG_MINORS` the file to
-//! read instead of `/proc/driver/nvidia-caps/mig-minors`; `GRES_RS_DEV_DIR`
-//! the directory of the device files instead of `/dev` (fake GPUs).
+//! Where NVML and the GPUs' files are is a [`Paths`] argument of every
+//! function that opens NVML: [`Paths::default`] is the system's places
+//! (`libnvidia-ml.so.1`, `/dev`, `/proc/driver/nvidia-caps/mig-minors`).
+//! This module reads no environment: the plugins pass the system's places
+//! (test builds with the cargo feature `test-hooks` take them from the
+//! daemon's environment, see `crate::plugins::nvml_paths`), `gres-rs
+//! detect` its options, and tests their stand-ins.
 
 pub mod clocks;
 pub mod detect;
@@ -27,30 +30,28 @@ pub use session::{release, session, Session};
 
 use crate::core::model::{self, GpuEnergy, LogLevel, LogLine};
 
-/// Environment variable naming the NVML library to load.
-pub const LIB_ENV: &str = "GRES_RS_NVML_LIB";
 /// The NVML library loaded by default (what `nvml-wrapper` loads, and what
 /// the stock plugin links against).
 pub const DEFAULT_LIB: &str = "libnvidia-ml.so.1";
-/// Environment variable naming the `mig-minors` file to read.
-pub const MIG_MINORS_ENV: &str = "GRES_RS_MIG_MINORS";
 
-/// The NVML library file to load.
-pub fn library_path() -> std::ffi::OsString {
-    std::env::var_os(LIB_ENV).filter(|v| !v.is_empty()).unwrap_or_else(|| DEFAULT_LIB.into())
+/// Where NVML and the GPUs' files are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Paths {
+    /// The NVML library file to load (a name for the dynamic loader's
+    /// search, or a path).
+    pub library: std::ffi::OsString,
+    /// The directory of the GPUs' device files (in the records' `File`,
+    /// so in the cgroup device list).
+    pub dev_dir: String,
+    /// The driver's `mig-minors` file.
+    pub mig_minors: std::path::PathBuf,
 }
 
-/// Environment variable naming the directory of the device files.
-pub const DEV_DIR_ENV: &str = "GRES_RS_DEV_DIR";
-
-/// The directory of the GPUs' device files.
-pub fn dev_dir() -> String {
-    std::env::var(DEV_DIR_ENV).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| crate::core::nvml_model::DEV_DIR.into())
-}
-
-/// The `mig-minors` file to read.
-pub fn mig_minors_path() -> std::path::PathBuf {
-    std::env::var_os(MIG_MINORS_ENV).filter(|v| !v.is_empty()).map(Into::into).unwrap_or_else(|| crate::core::nvml_model::MIG_MINORS_PATH.into())
+impl Default for Paths {
+    /// The system's places.
+    fn default() -> Self {
+        Paths { library: DEFAULT_LIB.into(), dev_dir: crate::core::nvml_model::DEV_DIR.into(), mig_minors: crate::core::nvml_model::MIG_MINORS_PATH.into() }
+    }
 }
 
 /// Log lines of one operation: each goes to `tracing` (slurmd's log in
@@ -109,8 +110,8 @@ impl Log {
 
 /// Number of GPUs NVML sees (Slurm's `gpu_p_get_device_count`); `None`,
 /// with the reason logged, when NVML is unusable.
-pub fn device_count() -> Option<u32> {
-    let s = match session() {
+pub fn device_count(paths: &Paths) -> Option<u32> {
+    let s = match session(paths) {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("{e}");
@@ -129,8 +130,8 @@ pub fn device_count() -> Option<u32> {
 /// Power and energy of the GPU with NVML index `index`: the power draw
 /// (NVML reports milliwatts) and the energy used since the driver loaded
 /// (NVML reports millijoules; 0 where the GPU cannot tell, before Volta).
-pub fn energy_read(index: u32) -> Option<GpuEnergy> {
-    let s = match session() {
+pub fn energy_read(index: u32, paths: &Paths) -> Option<GpuEnergy> {
+    let s = match session(paths) {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("{e}");

@@ -3,7 +3,7 @@
 
 use super::detect::detect_logged;
 use super::session::DetectError;
-use super::Log;
+use super::{Log, Paths};
 use crate::core::host::{Host, NodeConfig};
 use crate::core::model::{GresRecord, LogLevel, LogLine};
 
@@ -24,11 +24,12 @@ pub struct DetectReport {
     pub log: Vec<LogLine>,
 }
 
-/// Run detection (NVML is shut down afterwards).
-pub fn detect_report(host: &dyn Host, cfg: NodeConfig) -> DetectReport {
+/// Run detection with NVML and the device files where `paths` says (NVML
+/// is shut down afterwards).
+pub fn detect_report(host: &dyn Host, cfg: NodeConfig, paths: &Paths) -> DetectReport {
     let mut log = Log::default();
-    let library = super::library_path().to_string_lossy().into_owned();
-    let result = detect_logged(host, cfg, &mut log);
+    let library = paths.library.to_string_lossy().into_owned();
+    let result = detect_logged(host, cfg, paths, &mut log);
     super::release();
     match result {
         Ok(d) => DetectReport {

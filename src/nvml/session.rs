@@ -8,7 +8,7 @@
 //! follow that pattern (detection in slurmd, the step clock reset) call
 //! [`release`] when done; periodic users (energy) keep the handle.
 
-use crate::ffi::nvml_extra::NvmlExtra;
+use nvml_extra::NvmlExtra;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 use std::ffi::OsString;
@@ -46,16 +46,23 @@ impl std::fmt::Debug for Session {
 
 static HOLDER: Mutex<Option<Arc<Session>>> = Mutex::new(None);
 
-/// The NVML session, initializing NVML if there is none.  Failures are not
-/// remembered: the next call tries again (the driver may have loaded).
-pub fn session() -> Result<Arc<Session>, DetectError> {
+/// The NVML session of `paths.library`, initializing NVML if there is
+/// none.  A session held for another library is given up first (as by
+/// [`release`]; a daemon asks for one library all its life).  Failures are
+/// not remembered: the next call tries again (the driver may have loaded).
+pub fn session(paths: &super::Paths) -> Result<Arc<Session>, DetectError> {
     // A poisoned lock only means a panic elsewhere while holding it; the
     // Option inside is always whole.
     let mut held = HOLDER.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(s) = held.as_ref() {
-        return Ok(Arc::clone(s));
+    match held.take() {
+        Some(s) if s.lib_path == paths.library => {
+            *held = Some(Arc::clone(&s));
+            return Ok(s);
+        }
+        Some(other) => shut_down(other),
+        None => {}
     }
-    let path = super::library_path();
+    let path = paths.library.clone();
     let extra = NvmlExtra::load(&path).map_err(|reason| DetectError::Library { path: path.to_string_lossy().into_owned(), reason })?;
     let start = Instant::now();
     let result = Nvml::builder().lib_path(&path).init();
@@ -72,17 +79,22 @@ pub fn session() -> Result<Arc<Session>, DetectError> {
 pub fn release() {
     let taken = HOLDER.lock().unwrap_or_else(PoisonError::into_inner).take();
     if let Some(s) = taken {
-        if let Ok(s) = Arc::try_unwrap(s) {
-            let start = Instant::now();
-            match s.nvml.shutdown() {
-                Ok(()) => tracing::trace!("Successfully shut down NVML"),
-                Err(e) => tracing::error!("Failed to shut down NVML: {e}"),
-            }
-            tracing::trace!(target: crate::log::DEBUG3, "nvmlShutdown() took {} microseconds", start.elapsed().as_micros());
-        }
-        // Otherwise another thread still uses it; dropping its last Arc
-        // shuts NVML down.
+        shut_down(s);
     }
+}
+
+/// Shut NVML down if `s` was its last user.
+fn shut_down(s: Arc<Session>) {
+    if let Ok(s) = Arc::try_unwrap(s) {
+        let start = Instant::now();
+        match s.nvml.shutdown() {
+            Ok(()) => tracing::trace!("Successfully shut down NVML"),
+            Err(e) => tracing::error!("Failed to shut down NVML: {e}"),
+        }
+        tracing::trace!(target: crate::log::DEBUG3, "nvmlShutdown() took {} microseconds", start.elapsed().as_micros());
+    }
+    // Otherwise another thread still uses it; dropping its last Arc
+    // shuts NVML down.
 }
 
 fn classify(e: NvmlError, path: &OsString, extra: &NvmlExtra) -> DetectError {

@@ -41,7 +41,7 @@ fn system_gpus(host: &dyn Host, cfg: NodeConfig) -> Result<Option<Vec<GresRecord
     let from_gpu_plugin = host.gpu_plugin_system_gpus();
     if from_gpu_plugin.is_none() && nvml {
         tracing::debug!("slurmd's gpu plugin found no GPUs; asking NVML directly for AutoDetect=nvml");
-        return Ok(crate::nvml::system_gpu_list(host, cfg));
+        return Ok(crate::nvml::system_gpu_list(host, cfg, &super::nvml_paths()));
     }
     Ok(from_gpu_plugin)
 }

@@ -32,6 +32,32 @@ fn to_stderr(lines: &[String]) {
 
 pub struct GpuNvml;
 
+impl GpuNvml {
+    /// [`GpuPlugin::step_hardware_init`] with NVML where `paths` says.
+    pub fn step_freqs_init(host: &dyn Host, usable: Option<&Bitmap>, settings: Option<&str>, paths: &nvml::Paths) {
+        let (Some(usable), Some(settings)) = (usable, settings) else { return };
+        let Some(spec) = gpu_freq::gpu_part_of_tres_freq(settings) else { return };
+        let ctx = step_context(host);
+        let mut log = Log::daemon();
+        let out = clocks::set_step_freqs(usable, spec, &ctx, paths, &mut log);
+        // Slurm resets every GPU of the step at fini once a GPU frequency
+        // was asked for, even when nothing was set.
+        let gpus = if out.gpus.is_empty() { usable.ones().map(|i| i as u32).collect() } else { out.gpus };
+        *SAVED.lock().unwrap_or_else(PoisonError::into_inner) = Some(gpus);
+        to_stderr(&out.stderr);
+    }
+
+    /// [`GpuPlugin::step_hardware_fini`] with NVML where `paths` says.
+    pub fn step_freqs_fini(host: &dyn Host, paths: &nvml::Paths) {
+        let Some(gpus) = SAVED.lock().unwrap_or_else(PoisonError::into_inner).take() else { return };
+        let ctx = step_context(host);
+        let mut stderr = Vec::new();
+        clocks::reset_step_freqs(&gpus, &ctx, paths, &mut Log::daemon(), &mut stderr);
+        to_stderr(&stderr);
+        nvml::release();
+    }
+}
+
 impl GpuPlugin for GpuNvml {
     const PLUGIN_NAME: &'static str = super::files::GPU_NVML.name;
     const PLUGIN_TYPE: &'static str = super::files::GPU_NVML.plugin_type;
@@ -47,29 +73,15 @@ impl GpuPlugin for GpuNvml {
     }
 
     fn system_gpu_list(host: &dyn Host, cfg: NodeConfig) -> Option<Vec<GresRecord>> {
-        nvml::system_gpu_list(host, cfg)
+        nvml::system_gpu_list(host, cfg, &super::nvml_paths())
     }
 
     fn step_hardware_init(host: &dyn Host, usable: Option<&Bitmap>, settings: Option<&str>) {
-        let (Some(usable), Some(settings)) = (usable, settings) else { return };
-        let Some(spec) = gpu_freq::gpu_part_of_tres_freq(settings) else { return };
-        let ctx = step_context(host);
-        let mut log = Log::daemon();
-        let out = clocks::set_step_freqs(usable, spec, &ctx, &mut log);
-        // Slurm resets every GPU of the step at fini once a GPU frequency
-        // was asked for, even when nothing was set.
-        let gpus = if out.gpus.is_empty() { usable.ones().map(|i| i as u32).collect() } else { out.gpus };
-        *SAVED.lock().unwrap_or_else(PoisonError::into_inner) = Some(gpus);
-        to_stderr(&out.stderr);
+        GpuNvml::step_freqs_init(host, usable, settings, &super::nvml_paths());
     }
 
     fn step_hardware_fini(host: &dyn Host) {
-        let Some(gpus) = SAVED.lock().unwrap_or_else(PoisonError::into_inner).take() else { return };
-        let ctx = step_context(host);
-        let mut stderr = Vec::new();
-        clocks::reset_step_freqs(&gpus, &ctx, &mut Log::daemon(), &mut stderr);
-        to_stderr(&stderr);
-        nvml::release();
+        GpuNvml::step_freqs_fini(host, &super::nvml_paths());
     }
 
     fn test_cpu_conv(mask: &str) -> Option<String> {
@@ -93,10 +105,10 @@ impl GpuPlugin for GpuNvml {
     }
 
     fn device_count() -> Option<u32> {
-        nvml::device_count()
+        nvml::device_count(&super::nvml_paths())
     }
 
     fn energy_read(dv_ind: u32) -> Option<GpuEnergy> {
-        nvml::energy_read(dv_ind)
+        nvml::energy_read(dv_ind, &super::nvml_paths())
     }
 }

@@ -37,6 +37,33 @@ pub(crate) fn fatal(message: &str) -> ! {
 
 pub use crate::core::host::{Host, NodeConfig};
 
+/// Where the plugins find NVML and the GPUs' files: the system's places.
+#[cfg(not(feature = "test-hooks"))]
+pub(crate) fn nvml_paths() -> crate::nvml::Paths {
+    crate::nvml::Paths::default()
+}
+
+/// Where the plugins find NVML and the GPUs' files.  Test builds (cargo
+/// feature `test-hooks`, never in a release) take them from the daemon's
+/// environment where set: `GRES_RS_NVML_LIB` (the library to load, e.g.
+/// the NVML stand-in), `GRES_RS_DEV_DIR` (fake device files),
+/// `GRES_RS_MIG_MINORS`.
+#[cfg(feature = "test-hooks")]
+pub(crate) fn nvml_paths() -> crate::nvml::Paths {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let mut paths = crate::nvml::Paths::default();
+    if let Some(v) = var("GRES_RS_NVML_LIB") {
+        paths.library = v;
+    }
+    if let Some(v) = var("GRES_RS_DEV_DIR") {
+        paths.dev_dir = v.to_string_lossy().into_owned();
+    }
+    if let Some(v) = var("GRES_RS_MIG_MINORS") {
+        paths.mig_minors = v.into();
+    }
+    paths
+}
+
 /// A `*_set_env` call.
 pub struct SetEnv<'a> {
     pub alloc: Option<&'a Bitmap>,

@@ -182,18 +182,53 @@ pub fn locate_our_library() -> Result<PathBuf, String> {
             Err(format!("GRES_RS_PLUGIN_DIR={} lacks {LIBRARY_FILE}; run `cargo build --workspace` first", d.display()))
         };
     }
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(t) if Path::new(&t).is_absolute() => PathBuf::from(t),
-        Some(t) => manifest.join(t),
-        None => manifest.join("target"),
-    };
+    let target = target_dir();
     let profiles = if cfg!(debug_assertions) { ["debug", "release"] } else { ["release", "debug"] };
     let tried: Vec<PathBuf> = profiles.iter().map(|p| target.join(p)).collect();
     tried.iter().find(|d| d.join(LIBRARY_FILE).is_file()).cloned().ok_or_else(|| {
         let looked: Vec<String> = tried.iter().map(|d| d.display().to_string()).collect();
         format!("{LIBRARY_FILE} is not built; run `cargo build --workspace` first (or set GRES_RS_PLUGIN_DIR). Looked in: {}", looked.join("; "))
     })
+}
+
+/// cargo's target directory: `$CARGO_TARGET_DIR`, else `<workspace>/target`.
+pub fn target_dir() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(t) if Path::new(&t).is_absolute() => PathBuf::from(t),
+        Some(t) => manifest.join(t),
+        None => manifest.join("target"),
+    }
+}
+
+/// The cargo features of [`test_build_dir`]'s build: the test hooks that
+/// never reach a release build (`GRES_RS_PANIC_IN`; `GRES_RS_NVML_LIB`,
+/// `GRES_RS_DEV_DIR`, `GRES_RS_MIG_MINORS` read from the daemon's
+/// environment).
+pub const TEST_FEATURES: &str = "fault-injection,test-hooks";
+
+/// Our plugins built with [`TEST_FEATURES`] in a target dir of their own
+/// (`<target>/test-build`), so that the normal build, which is what ships,
+/// is left alone: the directory holding that `libgres_rs.so` (`debug/`, or
+/// `release/` when `release`).  Built at the first call in a test process
+/// (cargo finds it up to date after the first test binary).  For
+/// [`ClusterConfig::plugin_build_dir`] of tests that put those variables
+/// into slurmd's environment.
+pub fn test_build_dir(release: bool) -> PathBuf {
+    static BUILT: [std::sync::OnceLock<PathBuf>; 2] = [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    BUILT[usize::from(release)]
+        .get_or_init(|| {
+            let target = target_dir().join("test-build");
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.current_dir(env!("CARGO_MANIFEST_DIR")).args(["build", "--workspace", "--features", TEST_FEATURES, "--target-dir"]).arg(&target);
+            if release {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().unwrap_or_else(|e| panic!("cannot run cargo build for the test build: {e}"));
+            assert!(status.success(), "cargo build --features {TEST_FEATURES} (the test build in {}) failed", target.display());
+            target.join(if release { "release" } else { "debug" })
+        })
+        .clone()
 }
 
 /// One dynamic symbol of a shared object, as `nm -D` lists it.
@@ -300,6 +335,9 @@ pub struct ClusterConfig {
     pub gres_conf: String,
     /// fake_gpus.conf next to slurm.conf (placeholders allowed).
     pub fake_gpus_conf: Option<String>,
+    /// fake_gpus.conf next to slurm.conf as a symbolic link to this path
+    /// (placeholders allowed; instead of `fake_gpus_conf`).
+    pub fake_gpus_link: Option<String>,
     /// Number of fake device nodes `{DEV}/nvidia0..N-1` to create.
     pub fake_gpus: u32,
     /// Prolog/Epilog script bodies (written to {ETC}/prolog.sh etc.).
@@ -323,6 +361,11 @@ pub struct ClusterConfig {
     pub cgroup_conf: Option<String>,
     /// Extra environment for slurmd (and `slurmd -G`).
     pub slurmd_env: Vec<(String, String)>,
+    /// `slurmd -G` runs as the last argument of this command (e.g.
+    /// `/usr/bin/time -f ... prlimit --as=...`) when not empty.  On its
+    /// timeout the harness kills the command only: one that forks must
+    /// end slurmd itself (`timeout -s KILL N`).
+    pub slurmd_g_wrapper: Vec<String>,
     /// Build a stub libnvidia-ml.so (nvmlInit fails with "driver not
     /// loaded") and put it on slurmd's LD_LIBRARY_PATH, so that
     /// `AutoDetect=nvml` makes slurmd load gpu_nvml.so.
@@ -333,7 +376,7 @@ pub struct ClusterConfig {
     pub verify_ours_loaded: bool,
     pub start_timeout: Duration,
     /// Take our built `lib*.so` from this directory instead of the default
-    /// build (e.g. a fault-injection build in its own target dir).
+    /// build (e.g. [`test_build_dir`], with the test hooks).
     pub plugin_build_dir: Option<PathBuf>,
     /// Stock plugin files Debian does not ship (the bench's gpu_nvml.so
     /// built from Debian's source), copied into a directory that PluginDir
@@ -364,6 +407,7 @@ impl ClusterConfig {
             node_gres: if n > 0 { Some(format!("gpu:{n}")) } else { None },
             gres_conf: gpu_gres_line(n),
             fake_gpus_conf: None,
+            fake_gpus_link: None,
             fake_gpus: n,
             prolog: None,
             epilog: None,
@@ -376,6 +420,7 @@ impl ClusterConfig {
             extra_node_conf: String::new(),
             cgroup_conf: None,
             slurmd_env: vec![],
+            slurmd_g_wrapper: vec![],
             nvml_stub: false,
             wait_idle: true,
             verify_ours_loaded: true,
@@ -401,6 +446,12 @@ impl ClusterConfig {
     }
     pub fn with_plugins(mut self, p: PluginSet) -> Self {
         self.plugins = p;
+        self
+    }
+    /// Our plugins from the test build ([`test_build_dir`], debug), which
+    /// reads the test hooks from slurmd's environment.
+    pub fn with_test_build(mut self) -> Self {
+        self.plugin_build_dir = Some(test_build_dir(false));
         self
     }
 }
@@ -628,6 +679,9 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
     }
     if let Some(f) = &c.fake_gpus_conf {
         fsutil::write_file(&l.etc.join("fake_gpus.conf"), &l.subst(f, node), 0o644).map_err(e("writing fake_gpus.conf"))?;
+    }
+    if let Some(target) = &c.fake_gpus_link {
+        std::os::unix::fs::symlink(l.subst(target, node), l.etc.join("fake_gpus.conf")).map_err(e("linking fake_gpus.conf"))?;
     }
     Ok((fake_gpus, plugin_dir_setting, our_dir, ld))
 }
@@ -1294,7 +1348,14 @@ impl Cluster {
             Err(e) => panic!("slurmd -G setup failed: {e}"),
         };
         let l = &p.layout;
-        let mut cmd = Command::new(tool("slurmd"));
+        let mut cmd = match config.slurmd_g_wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(tool("slurmd"));
+                cmd
+            }
+            None => Command::new(tool("slurmd")),
+        };
         clean_env(&mut cmd, l);
         cmd.current_dir(&l.root);
         cmd.arg("-G").arg("-N").arg(&config.node_name);

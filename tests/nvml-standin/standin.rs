@@ -1,8 +1,10 @@
 //! Test helpers for the NVML stand-in (`nvml_standin.c` next to this
 //! file): build it with `cc` (once per version of the source, under
-//! cargo's `target/tmp`), point `GRES_RS_NVML_LIB` / `GRES_RS_NVML_FIXTURE` /
-//! `GRES_RS_NVML_CALLS` / `GRES_RS_MIG_MINORS` at it, and read back the
-//! calls it received.
+//! cargo's `target/tmp`), point it at a fixture and a call log (its own
+//! `GRES_RS_NVML_FIXTURE` / `GRES_RS_NVML_CALLS`), and read back the calls
+//! it received.  In-process tests pass [`Standin::paths`] to the `nvml`
+//! functions; daemons of a `test-hooks` build are pointed at it with
+//! `GRES_RS_NVML_LIB` / `GRES_RS_MIG_MINORS` in their environment.
 //!
 //! Use from an integration test with
 //! `#[path = "nvml-standin/standin.rs"] mod standin;`.
@@ -142,24 +144,32 @@ pub struct Standin {
     pub calls_path: PathBuf,
 }
 
+/// Where the `nvml` functions find the stand-in: its library, the
+/// fixtures' `mig-minors`, device files in `/dev`.
+pub fn paths() -> slurm_gpu_gres::nvml::Paths {
+    slurm_gpu_gres::nvml::Paths { library: library().into(), mig_minors: fixture("mig-minors"), ..Default::default() }
+}
+
 impl Standin {
     /// Use the fixture file at `fixture_path` (`None`: no fixture, so
     /// NVML's init fails as without a driver).
     pub fn with_fixture(fixture_path: Option<&Path>) -> Standin {
         let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        let lib = library();
         slurm_gpu_gres::nvml::release();
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let calls_path = built().scratch.join(format!("calls-{n}.log"));
         let _ = std::fs::remove_file(&calls_path);
-        std::env::set_var("GRES_RS_NVML_LIB", &lib);
         match fixture_path {
             Some(p) => std::env::set_var("GRES_RS_NVML_FIXTURE", p),
             None => std::env::remove_var("GRES_RS_NVML_FIXTURE"),
         }
         std::env::set_var("GRES_RS_NVML_CALLS", &calls_path);
-        std::env::set_var("GRES_RS_MIG_MINORS", fixture("mig-minors"));
         Standin { _guard: guard, calls_path }
+    }
+
+    /// [`paths`], for the `nvml` functions.
+    pub fn paths(&self) -> slurm_gpu_gres::nvml::Paths {
+        paths()
     }
 
     /// Use a fixture of `tests/nvml-standin/fixtures`.

@@ -31,6 +31,7 @@
 use std::path::Path;
 use thiserror::Error;
 
+use super::files::{read_bounded, MAX_FILE_LEN};
 use super::gres_conf::rules::{add_gres_record, parse_flags, AffinityError};
 use super::gres_conf::syntax::{Diagnostic, Location};
 use super::model::{flags_to_string, Bitmap, ConfFlags, GresRecord, LogLevel, RangeError};
@@ -75,12 +76,18 @@ pub enum FakeGpusError {
 
 /// Read `path` as the stock plugin does: `Ok(None)` when it does not exist
 /// (no fake GPUs), an empty list with an error when it cannot be read.
+///
+/// Unlike the stock plugin, what is not a regular file is not read (on
+/// `/dev/zero` the stock plugin loops for ever, on a FIFO it blocks, a
+/// directory it reads as empty), nor is more than [`MAX_FILE_LEN`] bytes
+/// (the stock plugin reads a 10 GB file to its end): such a file is an
+/// error that names it, and gives no GPUs.
 pub fn load_fake_gpus(path: &Path, conv: CpuConv) -> Result<Option<FakeGpus>, FakeGpusError> {
     if std::fs::metadata(path).is_err() {
         return Ok(None);
     }
     let mut diagnostics = vec![Diagnostic::new(LogLevel::Info, None, format!("Adding fake system GPU data from {}", path.display()))];
-    match std::fs::read(path) {
+    match read_bounded(path, MAX_FILE_LEN) {
         Ok(bytes) => {
             let mut fake = parse_fake_gpus(&String::from_utf8_lossy(&bytes), path, conv)?;
             diagnostics.append(&mut fake.diagnostics);
@@ -255,6 +262,7 @@ pub fn to_log_line(r: &GresRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::files::special::Scratch;
     use crate::model::gres_build_id;
 
     fn parse(text: &str) -> FakeGpus {
@@ -417,6 +425,48 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(f.records.len(), 1);
         assert_eq!(f.diagnostics[0].message, format!("Adding fake system GPU data from {}", path.display()));
+    }
+
+    /// `path` gives no GPUs, and an error line that names it with `reason`.
+    #[track_caller]
+    fn refused(path: &Path, reason: &str) {
+        let f = load_fake_gpus(path, CpuConv::Nvml).unwrap().expect("the file exists");
+        assert!(f.records.is_empty());
+        let errors: Vec<_> = f.diagnostics.iter().filter(|d| d.level == LogLevel::Error).collect();
+        assert_eq!(errors.len(), 1, "{:?}", f.diagnostics);
+        assert_eq!(errors[0].message, format!("Unable to read \"{}\": {reason}", path.display()));
+    }
+
+    #[test]
+    fn dev_zero_is_refused() {
+        let s = Scratch::new("fake-zero");
+        refused(&s.dev_zero("fake_gpus.conf"), "a character device, not a regular file");
+    }
+
+    #[test]
+    fn fifo_is_refused_without_blocking() {
+        let s = Scratch::new("fake-fifo");
+        refused(&s.fifo("fake_gpus.conf"), "a FIFO, not a regular file");
+    }
+
+    #[test]
+    fn directory_is_refused() {
+        let s = Scratch::new("fake-dir");
+        refused(&s.dir("fake_gpus.conf"), "a directory, not a regular file");
+    }
+
+    #[test]
+    fn ten_gb_sparse_file_is_refused() {
+        let s = Scratch::new("fake-sparse");
+        refused(&s.sparse("fake_gpus.conf", 10 << 30), "10737418240 bytes, more than the 16777216 read");
+    }
+
+    #[test]
+    fn file_over_the_bound_is_refused() {
+        let s = Scratch::new("fake-over");
+        let mut text = "t|4|0|(null)|/dev/nvidia0\n".repeat(1 << 20);
+        text.truncate(MAX_FILE_LEN as usize + 1);
+        refused(&s.file("fake_gpus.conf", text), "16777217 bytes, more than the 16777216 read");
     }
 
     #[test]

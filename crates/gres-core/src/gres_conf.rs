@@ -158,6 +158,7 @@ pub struct GresConf {
     entries: Vec<Entry>,
     global_autodetect: Option<Spanned>,
     diagnostics: Vec<Diagnostic>,
+    file_remarks: Vec<Diagnostic>,
 }
 
 /// What to evaluate gres.conf for.
@@ -215,6 +216,7 @@ struct Collector {
     entries: Vec<Entry>,
     global_autodetect: Option<Spanned>,
     diagnostics: Vec<Diagnostic>,
+    file_remarks: Vec<Diagnostic>,
 }
 
 impl LineSink for Collector {
@@ -224,6 +226,10 @@ impl LineSink for Collector {
             Ok(None) => {}
             Err(e) => errors.push(e),
         }
+    }
+
+    fn remark(&mut self, remark: Diagnostic) {
+        self.file_remarks.push(remark);
     }
 }
 
@@ -317,7 +323,13 @@ impl GresConf {
     }
 
     fn from_collector(path: &Path, c: Collector) -> GresConf {
-        GresConf { path: path.to_path_buf(), entries: c.entries, global_autodetect: c.global_autodetect, diagnostics: c.diagnostics }
+        GresConf {
+            path: path.to_path_buf(),
+            entries: c.entries,
+            global_autodetect: c.global_autodetect,
+            diagnostics: c.diagnostics,
+            file_remarks: c.file_remarks,
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -327,6 +339,12 @@ impl GresConf {
     /// Remarks made while reading (repeated keys).
     pub fn diagnostics(&self) -> &[Diagnostic] {
         &self.diagnostics
+    }
+
+    /// Remarks on the files read, whatever the node: those slurmd reads as
+    /// empty (a device, a FIFO, a directory).
+    pub fn file_remarks(&self) -> &[Diagnostic] {
+        &self.file_remarks
     }
 
     /// The global `AutoDetect=` value as written, if any.

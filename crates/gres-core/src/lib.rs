@@ -5,6 +5,7 @@
 pub mod devices;
 pub mod env;
 pub mod fake_gpus;
+pub mod files;
 pub mod gpu_freq;
 pub mod gres_conf;
 pub mod host;

@@ -129,6 +129,10 @@ impl LineSink for Collector {
         }
     }
 
+    fn remark(&mut self, remark: Diagnostic) {
+        self.conf.diagnostics.push(remark);
+    }
+
     /// `%c` is the cluster name, in lower case.
     fn include_target(&mut self, raw: &Spanned) -> Result<String, ConfError> {
         if !raw.value.contains("%c") {
@@ -259,7 +263,8 @@ impl SlurmConf {
         &self.path
     }
 
-    /// Remarks made while reading (repeated keys).
+    /// Remarks made while reading (repeated keys, files slurmd reads as
+    /// empty).
     pub fn diagnostics(&self) -> &[Diagnostic] {
         &self.diagnostics
     }

@@ -203,7 +203,11 @@ fn check(args: &CheckArgs, report: &mut Report) -> Result<(), u8> {
     });
     match full {
         Ok(None) => {}
-        Ok(Some(Ok(full))) => std::mem::forget(full),
+        Ok(Some(Ok(full))) => {
+            // Files slurmd reads as empty: said once, whatever the node.
+            report.file_problems.extend(full.file_remarks().iter().map(Problem::from_diagnostic));
+            std::mem::forget(full)
+        }
         Ok(Some(Err(errors))) => return conf_errors(&errors, &gres_path, report),
         Err(_) => {
             tool_error("reading gres.conf failed");
@@ -357,7 +361,7 @@ impl Env<'_> {
                 }
             }
         } else if local && autodetect == AutoDetect::Nvml && !self.args.no_detect {
-            system = slurm_gpu_gres::nvml::system_gpu_list(&StandaloneHost, NodeConfig { cpu_cnt: cpus, in_slurmd: true });
+            system = slurm_gpu_gres::nvml::system_gpu_list(&StandaloneHost, NodeConfig { cpu_cnt: cpus, in_slurmd: true }, &Default::default());
         }
         if self.fake_path.is_none() {
             problems.extend(self.autodetect_problems(autodetect, local, system.is_some()));

@@ -66,9 +66,25 @@ fn render(report: &DetectReport, args: &DetectArgs) -> (String, bool) {
     (text, found)
 }
 
+/// Where NVML and the device files are: the system's places, or the
+/// options' ones.
+fn paths(args: &DetectArgs) -> nvml::Paths {
+    let mut paths = nvml::Paths::default();
+    if let Some(lib) = &args.nvml_lib {
+        paths.library = lib.clone().into_os_string();
+    }
+    if let Some(dir) = &args.dev_dir {
+        paths.dev_dir = dir.clone();
+    }
+    if let Some(file) = &args.mig_minors {
+        paths.mig_minors = file.clone();
+    }
+    paths
+}
+
 pub fn run(args: &DetectArgs) -> u8 {
     let cpus = host::local_cpus().map_or(1, |c| c.cpus);
-    let report = nvml::detect_report(&StandaloneHost, NodeConfig { cpu_cnt: cpus, in_slurmd: true });
+    let report = nvml::detect_report(&StandaloneHost, NodeConfig { cpu_cnt: cpus, in_slurmd: true }, &paths(args));
     if args.verbose {
         for l in &report.log {
             eprintln!("gres-rs: {}: {}", level_name(l.level), l.message);
@@ -78,7 +94,7 @@ pub fn run(args: &DetectArgs) -> u8 {
     print!("{text}");
     if let Some(e) = &report.error {
         eprintln!("gres-rs: error: NVML is not available: {e}");
-        eprintln!("gres-rs: GPU detection needs the NVIDIA driver and its NVML library ({}); set {} to load another one", nvml::DEFAULT_LIB, nvml::LIB_ENV);
+        eprintln!("gres-rs: GPU detection needs the NVIDIA driver and its NVML library ({}); --nvml-lib FILE loads another one", nvml::DEFAULT_LIB);
         return EXIT_PROBLEMS;
     }
     if !args.verbose {
@@ -100,7 +116,7 @@ mod tests {
     use slurm_gpu_gres::nvml::DetectError;
 
     fn args(format: DetectFormat) -> DetectArgs {
-        DetectArgs { format, node_name: Some("gpu01".into()), verbose: false }
+        DetectArgs { format, node_name: Some("gpu01".into()), verbose: false, nvml_lib: None, dev_dir: None, mig_minors: None }
     }
 
     fn report() -> DetectReport {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use annotate_snippets::{Level, Renderer, Snippet};
 use serde::Serialize;
+use slurm_gpu_gres::core::files::{read_bounded, MAX_FILE_LEN};
 use slurm_gpu_gres::core::gres_conf::syntax::Location;
 use slurm_gpu_gres::core::model::{flags_to_string, GresRecord};
 use slurm_gpu_gres::core::node_conf::{Problem, Severity};
@@ -21,7 +22,7 @@ impl Sources {
     /// Physical line `n` (1-based) of `path`, without its newline.
     pub fn line(&mut self, path: &Path, n: usize) -> Option<&str> {
         let lines = self.files.entry(path.to_path_buf()).or_insert_with(|| {
-            std::fs::read(path).ok().map(|b| String::from_utf8_lossy(&b).split('\n').map(|l| l.trim_end_matches('\r').to_string()).collect())
+            read_bounded(path, MAX_FILE_LEN).ok().map(|b| String::from_utf8_lossy(&b).split('\n').map(|l| l.trim_end_matches('\r').to_string()).collect())
         });
         lines.as_ref()?.get(n.checked_sub(1)?).map(String::as_str)
     }

@@ -18,7 +18,8 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use slurm_gpu_gres::core::gres_conf::syntax::{include_path, is_c_space, ConfError, Diagnostic, FsReader, Location, MAX_INCLUDE_DEPTH};
+use slurm_gpu_gres::core::files::{read_bounded, MAX_FILE_LEN};
+use slurm_gpu_gres::core::gres_conf::syntax::{include_path, is_c_space, ConfError, Diagnostic, FsReader, Location, MAX_INCLUDE_DEPTH, MAX_TOTAL_LEN};
 use slurm_gpu_gres::core::gres_conf::{GresConf, NodeContext, NodeGresConf};
 use slurm_gpu_gres::core::hostlist;
 
@@ -205,50 +206,69 @@ pub enum SliceError {
 
 impl Sliced {
     /// Index `path` and the files it includes.  Files that cannot be read
-    /// and includes that cannot be followed are left out (the library's
-    /// reader reports them).
+    /// (or are not regular files, or are too large) and includes that
+    /// cannot be followed are left out (the library's reader reports them).
     pub fn load(path: &Path) -> Sliced {
         let mut sliced =
             Sliced { main: path.to_path_buf(), files: Vec::new(), lines: Vec::new(), always: Vec::new(), global_autodetect: None, has_includes: false };
-        let mut stack = Vec::new();
-        sliced.scan(path, &mut stack);
+        sliced.scan(path);
         sliced.always =
             sliced.lines.iter().enumerate().filter(|(_, l)| l.hosts.as_ref().map_or(true, |h| hostlist::expand(h).is_err())).map(|(i, _)| i).collect();
         sliced
     }
 
-    fn scan(&mut self, path: &Path, stack: &mut Vec<PathBuf>) {
-        let Ok(bytes) = std::fs::read(path) else {
-            self.has_includes = true;
-            return;
-        };
-        let file = FileText::new(path, &String::from_utf8_lossy(&bytes));
-        self.files.push(file);
-        let f = self.files.len() - 1;
-        stack.push(path.to_path_buf());
-        let mut n = 1;
-        while n <= self.files[f].lines.len() {
+    /// Read `path` (within what is `left` of [`MAX_TOTAL_LEN`]): its index
+    /// in `files`.
+    fn read(&mut self, path: &Path, left: &mut u64) -> Option<usize> {
+        match read_bounded(path, MAX_FILE_LEN.min(*left)) {
+            Ok(bytes) => {
+                *left -= bytes.len() as u64;
+                self.files.push(FileText::new(path, &String::from_utf8_lossy(&bytes)));
+                Some(self.files.len() - 1)
+            }
+            Err(_) => {
+                self.has_includes = true;
+                None
+            }
+        }
+    }
+
+    /// Index `path` and, in place of each `include`, the file it names.
+    /// The chain of files being read is a list (file, next physical line),
+    /// not the call stack: it may be as deep as slurmd follows.
+    fn scan(&mut self, path: &Path) {
+        let mut left = MAX_TOTAL_LEN;
+        let mut open: Vec<(usize, usize)> = self.read(path, &mut left).map(|f| (f, 1)).into_iter().collect();
+        while let Some(&(f, n)) = open.last() {
+            if n > self.files[f].lines.len() {
+                open.pop();
+                continue;
+            }
             let (first, last) = self.files[f].groups[n - 1];
-            n = last + 1;
+            let top = open.len() - 1;
+            open[top].1 = last + 1;
             let logical = self.files[f].logical(first, last);
             match classify(&logical) {
                 Kind::Blank => {}
                 Kind::Include(target) => {
                     self.has_includes = true;
-                    let included = include_path(path, &target);
-                    if !target.contains("%c") && !stack.contains(&included) && stack.len() <= MAX_INCLUDE_DEPTH {
-                        self.scan(&included, stack);
+                    let included = include_path(&self.files[f].path, &target);
+                    let in_chain = open.iter().any(|&(g, _)| self.files[g].path == included);
+                    if !target.contains("%c") && !in_chain && open.len() <= MAX_INCLUDE_DEPTH {
+                        if let Some(g) = self.read(&included, &mut left) {
+                            open.push((g, 1));
+                        }
                     }
                 }
                 Kind::Node(hosts, hosts_span) => self.lines.push(Logical { file: f, first, last, hosts: Some(hosts), hosts_span }),
                 Kind::AutoDetect(span) => {
-                    self.global_autodetect = span.map(|(line, start, end)| Location { path: path.to_path_buf(), line, column: start + 1, len: end - start });
+                    self.global_autodetect =
+                        span.map(|(line, start, end)| Location { path: self.files[f].path.clone(), line, column: start + 1, len: end - start });
                     self.lines.push(Logical { file: f, first, last, hosts: None, hosts_span: None });
                 }
                 Kind::Global => self.lines.push(Logical { file: f, first, last, hosts: None, hosts_span: None }),
             }
         }
-        stack.pop();
     }
 
     /// For each node of `wanted`, the node lines that name it, in order.

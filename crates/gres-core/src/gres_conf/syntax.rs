@@ -16,17 +16,36 @@
 //! Which keys exist and which keys may share a line is the business of each
 //! file's own module; this one only cuts lines into located pairs.  Every
 //! error carries the file, line and byte column of the fault.
+//!
+//! Files are read as slurmd's `s_p_parse_file()` reads them, within bounds
+//! (see [`crate::files`]): what is not a regular file (a device, a
+//! FIFO: size 0 for `stat()`; a directory: `fgets()` fails) slurmd reads as
+//! an empty file, and so does this reader, with a warning that names it.
+//! A regular file is read up to [`MAX_FILE_LEN`] bytes, and all the files
+//! of one configuration up to [`MAX_TOTAL_LEN`].  slurmd reads a larger
+//! one (into a line buffer of the file's size, whose size wraps as an
+//! `int` from 2 GiB on): an include past the bound is an error remark
+//! (not checked, the parse goes on), the main file past it an error.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
+use crate::files::{read_bounded, FileKind, ReadError, MAX_FILE_LEN};
 use crate::model::{LogLevel, LogLine};
 
-/// Deepest chain of `include`s followed (Slurm has no limit and recurses
-/// until the stack overflows on a cycle).
-pub const MAX_INCLUDE_DEPTH: usize = 16;
+/// Deepest chain of `include`s followed.  slurmd has no limit: each level
+/// keeps its file open, so a chain fails at the limit of open files
+/// (`slurmd -G` with 1,024: 1,019 includes deep is read, 1,020 fails), and
+/// a cycle recurses until then.  (Debian's slurmd.service sets
+/// `LimitNOFILE=131072`, which lets slurmd go deeper than this.)
+pub const MAX_INCLUDE_DEPTH: usize = 1000;
+
+/// The most read of all the files of one configuration (the file and what
+/// it includes, each include counted each time it is read).
+pub const MAX_TOTAL_LEN: u64 = 4 * MAX_FILE_LEN;
 
 /// A place in a configuration file: 1-based line and byte column, and the
 /// number of bytes of that line the fault covers.  `line == 0` means the
@@ -189,16 +208,18 @@ impl ParsedLine {
 /// Where file contents come from: the file system, or memory in tests and
 /// fuzzing.
 pub trait ConfReader {
-    fn read(&self, path: &Path) -> std::io::Result<Vec<u8>>;
+    /// The contents of `path`, at most `limit` bytes of them, as
+    /// [`read_bounded`] reads them.
+    fn read(&self, path: &Path, limit: u64) -> Result<Vec<u8>, ReadError>;
 }
 
-/// Reads files from the file system.
+/// Reads files from the file system ([`read_bounded`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FsReader;
 
 impl ConfReader for FsReader {
-    fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {
-        std::fs::read(path)
+    fn read(&self, path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+        read_bounded(path, limit)
     }
 }
 
@@ -206,6 +227,7 @@ impl ConfReader for FsReader {
 #[derive(Clone, Debug, Default)]
 pub struct MemReader {
     files: HashMap<PathBuf, Vec<u8>>,
+    special: HashMap<PathBuf, FileKind>,
 }
 
 impl MemReader {
@@ -216,11 +238,23 @@ impl MemReader {
         self.files.insert(path.into(), contents.into());
         self
     }
+    /// `path` as a file that is not a regular one (a device, a directory).
+    pub fn with_special(mut self, path: impl Into<PathBuf>, kind: FileKind) -> Self {
+        self.special.insert(path.into(), kind);
+        self
+    }
 }
 
 impl ConfReader for MemReader {
-    fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {
-        self.files.get(path).cloned().ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"))
+    fn read(&self, path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+        if let Some(&kind) = self.special.get(path) {
+            return Err(ReadError::NotRegular(kind));
+        }
+        let bytes = self.files.get(path).ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"))?;
+        if bytes.len() as u64 > limit {
+            return Err(ReadError::TooLarge { size: Some(bytes.len() as u64), limit });
+        }
+        Ok(bytes.clone())
     }
 }
 
@@ -229,6 +263,10 @@ pub trait LineSink {
     /// One logical line that is not an `include`.  Errors go to `errors`;
     /// parsing continues with the next line.
     fn line(&mut self, line: ParsedLine, errors: &mut Vec<ConfError>);
+
+    /// A remark on a file read (one slurmd reads as empty): a warning that
+    /// does not stop the reading.
+    fn remark(&mut self, remark: Diagnostic);
 
     /// The file name an `include` line names, after any expansion the file
     /// supports (`%c` in slurm.conf).  The default refuses `%c`, as
@@ -262,12 +300,31 @@ struct LogicalLine {
     first_line: usize,
 }
 
-/// Cut file contents into logical lines.
-fn logical_lines(contents: &str) -> Vec<LogicalLine> {
-    let mut out = Vec::new();
+/// Where reading a file's text into logical lines is: the next physical
+/// line's byte offset (`None` after the last one) and number.
+struct Cursor {
+    pos: Option<usize>,
+    line_no: usize,
+}
+
+impl Cursor {
+    fn new() -> Self {
+        Cursor { pos: Some(0), line_no: 0 }
+    }
+}
+
+/// The next logical line of `contents` after `cursor` (one at a time, so
+/// that a file's lines are never all held at once).
+fn next_logical(contents: &str, cursor: &mut Cursor) -> Option<LogicalLine> {
     let mut current: Option<LogicalLine> = None;
-    for (index, raw) in contents.split('\n').enumerate() {
-        let line_no = index + 1;
+    while let Some(pos) = cursor.pos {
+        let (raw, next) = match contents[pos..].find('\n') {
+            Some(i) => (&contents[pos..pos + i], Some(pos + i + 1)),
+            None => (&contents[pos..], None),
+        };
+        cursor.pos = next;
+        cursor.line_no += 1;
+        let line_no = cursor.line_no;
         let mut phys = raw.as_bytes();
         // A NUL ends the line for C's string functions.
         if let Some(nul) = phys.iter().position(|&b| b == 0) {
@@ -294,30 +351,31 @@ fn logical_lines(contents: &str) -> Vec<LogicalLine> {
             logical.origin.push((line_no, i + 1));
         }
         if !continued {
-            out.extend(current.take());
+            break;
         }
     }
-    out.extend(current.take());
-    // Escapes: a backslash keeps the next byte whatever it is.
-    for line in &mut out {
-        let mut bytes = Vec::with_capacity(line.bytes.len());
-        let mut origin = Vec::with_capacity(line.origin.len());
-        let mut i = 0;
-        while i < line.bytes.len() {
-            if line.bytes[i] == b'\\' {
-                i += 1;
-                if i >= line.bytes.len() {
-                    break;
-                }
-            }
-            bytes.push(line.bytes[i]);
-            origin.push(line.origin[i]);
+    current.map(unescape)
+}
+
+/// Escapes: a backslash keeps the next byte whatever it is.
+fn unescape(mut line: LogicalLine) -> LogicalLine {
+    let mut bytes = Vec::with_capacity(line.bytes.len());
+    let mut origin = Vec::with_capacity(line.origin.len());
+    let mut i = 0;
+    while i < line.bytes.len() {
+        if line.bytes[i] == b'\\' {
             i += 1;
+            if i >= line.bytes.len() {
+                break;
+            }
         }
-        line.bytes = bytes;
-        line.origin = origin;
+        bytes.push(line.bytes[i]);
+        origin.push(line.origin[i]);
+        i += 1;
     }
-    out
+    line.bytes = bytes;
+    line.origin = origin;
+    line
 }
 
 impl LogicalLine {
@@ -452,68 +510,164 @@ pub fn include_path(including: &Path, target: &str) -> PathBuf {
 
 /// Parse `path` and the files it includes, handing each line to `sink`.
 pub fn parse_file(reader: &dyn ConfReader, path: &Path, sink: &mut dyn LineSink) -> Result<(), ConfErrors> {
-    let bytes = reader.read(path).map_err(|e| ConfError::new(ErrorKind::Io, Location::file(path), format!("unable to read \"{}\": {e}", path.display())))?;
-    let text = String::from_utf8_lossy(&bytes);
-    parse_text(reader, path, &text, sink)
+    let mut walk = Walk { reader, sink, errors: Vec::new(), left: MAX_TOTAL_LEN };
+    if let Some(bytes) = walk.read(path, None) {
+        walk.walk(path, String::from_utf8_lossy(&bytes));
+    }
+    walk.finish()
 }
 
 /// Parse already-read `text` as if it were the file `path` (includes are
 /// read through `reader`).
 pub fn parse_text(reader: &dyn ConfReader, path: &Path, text: &str, sink: &mut dyn LineSink) -> Result<(), ConfErrors> {
-    let mut errors = Vec::new();
-    let mut stack = vec![path.to_path_buf()];
-    walk(reader, path, text, sink, &mut stack, &mut errors);
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ConfErrors(errors))
-    }
+    let mut walk = Walk { reader, sink, errors: Vec::new(), left: MAX_TOTAL_LEN };
+    walk.walk(path, Cow::Borrowed(text));
+    walk.finish()
 }
 
-fn walk(reader: &dyn ConfReader, path: &Path, text: &str, sink: &mut dyn LineSink, stack: &mut Vec<PathBuf>, errors: &mut Vec<ConfError>) {
-    for logical in logical_lines(text) {
-        if logical.bytes.iter().all(|&b| is_c_space(b)) {
-            continue;
+/// One parse: its errors and what may still be read.
+struct Walk<'a> {
+    reader: &'a dyn ConfReader,
+    sink: &'a mut dyn LineSink,
+    errors: Vec<ConfError>,
+    /// Bytes left of [`MAX_TOTAL_LEN`].
+    left: u64,
+}
+
+/// A file being read: it, or a file it includes, is being parsed.
+struct Open<'t> {
+    path: PathBuf,
+    text: Cow<'t, str>,
+    cursor: Cursor,
+}
+
+impl Walk<'_> {
+    fn finish(self) -> Result<(), ConfErrors> {
+        if self.errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfErrors(self.errors))
         }
-        match logical.include(path) {
-            None => sink.line(logical.parse(path), errors),
-            Some(Err(e)) => errors.push(e),
-            Some(Ok(target)) => {
-                let name = match sink.include_target(&target) {
-                    Ok(name) => name,
-                    Err(e) => {
-                        errors.push(e);
-                        continue;
+    }
+
+    /// The contents of `path` (the main file, or the one `include` names);
+    /// `None` when there is nothing to parse: an error, or a file slurmd
+    /// reads as empty (a remark).
+    fn read(&mut self, path: &Path, include: Option<&Spanned>) -> Option<Vec<u8>> {
+        let (location, failed) = match include {
+            Some(target) => (target.location.clone(), "\"Include\" failed: "),
+            None => (Location::file(path), ""),
+        };
+        let what = if include.is_some() { "Include " } else { "" };
+        let error = |message: String| ConfError::new(ErrorKind::Io, location.clone(), format!("{failed}{message}"));
+        let limit = MAX_FILE_LEN.min(self.left);
+        match self.reader.read(path, limit) {
+            Ok(bytes) => {
+                self.left -= bytes.len() as u64;
+                Some(bytes)
+            }
+            Err(ReadError::NotRegular(kind)) => {
+                let message = format!("WARNING: {what}{}: {}; slurmd reads it as an empty file", path.display(), kind.describe());
+                self.sink.remark(Diagnostic::new(LogLevel::Info, Some(location.clone()), message));
+                None
+            }
+            Err(ReadError::TooLarge { size, .. }) => {
+                let why = match size {
+                    Some(size) if limit == MAX_FILE_LEN || size > MAX_FILE_LEN => {
+                        format!("{size} bytes, more than the {MAX_FILE_LEN} read ({})", slurmd_reading(size))
                     }
+                    None if limit == MAX_FILE_LEN => format!("it holds more than the {MAX_FILE_LEN} bytes read"),
+                    _ => format!("reading it would take the files of this configuration past {MAX_TOTAL_LEN} bytes in all"),
                 };
-                let included = include_path(path, &name);
-                if stack.contains(&included) {
-                    errors.push(ConfError::new(ErrorKind::Include, target.location.clone(), format!("Include of \"{}\" is a cycle", included.display())));
-                    continue;
-                }
-                if stack.len() > MAX_INCLUDE_DEPTH {
-                    errors.push(ConfError::new(
-                        ErrorKind::Include,
-                        target.location.clone(),
-                        format!("Include of \"{}\" nests deeper than {MAX_INCLUDE_DEPTH} files", included.display()),
-                    ));
-                    continue;
-                }
-                match reader.read(&included) {
-                    Ok(bytes) => {
-                        let text = String::from_utf8_lossy(&bytes);
-                        stack.push(included.clone());
-                        walk(reader, &included, &text, sink, stack, errors);
-                        stack.pop();
+                match include {
+                    // slurmd reads it: not a reason to stop, but what it
+                    // holds is not checked.
+                    Some(_) => {
+                        let message = format!("Include {} not checked: {why}", path.display());
+                        self.sink.remark(Diagnostic::new(LogLevel::Error, Some(location.clone()), message));
                     }
-                    Err(e) => errors.push(ConfError::new(
-                        ErrorKind::Io,
-                        target.location.clone(),
-                        format!("\"Include\" failed: unable to read \"{}\": {e}", included.display()),
-                    )),
+                    None => self.errors.push(error(format!("\"{}\" not read: {why}", path.display()))),
+                }
+                None
+            }
+            Err(e) => {
+                self.errors.push(error(format!("unable to read \"{}\": {e}", path.display())));
+                None
+            }
+        }
+    }
+
+    /// Parse `text` as the file `path`, and what it includes in place of
+    /// each `include` line.  The chain of open files is a list, not the
+    /// call stack: a chain as deep as slurmd follows fits any thread.
+    fn walk(&mut self, path: &Path, text: Cow<'_, str>) {
+        let mut open = vec![Open { path: path.to_path_buf(), text, cursor: Cursor::new() }];
+        while let Some(file) = open.last_mut() {
+            let Some(logical) = next_logical(&file.text, &mut file.cursor) else {
+                open.pop();
+                continue;
+            };
+            if logical.bytes.iter().all(|&b| is_c_space(b)) {
+                continue;
+            }
+            let path = &open[open.len() - 1].path;
+            match logical.include(path) {
+                None => self.sink.line(logical.parse(path), &mut self.errors),
+                Some(Err(e)) => self.errors.push(e),
+                Some(Ok(target)) => {
+                    if let Some((included, text)) = self.include(path, &target, &open) {
+                        open.push(Open { path: included, text: Cow::Owned(text), cursor: Cursor::new() });
+                    }
                 }
             }
         }
+    }
+
+    /// The file an `include` line of `path` names, and its text, when it is
+    /// to be parsed.
+    fn include(&mut self, path: &Path, target: &Spanned, open: &[Open]) -> Option<(PathBuf, String)> {
+        let name = match self.sink.include_target(target) {
+            Ok(name) => name,
+            Err(e) => {
+                self.errors.push(e);
+                return None;
+            }
+        };
+        let included = include_path(path, &name);
+        if open.iter().any(|f| f.path == included) {
+            let message = format!("Include of \"{}\" is a cycle", included.display());
+            self.errors.push(ConfError::new(ErrorKind::Include, target.location.clone(), message));
+            return None;
+        }
+        if open.len() > MAX_INCLUDE_DEPTH {
+            let message = format!(
+                "Include of \"{}\" nests deeper than {MAX_INCLUDE_DEPTH} files; slurmd keeps every file of the chain open and fails once it \
+                 cannot open more (1,020 deep with 1,024 open files)",
+                included.display()
+            );
+            self.errors.push(ConfError::new(ErrorKind::Include, target.location.clone(), message));
+            return None;
+        }
+        let bytes = self.read(&included, Some(target))?;
+        // Valid UTF-8 (the usual case) is kept as read, not copied.
+        let text = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        Some((included, text))
+    }
+}
+
+/// What slurmd's `s_p_parse_file()` does with a regular file of `size`
+/// bytes: it allocates a line buffer of `size + 1` bytes and hands that
+/// size to `fgets()` as an `int`, which from 2 GiB on wraps.
+fn slurmd_reading(size: u64) -> String {
+    let buffer = size.saturating_add(1);
+    // The low 32 bits, read as a C int.
+    let as_int = buffer as u32 as i32;
+    if i64::from(as_int) == buffer as i64 {
+        format!("slurmd allocates a {buffer}-byte line buffer and reads it")
+    } else if as_int <= 0 {
+        format!("slurmd allocates a {buffer}-byte line buffer, whose size wraps to {as_int} as an int: it reads the file as empty")
+    } else {
+        format!("slurmd allocates a {buffer}-byte line buffer, whose size wraps to {as_int} as an int: it reads lines of at most {} bytes", as_int - 1)
     }
 }
 
@@ -595,18 +749,23 @@ pub fn parse_count(text: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
+    #[derive(Default)]
     struct Collect {
         lines: Vec<ParsedLine>,
+        remarks: Vec<Diagnostic>,
     }
 
     impl LineSink for Collect {
         fn line(&mut self, line: ParsedLine, _errors: &mut Vec<ConfError>) {
             self.lines.push(line);
         }
+        fn remark(&mut self, remark: Diagnostic) {
+            self.remarks.push(remark);
+        }
     }
 
     fn parse(text: &str) -> Vec<ParsedLine> {
-        let mut sink = Collect { lines: Vec::new() };
+        let mut sink = Collect::default();
         parse_text(&MemReader::new(), Path::new("/etc/x.conf"), text, &mut sink).unwrap();
         sink.lines
     }
@@ -681,7 +840,7 @@ mod tests {
     #[test]
     fn includes_are_followed_relative_to_the_includer() {
         let reader = MemReader::new().with("/etc/slurm/main.conf", "A=1\nInclude sub.conf\nB=2\n").with("/etc/slurm/sub.conf", "C=3\n");
-        let mut sink = Collect { lines: Vec::new() };
+        let mut sink = Collect::default();
         parse_file(&reader, Path::new("/etc/slurm/main.conf"), &mut sink).unwrap();
         let keys: Vec<_> = sink.lines.iter().map(|l| l.pairs[0].key.clone()).collect();
         assert_eq!(keys, ["A", "C", "B"]);
@@ -693,7 +852,7 @@ mod tests {
         let reader = MemReader::new()
             .with("/a.conf", "include /b.conf\nINCLUDE missing.conf\ninclude /a.conf\ninclude x y\ninclude %c.conf\n")
             .with("/b.conf", "include /a.conf\n");
-        let mut sink = Collect { lines: Vec::new() };
+        let mut sink = Collect::default();
         let errs = parse_file(&reader, Path::new("/a.conf"), &mut sink).unwrap_err().0;
         let kinds: Vec<_> = errs.iter().map(|e| (e.kind, e.location.path.clone(), e.location.line)).collect();
         assert_eq!(
@@ -711,11 +870,114 @@ mod tests {
 
     #[test]
     fn unreadable_file_is_an_io_error() {
-        let mut sink = Collect { lines: Vec::new() };
+        let mut sink = Collect::default();
         let e = parse_file(&MemReader::new(), Path::new("/nope"), &mut sink).unwrap_err();
         assert_eq!(e.0[0].kind, ErrorKind::Io);
         assert_eq!(e.0[0].location.line, 0);
         assert!(e.to_string().starts_with("/nope: unable to read"));
+    }
+
+    #[test]
+    fn includes_slurmd_reads_as_empty_are_warnings() {
+        let reader = MemReader::new()
+            .with("/etc/a.conf", "A=1\ninclude /dev/zero\ninclude sub\ninclude pipe\nB=2\n")
+            .with_special("/dev/zero", FileKind::CharDevice)
+            .with_special("/etc/sub", FileKind::Directory)
+            .with_special("/etc/pipe", FileKind::Fifo);
+        let mut sink = Collect::default();
+        parse_file(&reader, Path::new("/etc/a.conf"), &mut sink).unwrap();
+        assert_eq!(sink.lines.len(), 2);
+        let remarks: Vec<_> = sink.remarks.iter().map(|d| (d.level, d.location.as_ref().unwrap().line, d.message.as_str())).collect();
+        assert_eq!(
+            remarks,
+            [
+                (LogLevel::Info, 2, "WARNING: Include /dev/zero: a character device; slurmd reads it as an empty file"),
+                (LogLevel::Info, 3, "WARNING: Include /etc/sub: a directory; slurmd reads it as an empty file"),
+                (LogLevel::Info, 4, "WARNING: Include /etc/pipe: a FIFO; slurmd reads it as an empty file"),
+            ]
+        );
+        // The file itself.
+        let mut sink = Collect::default();
+        parse_file(&MemReader::new().with_special("/etc/a.conf", FileKind::CharDevice), Path::new("/etc/a.conf"), &mut sink).unwrap();
+        assert_eq!(sink.remarks[0].message, "WARNING: /etc/a.conf: a character device; slurmd reads it as an empty file");
+        assert_eq!(sink.remarks[0].location, Some(Location::file(Path::new("/etc/a.conf"))));
+    }
+
+    #[test]
+    fn include_over_the_bound_is_an_error_naming_it() {
+        let big = vec![b'#'; MAX_FILE_LEN as usize + 1];
+        let reader = MemReader::new().with("/a.conf", "include /big.conf\nA=1\n").with("/big.conf", big.clone());
+        let mut sink = Collect::default();
+        // slurmd reads it, so the parse goes on; the file is not checked.
+        parse_file(&reader, Path::new("/a.conf"), &mut sink).unwrap();
+        assert_eq!(sink.lines.len(), 1);
+        assert_eq!(sink.remarks.len(), 1);
+        assert_eq!((sink.remarks[0].level, sink.remarks[0].location.as_ref().unwrap().line), (LogLevel::Error, 1));
+        assert_eq!(
+            sink.remarks[0].message,
+            "Include /big.conf not checked: 16777217 bytes, more than the 16777216 read (slurmd allocates a 16777218-byte line buffer and reads it)"
+        );
+        // The file itself: nothing to check.
+        let e = parse_file(&MemReader::new().with("/big.conf", big), Path::new("/big.conf"), &mut Collect::default()).unwrap_err();
+        assert_eq!((e.0[0].kind, e.0[0].location.line), (ErrorKind::Io, 0));
+        assert!(e.0[0].message.starts_with("\"/big.conf\" not read: 16777217 bytes"), "{}", e.0[0].message);
+    }
+
+    #[test]
+    fn how_slurmd_reads_a_large_file() {
+        assert_eq!(slurmd_reading(100), "slurmd allocates a 101-byte line buffer and reads it");
+        assert_eq!(
+            slurmd_reading(10 << 30),
+            "slurmd allocates a 10737418241-byte line buffer, whose size wraps to -2147483647 as an int: it reads the file as empty"
+        );
+        assert_eq!(
+            slurmd_reading((4 << 30) + 99),
+            "slurmd allocates a 4294967396-byte line buffer, whose size wraps to 100 as an int: it reads lines of at most 99 bytes"
+        );
+    }
+
+    #[test]
+    fn all_files_together_are_bounded() {
+        // Five includes of a file just under the bound: the fifth would
+        // take the whole past MAX_TOTAL_LEN.
+        let part = vec![b'#'; MAX_FILE_LEN as usize - 1024];
+        let main = "include /p.conf\n".repeat(5);
+        let reader = MemReader::new().with("/a.conf", main).with("/p.conf", part);
+        let mut sink = Collect::default();
+        parse_file(&reader, Path::new("/a.conf"), &mut sink).unwrap();
+        assert_eq!(sink.remarks.len(), 1, "{:?}", sink.remarks);
+        assert_eq!((sink.remarks[0].level, sink.remarks[0].location.as_ref().unwrap().line), (LogLevel::Error, 5));
+        assert_eq!(
+            sink.remarks[0].message,
+            format!("Include /p.conf not checked: reading it would take the files of this configuration past {MAX_TOTAL_LEN} bytes in all")
+        );
+    }
+
+    /// `/c0.conf` including `/c1.conf` ... including `/c<depth>.conf`.
+    fn chain(depth: usize) -> MemReader {
+        (0..=depth).fold(MemReader::new(), |r, i| {
+            let text = if i < depth { format!("A{i}=1\ninclude /c{}.conf\n", i + 1) } else { format!("A{i}=1\n") };
+            r.with(format!("/c{i}.conf"), text)
+        })
+    }
+
+    #[test]
+    fn include_chains_as_deep_as_slurmd_follows() {
+        for depth in [100, MAX_INCLUDE_DEPTH] {
+            let mut sink = Collect::default();
+            parse_file(&chain(depth), Path::new("/c0.conf"), &mut sink).unwrap();
+            assert_eq!(sink.lines.len(), depth + 1);
+        }
+        let mut sink = Collect::default();
+        let errs = parse_file(&chain(MAX_INCLUDE_DEPTH + 1), Path::new("/c0.conf"), &mut sink).unwrap_err().0;
+        assert_eq!(sink.lines.len(), MAX_INCLUDE_DEPTH + 1);
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].kind, ErrorKind::Include);
+        assert_eq!(
+            errs[0].message,
+            "Include of \"/c1001.conf\" nests deeper than 1000 files; slurmd keeps every file of the chain open and fails once it cannot \
+             open more (1,020 deep with 1,024 open files)"
+        );
     }
 
     #[test]
@@ -745,7 +1007,7 @@ mod tests {
     #[test]
     fn garbage_never_panics() {
         for text in ["\\", "\"", "=\"", "a=\"", "a=\"\"", "\\\n\\\n", "include", "include ", "include\t", "a\u{e9}=b", "x=\u{e9}\\\u{e9}"] {
-            let mut sink = Collect { lines: Vec::new() };
+            let mut sink = Collect::default();
             let _ = parse_text(&MemReader::new(), Path::new("x"), text, &mut sink);
         }
     }

@@ -6,6 +6,10 @@
 //! library file `nvml-wrapper` loads (the dynamic loader hands back the
 //! same loaded copy), and a MIG handle is given back as an
 //! `nvml_wrapper::Device`, so every other query goes through the wrapper.
+//!
+//! With the Slurm ABI layer (`slurm_gpu_gres::ffi`) the only home of
+//! `unsafe` in the workspace (SAFETY.md); it knows nothing of Slurm or of
+//! the crates above it.
 
 use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::Device;
