@@ -20,7 +20,7 @@ mod files;
 #[macro_use]
 #[path = "src/ffi/entry_points.rs"]
 mod entry_points;
-use files::{Interface, PluginFile, PLUGIN_FILES, SHARED_LIBRARY_FILE};
+use files::{Interface, PluginFile, LIBRARY_FILE, PLUGIN_FILES};
 
 /// With `gres_plugin_functions!` or `gpu_plugin_functions!`: the names
 /// of the entry points.
@@ -88,13 +88,13 @@ fn main() {
     make_plugin_files(&out, number);
 }
 
-/// The entry points of a plugin file: (name, shared name) pairs.
+/// The entry points of a plugin file: (name, library symbol) pairs.
 fn forwards(file: &PluginFile) -> Vec<(&'static str, String)> {
     let names: &[&str] = match file.interface {
         Interface::Gres => gres_plugin_functions!(names!(any)),
         Interface::Gpu => gpu_plugin_functions!(names!(any)),
     };
-    names.iter().map(|name| (*name, entry_points::shared_symbol(file.file, name))).collect()
+    names.iter().map(|name| (*name, entry_points::library_symbol(file.file, name))).collect()
 }
 
 /// Assembly of one plugin file: `plugin_name`, `plugin_type`,
@@ -117,12 +117,12 @@ fn plugin_file_assembly(file: &PluginFile, version: u32, arch: &str) -> String {
     }
     let _ = write!(s, "\t.globl plugin_version\n\t.type plugin_version, %object\n\t.balign 4\nplugin_version:\n\t.long {version}\n\t.size plugin_version, 4\n");
     s.push_str("\t.text\n");
-    for (name, shared) in forwards(file) {
+    for (name, symbol) in forwards(file) {
         let _ = write!(s, "\t.globl {name}\n\t.type {name}, %function\n\t.balign 16\n{name}:\n");
         if !landing.is_empty() {
             let _ = writeln!(s, "\t{landing}");
         }
-        let _ = writeln!(s, "\t{}\n\t.size {name}, . - {name}", jump.replace("{}", &shared));
+        let _ = writeln!(s, "\t{}\n\t.size {name}, . - {name}", jump.replace("{}", &symbol));
     }
     s.push_str("\t.section .note.GNU-stack,\"\",%progbits\n");
     s
@@ -156,10 +156,10 @@ fn make_plugin_files(out: &Path, version: u32) {
     fs::create_dir_all(&stub_dir).expect("create OUT_DIR/plugin-files-link");
     let mut stub = compiler.to_command();
     stub.args(["-shared", "-nostdlib", "-x", "assembler", "/dev/null", "-o"])
-        .arg(stub_dir.join(SHARED_LIBRARY_FILE))
-        .arg(format!("-Wl,-soname,$ORIGIN/{SHARED_LIBRARY_FILE}"));
+        .arg(stub_dir.join(LIBRARY_FILE))
+        .arg(format!("-Wl,-soname,$ORIGIN/{LIBRARY_FILE}"));
     run(stub, "linking the stand-in libgres_rs.so");
-    let lib_name = SHARED_LIBRARY_FILE.strip_prefix("lib").and_then(|n| n.strip_suffix(".so")).expect("lib<name>.so");
+    let lib_name = LIBRARY_FILE.strip_prefix("lib").and_then(|n| n.strip_suffix(".so")).expect("lib<name>.so");
     let mut embed = String::from("/// The plugin files made by build.rs: (file, bytes of `<file>.so`).\npub const BUILT: [(&str, &[u8]); ");
     let _ = writeln!(embed, "{}] = [", PLUGIN_FILES.len());
     for file in &PLUGIN_FILES {

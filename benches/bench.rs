@@ -798,7 +798,7 @@ fn plugin_rss(pid: u32) -> String {
                 .nth(5)
                 .filter(|p| {
                     let f = p.rsplit('/').next().unwrap_or("");
-                    f.starts_with("gres_") || f.starts_with("gpu_") || f == SHARED_LIBRARY_FILE
+                    f.starts_with("gres_") || f.starts_with("gpu_") || f == LIBRARY_FILE
                 })
                 .map(|p| match per.iter().position(|(n, _, _)| n == p) {
                     Some(i) => i,
@@ -1064,8 +1064,8 @@ fn main() {
     // The release build of our plugins, unless told otherwise.
     if std::env::var_os("GRES_RS_PLUGIN_DIR").is_none() {
         let release = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release");
-        if !release.join(SHARED_LIBRARY_FILE).is_file() {
-            eprintln!("bench: {} lacks {SHARED_LIBRARY_FILE}; run `cargo build --release --workspace` first", release.display());
+        if !release.join(LIBRARY_FILE).is_file() {
+            eprintln!("bench: {} lacks {LIBRARY_FILE}; run `cargo build --release --workspace` first", release.display());
             std::process::exit(2);
         }
         std::env::set_var("GRES_RS_PLUGIN_DIR", &release);

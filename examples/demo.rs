@@ -56,7 +56,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!("our plugins' code: {}/{SHARED_LIBRARY_FILE}; their files {}.so are built into this program", built.display(), OUR_PLUGINS.join(".so, "));
+    println!("our plugins' code: {}/{LIBRARY_FILE}; their files {}.so are built into this program", built.display(), OUR_PLUGINS.join(".so, "));
 
     let mut failures: Vec<String> = Vec::new();
 
@@ -100,11 +100,11 @@ fn main() -> ExitCode {
                 }
             }
             // The code behind those files, once per process.
-            let shared = our_dir.join(SHARED_LIBRARY_FILE).to_string_lossy().into_owned();
-            let has_shared = files.iter().any(|f| f.starts_with(&shared));
-            println!("  {who:<11} {:<11} {:<8} {shared} mapped: {has_shared}", "(code)", if has_shared { "OURS" } else { "MISSING" });
-            if !has_shared {
-                failures.push(format!("{who}: {SHARED_LIBRARY_FILE} is not mapped"));
+            let library = our_dir.join(LIBRARY_FILE).to_string_lossy().into_owned();
+            let has_library = files.iter().any(|f| f.starts_with(&library));
+            println!("  {who:<11} {:<11} {:<8} {library} mapped: {has_library}", "(code)", if has_library { "OURS" } else { "MISSING" });
+            if !has_library {
+                failures.push(format!("{who}: {LIBRARY_FILE} is not mapped"));
             }
         }
         Err(e) => {

@@ -24,7 +24,7 @@ pub mod plugins;
 /// `slurm_version.h`, found by build.rs); slurmd loads a plugin only when
 /// major, minor and micro match its own.
 pub const SLURM_VERSION_NUMBER: u32 = parse_decimal(env!("SLURM_VERSION_NUMBER"));
-pub use plugins::files::SHARED_LIBRARY_FILE;
+pub use plugins::files::LIBRARY_FILE;
 
 /// The same release as text, e.g. "22.05.8".
 pub const SLURM_VERSION: &str = env!("SLURM_VERSION_STRING");

@@ -8,7 +8,7 @@
 #[path = "nvml-standin/standin.rs"]
 mod standin;
 
-use slurm_gpu_gres::SHARED_LIBRARY_FILE;
+use slurm_gpu_gres::LIBRARY_FILE;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -447,7 +447,7 @@ fn install_plugins() {
     // --from.
     let built = Path::new(GRES_RS).parent().unwrap();
     let from = temp_dir("install-from");
-    fs::copy(built.join(SHARED_LIBRARY_FILE), from.0.join(SHARED_LIBRARY_FILE)).expect("our libgres_rs.so is built (cargo build --workspace)");
+    fs::copy(built.join(LIBRARY_FILE), from.0.join(LIBRARY_FILE)).expect("our libgres_rs.so is built (cargo build --workspace)");
     let Some(to) = install_dir("install-to") else { return };
     let dest = to.0.join("plugins");
     let run = |version: &str, force: bool| {
@@ -471,7 +471,7 @@ fn install_plugins() {
             assert!(symbols.lines().any(|l| l.ends_with(&format!(" {sym}"))), "{name}.so lacks {sym}:\n{symbols}");
         }
     }
-    assert_eq!(fs::read(dest.join(SHARED_LIBRARY_FILE)).unwrap(), fs::read(built.join(SHARED_LIBRARY_FILE)).unwrap());
+    assert_eq!(fs::read(dest.join(LIBRARY_FILE)).unwrap(), fs::read(built.join(LIBRARY_FILE)).unwrap());
     assert!(err.contains("libgres_rs.so (the plugins' code)"), "{err}");
     assert!(err.contains("gres_gpu.so (gres/gpu, Slurm 22.05.8)"), "{err}");
     assert_eq!(text(&out.stdout), format!("PluginDir={}:{}\n", dest.display(), stock.display()));
@@ -487,22 +487,22 @@ fn install_plugins() {
     fs::remove_dir_all(&dest).unwrap();
     // Not our library at all, or one of another build that lacks the
     // functions the plugin files jump to: refused, --force or not.
-    fs::copy(stock.join("gpu_generic.so"), from.0.join(SHARED_LIBRARY_FILE)).unwrap();
+    fs::copy(stock.join("gpu_generic.so"), from.0.join(LIBRARY_FILE)).unwrap();
     for force in [false, true] {
         let out = run("22.05.8", force);
         assert_eq!(out.status.code(), Some(1));
         assert!(text(&out.stderr).contains("not the plugins' shared library"), "{}", text(&out.stderr));
     }
-    let mut other_build = fs::read(built.join(SHARED_LIBRARY_FILE)).unwrap();
+    let mut other_build = fs::read(built.join(LIBRARY_FILE)).unwrap();
     assert!(replace_all(&mut other_build, b"gres_rs_gres_mps_", b"gres_rs_gres_mpX_"), "the library names its functions gres_rs_<file>_*");
-    fs::write(from.0.join(SHARED_LIBRARY_FILE), &other_build).unwrap();
+    fs::write(from.0.join(LIBRARY_FILE), &other_build).unwrap();
     let out = run("22.05.8", true);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(err.contains("gres_mps.so (built into gres-rs) calls gres_rs_gres_mps_") && err.contains("the two are from different builds"), "{err}");
     assert!(!dest.exists(), "nothing installed");
     // No library: a usage error.
-    fs::remove_file(from.0.join(SHARED_LIBRARY_FILE)).unwrap();
+    fs::remove_file(from.0.join(LIBRARY_FILE)).unwrap();
     let out = run("22.05.8", false);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("no libgres_rs.so in"), "{}", text(&out.stderr));

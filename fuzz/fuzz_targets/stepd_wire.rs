@@ -1,11 +1,11 @@
 //! The slurmd-to-slurmstepd messages (`recv_stepd`): gres/gpu's
 //! (`read_gpu`), the bare device list (`read_devices`), and gres/mps's and
-//! gres/shard's (`shared::read_stepd`), from untrusted bytes.  Whatever
+//! gres/shard's (`sharing::read_stepd`), from untrusted bytes.  Whatever
 //! decodes must encode into a message that decodes the same.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use slurm_gpu_gres::core::shared::{read_stepd, write_stepd, SharedKind};
+use slurm_gpu_gres::core::sharing::{read_stepd, write_stepd, SharedKind};
 use slurm_gpu_gres::core::wire::{read_devices, read_gpu, write_devices, write_gpu, MemWire, WireReader};
 
 fn reader(data: &[u8]) -> MemWire {

@@ -1,7 +1,7 @@
 //! The entry points of the plugin files, written once.  Each plugin file
 //! (`gres_gpu.so` ...) holds only the data symbols slurmd reads and, for
 //! every function slurmd resolves in it, a jump to that plugin's function
-//! in `libgres_rs.so` (see [`crate::ffi::declare`]).  The lists below give
+//! in `libgres_rs.so` (see [`crate::ffi::export_macros`]).  The lists below give
 //! each function's name, C signature and body; `build.rs` includes this
 //! file to take the names for the plugin files, `plugins/gres_rs` expands
 //! the bodies into `libgres_rs.so`.
@@ -10,20 +10,20 @@
 
 /// How the names of `libgres_rs.so`'s functions for the plugin files
 /// begin (`gres-rs install` checks that a plugin file finds all it needs).
-pub const SHARED_SYMBOL_PREFIX: &str = "gres_rs_";
+pub const LIBRARY_SYMBOL_PREFIX: &str = "gres_rs_";
 
 /// The name in `libgres_rs.so` of plugin file `file`'s function
-/// `function`: [`SHARED_SYMBOL_PREFIX`], the file, the function
-/// (`gres_rs_gres_gpu_init`).  [`__shared_symbol!`] is the same as a
+/// `function`: [`LIBRARY_SYMBOL_PREFIX`], the file, the function
+/// (`gres_rs_gres_gpu_init`).  [`__library_symbol!`] is the same as a
 /// literal, for `#[export_name]`.
-pub fn shared_symbol(file: &str, function: &str) -> String {
-    format!("{SHARED_SYMBOL_PREFIX}{file}_{function}")
+pub fn library_symbol(file: &str, function: &str) -> String {
+    format!("{LIBRARY_SYMBOL_PREFIX}{file}_{function}")
 }
 
-/// [`shared_symbol`] as a literal.
+/// [`library_symbol`] as a literal.
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __shared_symbol {
+macro_rules! __library_symbol {
     ($tag:ident, $name:ident) => {
         concat!("gres_rs_", stringify!($tag), "_", stringify!($name))
     };
@@ -31,54 +31,57 @@ macro_rules! __shared_symbol {
 
 /// Every function of a GRES plugin (`gres_p_*`, `init`, `fini`): name, C
 /// signature, and the body in `libgres_rs.so` (`P` is the plugin type,
-/// `DEVICES` its device-list cache).  Calls `$emit!` with them.
+/// `DEVICES` its device-list cache; `gres` is [`crate::ffi::gres_functions`],
+/// `common` [`crate::ffi::common_functions`]).  Calls `$emit!` with them.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! gres_plugin_functions {
     ($emit:ident ! ($tag:ident)) => {
         $crate::$emit! { $tag;
-            fn init() -> c_int => ex::init::<P>();
-            fn fini() -> c_int => ex::fini::<P>();
-            fn gres_p_node_config_load(list: sys::List, cfg: *mut sys::node_config_load_t) -> c_int => ex::node_config_load::<P>(list, cfg);
+            fn init() -> c_int => common::init(P::PLUGIN_TYPE, P::init);
+            fn fini() -> c_int => common::fini(P::PLUGIN_TYPE, P::fini);
+            fn gres_p_node_config_load(list: sys::List, cfg: *mut sys::node_config_load_t) -> c_int => gres::node_config_load::<P>(list, cfg);
             fn gres_p_job_set_env(env: *mut *mut *mut c_char, alloc: *mut sys::bitstr_t, cnt: u64, flags: sys::gres_internal_flags_t) -> ()
-                => ex::set_env::<P>(env, alloc, cnt, ex::SetEnvCall::Job, flags);
+                => gres::set_env::<P>(env, alloc, cnt, gres::SetEnvCall::Job, flags);
             fn gres_p_step_set_env(env: *mut *mut *mut c_char, alloc: *mut sys::bitstr_t, cnt: u64, flags: sys::gres_internal_flags_t) -> ()
-                => ex::set_env::<P>(env, alloc, cnt, ex::SetEnvCall::Step, flags);
+                => gres::set_env::<P>(env, alloc, cnt, gres::SetEnvCall::Step, flags);
             // The arguments in the order slurmd passes them.
             fn gres_p_task_set_env(env: *mut *mut *mut c_char, alloc: *mut sys::bitstr_t, cnt: u64, usable: *mut sys::bitstr_t, flags: sys::gres_internal_flags_t) -> ()
-                => ex::set_env::<P>(env, alloc, cnt, ex::SetEnvCall::Task(usable), flags);
-            fn gres_p_send_stepd(buffer: *mut sys::buf_t) -> () => ex::send_stepd::<P>(buffer);
-            fn gres_p_recv_stepd(buffer: *mut sys::buf_t) -> () => ex::recv_stepd::<P>(buffer);
+                => gres::set_env::<P>(env, alloc, cnt, gres::SetEnvCall::Task(usable), flags);
+            fn gres_p_send_stepd(buffer: *mut sys::buf_t) -> () => gres::send_stepd::<P>(buffer);
+            fn gres_p_recv_stepd(buffer: *mut sys::buf_t) -> () => gres::recv_stepd::<P>(buffer);
             fn gres_p_get_job_info(js: *mut sys::gres_job_state_t, node_inx: u32, data_type: sys::gres_job_data_type, data: *mut c_void) -> c_int
-                => ex::get_info::<P>(data);
+                => gres::get_info::<P>(data);
             fn gres_p_get_step_info(ss: *mut sys::gres_step_state_t, node_inx: u32, data_type: sys::gres_step_data_type, data: *mut c_void) -> c_int
-                => ex::get_info::<P>(data);
-            fn gres_p_get_devices() -> sys::List => ex::get_devices::<P>(&DEVICES);
-            fn gres_p_step_hardware_init(usable: *mut sys::bitstr_t, settings: *mut c_char) -> () => ex::step_hardware_init::<P>(usable, settings);
-            fn gres_p_step_hardware_fini() -> () => ex::step_hardware_fini::<P>();
-            fn gres_p_epilog_build_env(js: *mut sys::gres_job_state_t) -> *mut sys::gres_epilog_info_t => ex::epilog_build_env::<P>(js);
+                => gres::get_info::<P>(data);
+            fn gres_p_get_devices() -> sys::List => gres::get_devices::<P>(&DEVICES);
+            fn gres_p_step_hardware_init(usable: *mut sys::bitstr_t, settings: *mut c_char) -> ()
+                => common::step_hardware_init(P::PLUGIN_TYPE, usable, settings, P::step_hardware_init);
+            fn gres_p_step_hardware_fini() -> () => common::step_hardware_fini(P::PLUGIN_TYPE, P::step_hardware_fini);
+            fn gres_p_epilog_build_env(js: *mut sys::gres_job_state_t) -> *mut sys::gres_epilog_info_t => gres::epilog_build_env::<P>(js);
             fn gres_p_epilog_set_env(env: *mut *mut *mut c_char, ei: *mut sys::gres_epilog_info_t, node_inx: c_int) -> ()
-                => ex::epilog_set_env::<P>(env, ei, node_inx);
+                => gres::epilog_set_env::<P>(env, ei, node_inx);
         }
     };
 }
 
 /// Every function of a gpu plugin (`gpu_p_*`, `init`, `fini`), like
-/// [`gres_plugin_functions!`].
+/// [`gres_plugin_functions!`] (`gpu` is [`crate::ffi::gpu_functions`]).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! gpu_plugin_functions {
     ($emit:ident ! ($tag:ident)) => {
         $crate::$emit! { $tag;
-            fn init() -> c_int => gx::init::<P>();
-            fn fini() -> c_int => gx::fini::<P>();
-            fn gpu_p_reconfig() -> c_int => gx::reconfig::<P>();
-            fn gpu_p_get_system_gpu_list(cfg: *mut sys::node_config_load_t) -> sys::List => gx::get_system_gpu_list::<P>(cfg);
-            fn gpu_p_step_hardware_init(usable: *mut sys::bitstr_t, settings: *mut c_char) -> () => gx::step_hardware_init::<P>(usable, settings);
-            fn gpu_p_step_hardware_fini() -> () => gx::step_hardware_fini::<P>();
-            fn gpu_p_test_cpu_conv(range: *mut c_char) -> *mut c_char => gx::test_cpu_conv::<P>(range);
-            fn gpu_p_energy_read(dv_ind: u32, gpu: *mut sys::gpu_status_t) -> c_int => gx::energy_read::<P>(dv_ind, gpu);
-            fn gpu_p_get_device_count(count: *mut c_uint) -> () => gx::get_device_count::<P>(count);
+            fn init() -> c_int => common::init(P::PLUGIN_TYPE, P::init);
+            fn fini() -> c_int => common::fini(P::PLUGIN_TYPE, P::fini);
+            fn gpu_p_reconfig() -> c_int => gpu::reconfig::<P>();
+            fn gpu_p_get_system_gpu_list(cfg: *mut sys::node_config_load_t) -> sys::List => gpu::get_system_gpu_list::<P>(cfg);
+            fn gpu_p_step_hardware_init(usable: *mut sys::bitstr_t, settings: *mut c_char) -> ()
+                => common::step_hardware_init(P::PLUGIN_TYPE, usable, settings, P::step_hardware_init);
+            fn gpu_p_step_hardware_fini() -> () => common::step_hardware_fini(P::PLUGIN_TYPE, P::step_hardware_fini);
+            fn gpu_p_test_cpu_conv(range: *mut c_char) -> *mut c_char => gpu::test_cpu_conv::<P>(range);
+            fn gpu_p_energy_read(dv_ind: u32, gpu: *mut sys::gpu_status_t) -> c_int => gpu::energy_read::<P>(dv_ind, gpu);
+            fn gpu_p_get_device_count(count: *mut c_uint) -> () => gpu::get_device_count::<P>(count);
         }
     };
 }
@@ -86,8 +89,8 @@ macro_rules! gpu_plugin_functions {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn shared_names_as_literal_and_as_text_agree() {
-        assert_eq!(crate::__shared_symbol!(gres_gpu, init), super::shared_symbol("gres_gpu", "init"));
-        assert_eq!(crate::__shared_symbol!(gpu_nvml, gpu_p_reconfig), "gres_rs_gpu_nvml_gpu_p_reconfig");
+    fn library_names_as_literal_and_as_text_agree() {
+        assert_eq!(crate::__library_symbol!(gres_gpu, init), super::library_symbol("gres_gpu", "init"));
+        assert_eq!(crate::__library_symbol!(gpu_nvml, gpu_p_reconfig), "gres_rs_gpu_nvml_gpu_p_reconfig");
     }
 }

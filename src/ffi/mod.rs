@@ -2,11 +2,12 @@
 //! bridge, safe wrappers over Slurm's objects, and the exported functions.
 //! Every `unsafe` block carries a `// SAFETY:` comment.
 
-pub mod declare;
+pub mod common_functions;
 #[macro_use]
 pub mod entry_points;
-pub mod exports;
-pub mod gpu_exports;
+pub mod export_macros;
+pub mod gpu_functions;
+pub mod gres_functions;
 pub mod guard;
 pub mod host;
 pub mod log;

@@ -406,17 +406,10 @@ impl WireReader for BufReader {
 /// `js` is NULL or a valid `gres_job_state_t` whose arrays have
 /// `node_cnt` entries.
 pub unsafe fn job_alloc_from_c(js: *const sys::gres_job_state_t) -> Option<JobAlloc> {
-    if js.is_null() {
-        return None;
-    }
-    // SAFETY: per the contract.
-    unsafe {
-        let js = &*js;
-        let n = js.node_cnt as usize;
-        let bit_alloc = (0..n).map(|i| if js.gres_bit_alloc.is_null() { None } else { bitmap_from_c(*js.gres_bit_alloc.add(i)) }).collect();
-        let cnt = (!js.gres_cnt_node_alloc.is_null()).then(|| (0..n).map(|i| *js.gres_cnt_node_alloc.add(i)).collect());
-        Some(JobAlloc { node_cnt: js.node_cnt, bit_alloc, cnt_node_alloc: cnt })
-    }
+    // SAFETY: NULL or valid per the contract.
+    let js = unsafe { js.as_ref() }?;
+    // SAFETY: the arrays have `node_cnt` entries (or are NULL).
+    Some(unsafe { alloc_from_c(js.node_cnt, js.gres_bit_alloc, js.gres_cnt_node_alloc) })
 }
 
 /// Copy a Prolog/Epilog record.
@@ -425,16 +418,25 @@ pub unsafe fn job_alloc_from_c(js: *const sys::gres_job_state_t) -> Option<JobAl
 /// `ei` is NULL or a valid `gres_epilog_info_t` whose arrays have
 /// `node_cnt` entries.
 pub unsafe fn epilog_info_from_c(ei: *const sys::gres_epilog_info_t) -> Option<JobAlloc> {
-    if ei.is_null() {
-        return None;
-    }
+    // SAFETY: NULL or valid per the contract.
+    let ei = unsafe { ei.as_ref() }?;
+    // SAFETY: the arrays have `node_cnt` entries (or are NULL).
+    Some(unsafe { alloc_from_c(ei.node_cnt, ei.gres_bit_alloc, ei.gres_cnt_node_alloc) })
+}
+
+/// Copy the per-node arrays of an allocation, as `gres_job_state_t` and
+/// `gres_epilog_info_t` both hold them.
+///
+/// # Safety
+/// `gres_bit_alloc` is NULL or has `node_cnt` entries, each NULL or a valid
+/// bitmap; `gres_cnt_node_alloc` is NULL or has `node_cnt` entries.
+unsafe fn alloc_from_c(node_cnt: u32, gres_bit_alloc: *const *mut sys::bitstr_t, gres_cnt_node_alloc: *const u64) -> JobAlloc {
+    let n = node_cnt as usize;
     // SAFETY: per the contract.
     unsafe {
-        let ei = &*ei;
-        let n = ei.node_cnt as usize;
-        let bit_alloc = (0..n).map(|i| if ei.gres_bit_alloc.is_null() { None } else { bitmap_from_c(*ei.gres_bit_alloc.add(i)) }).collect();
-        let cnt = (!ei.gres_cnt_node_alloc.is_null()).then(|| (0..n).map(|i| *ei.gres_cnt_node_alloc.add(i)).collect());
-        Some(JobAlloc { node_cnt: ei.node_cnt, bit_alloc, cnt_node_alloc: cnt })
+        let bit_alloc = (0..n).map(|i| if gres_bit_alloc.is_null() { None } else { bitmap_from_c(*gres_bit_alloc.add(i)) }).collect();
+        let cnt = (!gres_cnt_node_alloc.is_null()).then(|| (0..n).map(|i| *gres_cnt_node_alloc.add(i)).collect());
+        JobAlloc { node_cnt, bit_alloc, cnt_node_alloc: cnt }
     }
 }
 

@@ -15,7 +15,7 @@ pub enum Interface {
 /// One plugin file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PluginFile {
-    /// The file is `<file>.so`; also the middle of its shared function
+    /// The file is `<file>.so`; also the middle of its library function
     /// names (`gres_rs_<file>_init`).
     pub file: &'static str,
     /// `plugin_name`, as slurmd logs it.
@@ -36,4 +36,4 @@ pub const PLUGIN_FILES: [PluginFile; 4] = [GRES_GPU, GRES_MPS, GRES_SHARD, GPU_N
 /// The library beside the plugin files that holds the code of all of them
 /// (built by `plugins/gres_rs`; each plugin file names it in `DT_NEEDED`
 /// as `$ORIGIN/libgres_rs.so`).
-pub const SHARED_LIBRARY_FILE: &str = "libgres_rs.so";
+pub const LIBRARY_FILE: &str = "libgres_rs.so";

@@ -1,49 +1,27 @@
 //! `gres_gpu.so`: GPUs as a generic resource.
 
+use super::state::PluginState;
 use super::{EnvTarget, GresPlugin, Host, NodeConfig, SetEnv};
 use crate::core::devices::{self, DeviceList};
 use crate::core::env::{self, EnvChange, EnvOp, EnvState, GpuEnvRequest};
 use crate::core::model::{ConfFlags, EpilogInfo, GresDevice, GresRecord, JobAlloc};
 use crate::core::wire::{self, WireError, WireReader, WireWriter};
-use std::sync::{Mutex, MutexGuard};
 
-/// The plugin's state in this process (slurmd, or one slurmstepd).
+/// What a load (or slurmstepd's message from slurmd) gives gres/gpu.
 #[derive(Default)]
-struct State {
+struct GpuDevices {
     devices: Vec<GresDevice>,
     node_flags: ConfFlags,
-    generation: u64,
-    /// A configuration was loaded before: a failing load is a
-    /// reconfiguration, not slurmd's start.
-    loaded: bool,
-    step_env: EnvState,
-    task_env: EnvState,
 }
 
-static STATE: Mutex<State> = Mutex::new(State {
-    devices: Vec::new(),
-    node_flags: ConfFlags(0),
-    generation: 0,
-    loaded: false,
-    step_env: EnvState { already_seen: false, local_inx: 0 },
-    task_env: EnvState { already_seen: false, local_inx: 0 },
-});
-
-/// A poisoned lock only means a panic was caught while it was held; the
-/// state itself is always left consistent, so keep using it.
-fn state() -> MutexGuard<'static, State> {
-    STATE.lock().unwrap_or_else(|p| p.into_inner())
+impl GpuDevices {
+    const NONE: GpuDevices = GpuDevices { devices: Vec::new(), node_flags: ConfFlags(0) };
 }
+
+/// The plugin's state in this process (slurmd, or one slurmstepd).
+static STATE: PluginState<GpuDevices> = PluginState::new(GpuDevices::NONE);
 
 pub struct GresGpu;
-
-impl GresGpu {
-    fn set_devices(st: &mut State, devices: Vec<GresDevice>, node_flags: ConfFlags) {
-        st.devices = devices;
-        st.node_flags = node_flags;
-        st.generation += 1;
-    }
-}
 
 /// Log the problems of a device list; `Err` if one is fatal.
 pub(crate) fn report_device_problems(list: &DeviceList, plugin_name: &str) -> Result<(), String> {
@@ -59,7 +37,7 @@ pub(crate) fn report_device_problems(list: &DeviceList, plugin_name: &str) -> Re
 
 /// Merge the detected GPUs into `records` and build the device list; on a
 /// fatal problem the device list is left as it was.
-fn load_config(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>, st: &mut State) -> Result<(), String> {
+fn load_config(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>) -> Result<GpuDevices, String> {
     super::gpu_detect::merge_detected_gpus(host, cfg, records, GresGpu::PLUGIN_NAME)?;
     let list = devices::build_device_list(records, GresGpu::GRES_NAME, cfg.in_slurmd, &devices::stat_device);
     if cfg.in_slurmd {
@@ -74,9 +52,7 @@ fn load_config(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>, 
         }
     }
     report_device_problems(&list, GresGpu::PLUGIN_NAME)?;
-    let flags = devices::node_env_flags(records);
-    GresGpu::set_devices(st, list.devices, flags);
-    Ok(())
+    Ok(GpuDevices { devices: list.devices, node_flags: devices::node_env_flags(records) })
 }
 
 impl GresPlugin for GresGpu {
@@ -91,78 +67,46 @@ impl GresPlugin for GresGpu {
 
     fn fini() {
         tracing::debug!("fini: unloading");
-        let mut st = state();
-        Self::set_devices(&mut st, Vec::new(), ConfFlags(0));
+        STATE.lock().clear();
     }
 
     fn node_config_load(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>) -> Result<(), String> {
-        let mut st = state();
-        let reconfiguring = st.loaded;
-        if reconfiguring {
-            tracing::debug!("{}: Resetting gres_devices", Self::PLUGIN_NAME);
-        }
-        match load_config(host, cfg, records, &mut st) {
-            Err(e) if reconfiguring => {
-                // A reconfiguration with a broken configuration: slurmd
-                // keeps running, and so do the jobs on the devices we
-                // already had.  (The caller logs `e`.)
-                tracing::error!("keeping the previous device list until gres.conf is fixed");
-                Err(e)
+        STATE.load(|st| {
+            if st.loaded() {
+                tracing::debug!("{}: Resetting gres_devices", Self::PLUGIN_NAME);
             }
-            // On the first load (slurmd's start, `slurmd -G`, slurmctld
-            // for a cloud node) the stock plugin stops the process, and so
-            // does ours: slurmd -G and the daemons end as they do with it.
-            Err(e) => {
-                drop(st);
-                super::fatal(&e)
-            }
-            Ok(()) => {
-                st.loaded = true;
-                Ok(())
-            }
-        }
+            load_config(host, cfg, records)
+        })
     }
 
     fn devices() -> Vec<GresDevice> {
-        state().devices.clone()
+        STATE.lock().data().devices.clone()
     }
 
     fn devices_generation() -> u64 {
-        state().generation
+        STATE.generation()
     }
 
     fn set_env(host: &dyn Host, target: EnvTarget<'_>, req: &SetEnv<'_>) -> EnvChange {
-        let Some(mut st) = super::lock_for_env(&STATE, &target) else { return EnvChange::default() };
-        let st = &mut *st;
-        let mut job_state = EnvState::default();
-        let (scope, env_state) = super::env_scope(target, &mut job_state, &mut st.step_env, &mut st.task_env);
-        let request = GpuEnvRequest {
-            devices: &st.devices,
-            alloc: req.alloc,
-            scope,
-            flags: req.flags,
-            node_flags: st.node_flags,
-            use_local_dev_index: host.use_local_device_index(),
-        };
-        env::gpu_env(&request, env_state, req.current)
+        set_env(&STATE, host, target, req)
     }
 
     fn send_stepd(w: &mut dyn WireWriter) {
-        let st = state();
-        wire::write_gpu(w, &st.devices, st.node_flags);
+        let st = STATE.lock();
+        wire::write_gpu(w, &st.data().devices, st.data().node_flags);
     }
 
     fn recv_stepd(r: &mut dyn WireReader) -> Result<(), WireError> {
-        let mut st = state();
+        let mut st = STATE.lock();
         match wire::read_gpu(r) {
-            Ok((devices, flags)) => {
-                Self::set_devices(&mut st, devices, flags);
+            Ok((devices, node_flags)) => {
+                st.replace(GpuDevices { devices, node_flags });
                 Ok(())
             }
             Err(e) => {
                 // Never keep half a device list: no GPU is better than a
                 // wrong one.
-                Self::set_devices(&mut st, Vec::new(), ConfFlags(0));
+                st.clear();
                 Err(e)
             }
         }
@@ -180,9 +124,9 @@ impl GresPlugin for GresGpu {
             tracing::error!("epilog_set_env: bad node index ({node_inx} >= {})", info.node_cnt);
             return Vec::new();
         }
-        let st = state();
+        let st = STATE.lock();
         let alloc = info.bit_alloc.get(node_inx).and_then(Option::as_ref);
-        env::epilog_env(&st.devices, alloc, st.node_flags)
+        env::epilog_env(&st.data().devices, alloc, st.data().node_flags)
     }
 
     fn step_hardware_init(host: &dyn Host, usable: Option<&crate::core::model::Bitmap>, settings: Option<&str>) {
@@ -191,5 +135,44 @@ impl GresPlugin for GresGpu {
 
     fn step_hardware_fini(host: &dyn Host) {
         host.gpu_step_hardware_fini();
+    }
+}
+
+/// `set_env` of gres/gpu over `state`.
+fn set_env(state: &'static PluginState<GpuDevices>, host: &dyn Host, target: EnvTarget<'_>, req: &SetEnv<'_>) -> EnvChange {
+    let Some(mut st) = state.lock_for_env(&target) else { return EnvChange::default() };
+    let mut job_state = EnvState::default();
+    let (data, scope, env_state) = st.for_env(target, &mut job_state);
+    let request = GpuEnvRequest {
+        devices: &data.devices,
+        alloc: req.alloc,
+        scope,
+        flags: req.flags,
+        node_flags: data.node_flags,
+        use_local_dev_index: host.use_local_device_index(),
+    };
+    env::gpu_env(&request, env_state, req.current)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::host::StandaloneHost as TestHost;
+    use crate::core::model::{Bitmap, InternalFlags};
+
+    /// A task's call never waits for the state lock: in slurmstepd's
+    /// forked task a lock held at fork() is never released.  (Held here by
+    /// another thread; the call must return at once, setting nothing.)
+    #[test]
+    fn task_set_env_never_waits_for_the_state_lock() {
+        static STATE: PluginState<GpuDevices> = PluginState::new(GpuDevices::NONE);
+        STATE.lock().replace(GpuDevices { devices: crate::core::model::test_devices(2), node_flags: ConfFlags(ConfFlags::ENV_NVML) });
+        crate::plugins::state::tests::assert_task_set_env_never_waits(&STATE, || {
+            let alloc = Bitmap::from_indices(2, &[1]);
+            let usable = Bitmap::from_indices(2, &[1]);
+            let none = |_: &str| None;
+            let req = SetEnv { alloc: Some(&alloc), gres_cnt: 1, flags: InternalFlags(0), current: &none };
+            set_env(&STATE, &TestHost, EnvTarget::Task { usable: Some(&usable) }, &req)
+        });
     }
 }

@@ -3,9 +3,9 @@
 //! `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` with its share (gres.shtml, "MPS
 //! Management").
 
-super::shared::shared_gres_plugin!(
+super::sharing::sharing_gres_plugin!(
     GresMps,
-    crate::core::shared::SharedKind::Mps,
+    crate::core::sharing::SharedKind::Mps,
     file: super::files::GRES_MPS,
     gres: "mps",
     forward_gpu_freq: false

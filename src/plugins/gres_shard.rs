@@ -3,9 +3,9 @@
 //! device variables as for a GPU, plus `SLURM_SHARDS_ON_NODE` (gres.shtml,
 //! "Sharding").
 
-super::shared::shared_gres_plugin!(
+super::sharing::sharing_gres_plugin!(
     GresShard,
-    crate::core::shared::SharedKind::Shard,
+    crate::core::sharing::SharedKind::Shard,
     file: super::files::GRES_SHARD,
     gres: "shard",
     forward_gpu_freq: true

@@ -1,11 +1,12 @@
 //! The plugins: what each of our four plugin files does, in safe Rust over
 //! the core types.  `ffi` turns Slurm's calls into calls of these traits;
-//! each `plugins/<name>/` crate is one line that declares its file.
+//! the crate `plugins/gres_rs` (`libgres_rs.so`) exports them, one line per
+//! plugin file (`ffi::export_macros`), and `build.rs` makes the plugin files
+//! themselves ([`files`]): data symbols and jumps into that library.
 
-use crate::core::env::{EnvChange, EnvOp, EnvState, Scope};
+use crate::core::env::{EnvChange, EnvOp};
 use crate::core::model::{Bitmap, EpilogInfo, GresDevice, GresRecord, InternalFlags, JobAlloc, LogLine};
 use crate::core::wire::{WireError, WireReader, WireWriter};
-use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 pub mod files;
 pub mod gpu_detect;
@@ -13,7 +14,8 @@ pub mod gpu_nvml;
 pub mod gres_gpu;
 pub mod gres_mps;
 pub mod gres_shard;
-pub mod shared;
+pub mod sharing;
+pub mod state;
 
 /// Send a core log line to the log at its level.
 pub(crate) fn log_line(line: &LogLine) {
@@ -79,48 +81,12 @@ pub enum EnvTarget<'a> {
     Task { usable: Option<&'a Bitmap> },
 }
 
-/// The scope of a `*_set_env` call and the state it runs with: a job's
-/// variables are computed afresh each time (slurmd prepares many jobs and
-/// calls this several times per job, so `job` is a fresh state), a step's
-/// and a task's keep the state of earlier calls of this process.
-pub(crate) fn env_scope<'a>(target: EnvTarget<'a>, job: &'a mut EnvState, step: &'a mut EnvState, task: &'a mut EnvState) -> (Scope<'a>, &'a mut EnvState) {
-    match target {
-        EnvTarget::Job => (Scope::Job, job),
-        EnvTarget::Step => (Scope::Step, step),
-        EnvTarget::Task { usable } => (Scope::Task(usable), task),
-    }
-}
-
-/// The plugin's state for a `*_set_env` call of `target`.
-///
-/// A task's call runs in slurmstepd's forked task, where the only thread is
-/// the one that forked: a lock some other thread held at `fork()` would
-/// never be released there.  No thread can hold it then (slurmstepd calls
-/// every gres plugin function under its `gres_context_lock`, and takes that
-/// lock in the task before calling `task_set_env`: SAFETY.md, "Fork"), so
-/// for a task the lock is only tried; should it ever be held, the task
-/// starts without our variables and the log says why, instead of hanging.
-/// A job's and a step's calls wait for the lock as usual.
-pub(crate) fn lock_for_env<T>(state: &'static Mutex<T>, target: &EnvTarget<'_>) -> Option<MutexGuard<'static, T>> {
-    if !matches!(target, EnvTarget::Task { .. }) {
-        return Some(state.lock().unwrap_or_else(PoisonError::into_inner));
-    }
-    match state.try_lock() {
-        Ok(guard) => Some(guard),
-        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-        Err(TryLockError::WouldBlock) => {
-            tracing::error!("task_set_env: the plugin's state was locked when slurmstepd forked this task: its GPU variables are not set");
-            None
-        }
-    }
-}
-
 mod built {
     include!(concat!(env!("OUT_DIR"), "/plugin_files.rs"));
 }
 
 /// The bytes of plugin file `file` as build.rs made it (data symbols and
-/// jumps into [`files::SHARED_LIBRARY_FILE`]), for installing it.
+/// jumps into [`files::LIBRARY_FILE`]), for installing it.
 pub fn plugin_file_bytes(file: &files::PluginFile) -> &'static [u8] {
     built::BUILT.iter().find(|(f, _)| *f == file.file).map(|(_, b)| *b).unwrap_or_else(|| panic!("build.rs made no {}.so", file.file))
 }

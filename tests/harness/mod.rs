@@ -33,7 +33,7 @@ pub use fsutil::make_fake_gpu_nodes;
 pub use process::CmdOutput;
 pub use scenario::*;
 
-pub use slurm_gpu_gres::plugins::files::{PLUGIN_FILES, SHARED_LIBRARY_FILE};
+pub use slurm_gpu_gres::plugins::files::{LIBRARY_FILE, PLUGIN_FILES};
 use slurm_gpu_gres::plugins::plugin_file_bytes;
 use std::collections::BTreeSet;
 use std::fs;
@@ -176,18 +176,18 @@ pub fn require_slurm(test: &str) -> bool {
 pub fn locate_our_library() -> Result<PathBuf, String> {
     if let Some(d) = std::env::var_os("GRES_RS_PLUGIN_DIR") {
         let d = PathBuf::from(d);
-        return if d.join(SHARED_LIBRARY_FILE).is_file() {
+        return if d.join(LIBRARY_FILE).is_file() {
             Ok(d)
         } else {
-            Err(format!("GRES_RS_PLUGIN_DIR={} lacks {SHARED_LIBRARY_FILE}; run `cargo build --workspace` first", d.display()))
+            Err(format!("GRES_RS_PLUGIN_DIR={} lacks {LIBRARY_FILE}; run `cargo build --workspace` first", d.display()))
         };
     }
     let target = target_dir();
     let profiles = if cfg!(debug_assertions) { ["debug", "release"] } else { ["release", "debug"] };
     let tried: Vec<PathBuf> = profiles.iter().map(|p| target.join(p)).collect();
-    tried.iter().find(|d| d.join(SHARED_LIBRARY_FILE).is_file()).cloned().ok_or_else(|| {
+    tried.iter().find(|d| d.join(LIBRARY_FILE).is_file()).cloned().ok_or_else(|| {
         let looked: Vec<String> = tried.iter().map(|d| d.display().to_string()).collect();
-        format!("{SHARED_LIBRARY_FILE} is not built; run `cargo build --workspace` first (or set GRES_RS_PLUGIN_DIR). Looked in: {}", looked.join("; "))
+        format!("{LIBRARY_FILE} is not built; run `cargo build --workspace` first (or set GRES_RS_PLUGIN_DIR). Looked in: {}", looked.join("; "))
     })
 }
 
@@ -270,8 +270,8 @@ pub fn dynamic_symbols(lib: &Path) -> Vec<DynSymbol> {
 /// `dir`, each through a temporary file and rename(2); the library first,
 /// so that a plugin file never sits there without it.
 pub fn install_ours(built: &Path, names: &[&str], dir: &Path) -> Result<(), String> {
-    let src = built.join(SHARED_LIBRARY_FILE);
-    fsutil::install_atomic(&src, &dir.join(SHARED_LIBRARY_FILE), 0o755).map_err(|e| format!("installing {} in {}: {e}", src.display(), dir.display()))?;
+    let src = built.join(LIBRARY_FILE);
+    fsutil::install_atomic(&src, &dir.join(LIBRARY_FILE), 0o755).map_err(|e| format!("installing {} in {}: {e}", src.display(), dir.display()))?;
     for n in names {
         let file = PLUGIN_FILES.iter().find(|f| f.file == *n).ok_or_else(|| format!("{n} is not one of our plugin files"))?;
         fsutil::write_atomic(plugin_file_bytes(file), &dir.join(format!("{n}.so")), 0o755)
@@ -776,14 +776,14 @@ impl SlurmdG {
 }
 
 /// Checks a list of mapped/loaded paths: each `<name>.so` must come from
-/// `our_dir` and must not come from the stock dir, and our shared library
-/// must come from `our_dir` too.
+/// `our_dir` and must not come from the stock dir, and our library
+/// ([`LIBRARY_FILE`]) must come from `our_dir` too.
 pub fn check_loaded(paths: &[String], our_dir: &Path, names: &[&str]) -> Result<(), String> {
     let stock = stock_plugin_dir();
     let mut errs = Vec::new();
-    let shared = our_dir.join(SHARED_LIBRARY_FILE).to_string_lossy().into_owned();
-    if !names.is_empty() && !paths.iter().any(|x| x == &shared || x.starts_with(&format!("{shared} "))) {
-        errs.push(format!("{shared} is NOT loaded"));
+    let library = our_dir.join(LIBRARY_FILE).to_string_lossy().into_owned();
+    if !names.is_empty() && !paths.iter().any(|x| x == &library || x.starts_with(&format!("{library} "))) {
+        errs.push(format!("{library} is NOT loaded"));
     }
     for n in names {
         let ours = our_dir.join(format!("{n}.so")).to_string_lossy().into_owned();

@@ -21,7 +21,7 @@
 //!    gres.conf records slurm.conf does not count are dropped.
 //! 4. Each GRES plugin rewrites the list: gres/gpu merges in detected GPUs
 //!    ([`crate::merge`]) and checks its device files, gres/mps and
-//!    gres/shard give each GPU its share ([`crate::shared`]),
+//!    gres/shard give each GPU its share ([`crate::sharing`]),
 //!    gres/nic checks its device files.
 //! 5. GPUs without `File` are removed ([`remove_fileless_gpus`]) and every
 //!    record is logged ([`slurmd_line`]): what `slurmd -G` prints.
@@ -38,7 +38,7 @@ use super::gres_conf::{AutoDetect, NodeGresConf, NodeRecord};
 use super::hostlist;
 use super::merge::{self, strnatcmp};
 use super::model::{gres_build_id, ConfFlags, GresRecord, LogLevel, LogLine};
-use super::shared::{self, LoadInput, SharedKind};
+use super::sharing::{self, LoadInput, SharedKind};
 use super::slurm_conf::NodeLine;
 
 /// The GRES plugins Debian's Slurm 22.05 ships (`gres_<name>.so`); a GRES
@@ -1119,7 +1119,7 @@ fn shared_load(records: &mut Vec<GresRecord>, kind: SharedKind, input: &NodeInpu
         stat: input.stat.unwrap_or(&no_stat),
         log_max: LogLevel::Debug3,
     };
-    let (result, logs) = shared::load(&load);
+    let (result, logs) = sharing::load(&load);
     // The device-list lines are reported as device problems below.
     let (device_lines, other): (Vec<LogLine>, Vec<LogLine>) = logs.into_iter().partition(|l| {
         l.level == LogLevel::Error

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use slurm_gpu_gres::core::slurm_conf::SlurmConf;
-use slurm_gpu_gres::ffi::entry_points::SHARED_SYMBOL_PREFIX;
+use slurm_gpu_gres::ffi::entry_points::LIBRARY_SYMBOL_PREFIX;
 use slurm_gpu_gres::plugins::{files::PLUGIN_FILES, plugin_file_bytes};
-use slurm_gpu_gres::SHARED_LIBRARY_FILE;
+use slurm_gpu_gres::LIBRARY_FILE;
 
 use crate::{default_slurm_conf, tool_error, InstallArgs, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};
 
@@ -31,7 +31,7 @@ pub struct PluginInfo {
     /// Where the version is in the file.
     pub version_offset: usize,
     pub plugin_type: Option<String>,
-    /// The functions it calls in our shared library (none for another
+    /// The functions it calls in our library (none for another
     /// plugin).
     pub needs: Vec<String>,
 }
@@ -124,14 +124,14 @@ fn dynamic_symbols(elf: &[u8]) -> Result<Vec<DynSym<'_>>, String> {
 
 /// Read `plugin_version` (and `plugin_type`, when it is a string in the
 /// file) from the dynamic symbols of a plugin file, and what it needs from
-/// our shared library.  `Err` says why not.
+/// our library.  `Err` says why not.
 pub fn plugin_info(elf: &[u8]) -> Result<PluginInfo, String> {
     let mut version = None;
     let mut plugin_type = None;
     let mut needs = Vec::new();
     for sym in dynamic_symbols(elf)? {
         match (sym.name, sym.object) {
-            (name, _) if sym.undefined && name.starts_with(SHARED_SYMBOL_PREFIX.as_bytes()) => needs.push(String::from_utf8_lossy(name).into_owned()),
+            (name, _) if sym.undefined && name.starts_with(LIBRARY_SYMBOL_PREFIX.as_bytes()) => needs.push(String::from_utf8_lossy(name).into_owned()),
             _ if sym.undefined => {}
             (b"plugin_version", Some((bytes, at))) => version = u32_at(bytes, 0).map(|v| (v, at)),
             (b"plugin_type", Some((bytes, _))) => {
@@ -150,15 +150,15 @@ pub fn plugin_info(elf: &[u8]) -> Result<PluginInfo, String> {
     }
 }
 
-/// The functions our shared library offers the plugin files.
-pub fn shared_exports(elf: &[u8]) -> Result<BTreeSet<String>, String> {
+/// The functions our library offers the plugin files.
+pub fn library_exports(elf: &[u8]) -> Result<BTreeSet<String>, String> {
     let exports: BTreeSet<String> = dynamic_symbols(elf)?
         .into_iter()
-        .filter(|s| !s.undefined && s.name.starts_with(SHARED_SYMBOL_PREFIX.as_bytes()))
+        .filter(|s| !s.undefined && s.name.starts_with(LIBRARY_SYMBOL_PREFIX.as_bytes()))
         .map(|s| String::from_utf8_lossy(s.name).into_owned())
         .collect();
     if exports.is_empty() {
-        return Err(format!("exports no {SHARED_SYMBOL_PREFIX}* function: not the plugins' shared library"));
+        return Err(format!("exports no {LIBRARY_SYMBOL_PREFIX}* function: not the plugins' shared library"));
     }
     Ok(exports)
 }
@@ -491,11 +491,8 @@ fn target_dir(args: &InstallArgs, names: &[String]) -> Option<Result<TargetDir, 
     let problems = dirs_problems(&dirs_deciding(&dir), dir_stat, user_name);
     if dir.is_dir() {
         let owner = |p: &Path| package_owner(p).or_else(|| fs::canonicalize(p).ok().filter(|c| c != p).and_then(|c| package_owner(&c)));
-        let files: Vec<PathBuf> = std::iter::once(SHARED_LIBRARY_FILE.to_string())
-            .chain(names.iter().cloned())
-            .map(|n| dir.join(n))
-            .filter(|f| fs::symlink_metadata(f).is_ok())
-            .collect();
+        let files: Vec<PathBuf> =
+            std::iter::once(LIBRARY_FILE.to_string()).chain(names.iter().cloned()).map(|n| dir.join(n)).filter(|f| fs::symlink_metadata(f).is_ok()).collect();
         let packaged = package_problems(&dir, &files, owner);
         for p in &packaged {
             tool_error(p);
@@ -539,9 +536,9 @@ pub fn run(args: &InstallArgs) -> u8 {
         },
     };
     let read = |path: &Path| fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()));
-    let library_path = from.join(SHARED_LIBRARY_FILE);
+    let library_path = from.join(LIBRARY_FILE);
     if !library_path.is_file() {
-        tool_error(format!("no {SHARED_LIBRARY_FILE} in {}: build the plugins (cargo build --release --workspace) or use --from DIR", from.display()));
+        tool_error(format!("no {LIBRARY_FILE} in {}: build the plugins (cargo build --release --workspace) or use --from DIR", from.display()));
         return EXIT_USAGE;
     }
     let library = match read(&library_path) {
@@ -552,7 +549,7 @@ pub fn run(args: &InstallArgs) -> u8 {
         }
     };
     let mut refused = false;
-    let offered = shared_exports(&library).unwrap_or_else(|e| {
+    let offered = library_exports(&library).unwrap_or_else(|e| {
         tool_error(format!("{}: {e}", library_path.display()));
         refused = true;
         BTreeSet::new()
@@ -613,8 +610,8 @@ pub fn run(args: &InstallArgs) -> u8 {
         }
     };
     // The library first: every plugin file installed finds what it needs.
-    let dest = args.plugin_dir.join(SHARED_LIBRARY_FILE);
-    if let Err(e) = target.install(SHARED_LIBRARY_FILE, &library) {
+    let dest = args.plugin_dir.join(LIBRARY_FILE);
+    if let Err(e) = target.install(LIBRARY_FILE, &library) {
         tool_error(format!("cannot install {}: {e}", dest.display()));
         return EXIT_USAGE;
     }

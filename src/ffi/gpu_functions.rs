@@ -1,7 +1,8 @@
 //! The bodies of the exported `gpu_p_*` functions (the gpu plugin
-//! interface of slurmd), generic over the plugin.
+//! interface of slurmd), generic over the plugin (those every plugin file
+//! has are in [`super::common_functions`]).
 
-use super::exports::{SLURM_ERROR, SLURM_SUCCESS};
+use super::common_functions::{SLURM_ERROR, SLURM_SUCCESS};
 use super::guard::guard;
 use super::host::SlurmHost;
 use super::slurm;
@@ -9,14 +10,6 @@ use super::sys;
 use crate::plugins::{GpuPlugin, NodeConfig};
 use std::ffi::{c_char, c_int, c_uint};
 use std::ptr;
-
-pub fn init<P: GpuPlugin>() -> c_int {
-    super::exports::init_plugin(P::PLUGIN_TYPE, P::init)
-}
-
-pub fn fini<P: GpuPlugin>() -> c_int {
-    super::exports::fini_plugin(P::PLUGIN_TYPE, P::fini)
-}
 
 pub fn reconfig<P: GpuPlugin>() -> c_int {
     guard(P::PLUGIN_TYPE, "reconfig", SLURM_SUCCESS, || {
@@ -48,22 +41,6 @@ pub unsafe fn get_system_gpu_list<P: GpuPlugin>(cfg: *mut sys::node_config_load_
             }
         }
     })
-}
-
-/// # Safety
-/// `usable` NULL or a valid bitmap; `settings` NULL or a C string.
-pub unsafe fn step_hardware_init<P: GpuPlugin>(usable: *mut sys::bitstr_t, settings: *mut c_char) {
-    guard(P::PLUGIN_TYPE, "step_hardware_init", (), || {
-        // SAFETY: per the contract.
-        let usable = unsafe { slurm::bitmap_from_c(usable) };
-        // SAFETY: per the contract.
-        let settings = unsafe { slurm::string_from_c(settings) };
-        P::step_hardware_init(&SlurmHost::plain(), usable.as_ref(), settings.as_deref());
-    })
-}
-
-pub fn step_hardware_fini<P: GpuPlugin>() {
-    guard(P::PLUGIN_TYPE, "step_hardware_fini", (), || P::step_hardware_fini(&SlurmHost::plain()))
 }
 
 /// # Safety

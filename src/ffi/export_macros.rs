@@ -1,15 +1,15 @@
 //! The declaration macros of `libgres_rs.so`: one line in
 //! `plugins/gres_rs` per plugin file exports that plugin's functions under
-//! their shared names (`gres_rs_gres_gpu_init`, ...), which the plugin
+//! their names in the library (`gres_rs_gres_gpu_init`, ...), which the plugin
 //! file's entry points jump to (see [`crate::ffi::entry_points`]).
 
-/// In `libgres_rs.so`: the bodies, under their shared names.
+/// In `libgres_rs.so`: the bodies, under their library names.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __export_functions {
     ($tag:ident; $(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $body:expr;)*) => {
         $(
-            #[export_name = $crate::__shared_symbol!($tag, $name)]
+            #[export_name = $crate::__library_symbol!($tag, $name)]
             #[allow(unused_variables, unused_unsafe)]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
                 // SAFETY: slurmd's arguments, passed through unchanged by
@@ -29,8 +29,9 @@ macro_rules! export_gres_plugin {
     ($tag:ident => $plugin:ty) => {
         const _: () = {
             use ::std::ffi::{c_char, c_int, c_void};
-            use $crate::ffi::exports as ex;
             use $crate::ffi::sys;
+            use $crate::ffi::{common_functions as common, gres_functions as gres};
+            use $crate::plugins::GresPlugin as _;
             type P = $plugin;
             static DEVICES: $crate::ffi::slurm::DeviceListCache = $crate::ffi::slurm::DeviceListCache::new();
             $crate::gres_plugin_functions!(__export_functions!($tag));
@@ -46,8 +47,9 @@ macro_rules! export_gpu_plugin {
     ($tag:ident => $plugin:ty) => {
         const _: () = {
             use ::std::ffi::{c_char, c_int, c_uint};
-            use $crate::ffi::gpu_exports as gx;
             use $crate::ffi::sys;
+            use $crate::ffi::{common_functions as common, gpu_functions as gpu};
+            use $crate::plugins::GpuPlugin as _;
             type P = $plugin;
             $crate::gpu_plugin_functions!(__export_functions!($tag));
         };

@@ -1,7 +1,9 @@
 //! The bodies of the exported `gres_p_*` functions, generic over the
-//! plugin.  Each one runs under the panic guard, converts Slurm's arguments
-//! to core types, calls the plugin, and writes the results back.
+//! plugin (those every plugin file has are in [`super::common_functions`]).
+//! Each one runs under the panic guard, converts Slurm's arguments to core
+//! types, calls the plugin, and writes the results back.
 
+use super::common_functions::{SLURM_ERROR, SLURM_SUCCESS};
 use super::guard::guard;
 use super::host::SlurmHost;
 use super::slurm::{self, BufReader, BufWriter, DeviceListCache, EnvArray};
@@ -10,39 +12,6 @@ use crate::core::model::InternalFlags;
 use crate::plugins::{EnvTarget, GresPlugin, NodeConfig, SetEnv};
 use std::ffi::{c_char, c_int, c_void};
 use std::ptr;
-
-pub const SLURM_SUCCESS: c_int = 0;
-pub const SLURM_ERROR: c_int = -1;
-
-/// `init()` of any plugin file: route our logs to slurmd, then run
-/// `init` under the guard; an error makes slurmd load the next file of the
-/// same name in `PluginDir` (the stock plugin).
-pub fn init_plugin(plugin_type: &'static str, init: impl FnOnce() -> Result<(), String>) -> c_int {
-    super::log::install();
-    guard(plugin_type, "init", SLURM_ERROR, || match init() {
-        Ok(()) => SLURM_SUCCESS,
-        Err(e) => {
-            tracing::error!("init: {e}");
-            SLURM_ERROR
-        }
-    })
-}
-
-/// `fini()` of any plugin file.
-pub fn fini_plugin(plugin_type: &'static str, fini: impl FnOnce()) -> c_int {
-    guard(plugin_type, "fini", SLURM_SUCCESS, || {
-        fini();
-        SLURM_SUCCESS
-    })
-}
-
-pub fn init<P: GresPlugin>() -> c_int {
-    init_plugin(P::PLUGIN_TYPE, P::init)
-}
-
-pub fn fini<P: GresPlugin>() -> c_int {
-    fini_plugin(P::PLUGIN_TYPE, P::fini)
-}
 
 /// # Safety
 /// Arguments as slurmd passes them to `gres_p_node_config_load`.
@@ -214,22 +183,6 @@ pub unsafe fn epilog_set_env<P: GresPlugin>(env: *mut *mut *mut c_char, ei: *mut
         }
         env.apply(&P::epilog_set_env(&info, node_inx as usize));
     })
-}
-
-/// # Safety
-/// `usable` NULL or a valid bitmap; `settings` NULL or a C string.
-pub unsafe fn step_hardware_init<P: GresPlugin>(usable: *mut sys::bitstr_t, settings: *mut c_char) {
-    guard(P::PLUGIN_TYPE, "step_hardware_init", (), || {
-        // SAFETY: per the function's contract.
-        let usable = unsafe { slurm::bitmap_from_c(usable) };
-        // SAFETY: per the function's contract.
-        let settings = unsafe { slurm::string_from_c(settings) };
-        P::step_hardware_init(&SlurmHost::plain(), usable.as_ref(), settings.as_deref());
-    })
-}
-
-pub fn step_hardware_fini<P: GresPlugin>() {
-    guard(P::PLUGIN_TYPE, "step_hardware_fini", (), || P::step_hardware_fini(&SlurmHost::plain()))
 }
 
 /// `gres_p_get_job_info` / `gres_p_get_step_info`: no plugin-specific data
