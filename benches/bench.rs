@@ -35,6 +35,8 @@ mod harness;
 mod standin;
 
 use harness::*;
+use slurm_gpu_gres::core::nvml_model;
+use standin::{FixtureGpu, FixtureMig};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -281,73 +283,11 @@ fn gres_lines(out: &Output) -> usize {
 // NVML nodes
 // ---------------------------------------------------------------------------
 
-/// One GPU of a stand-in fixture, as far as the number of NVML calls
-/// depends on it.
-#[derive(Clone, Debug, Default)]
-struct FixtureGpu {
-    name: String,
-    uuid: String,
-    bus_id: String,
-    minor: u32,
-    cpus: String,
-    lanes: u32,
-    /// Remote bus ids of the active lanes.
-    links: Vec<String>,
-    mig_mode: bool,
-    mig_max: u32,
-    /// (uuid, gpu instance, compute instance, memory MB, slices)
-    migs: Vec<(String, u32, u32, u64, u32)>,
-    mem_clocks: u32,
-}
-
-fn parse_fixture(path: &Path) -> Vec<FixtureGpu> {
+/// The GPUs of a stand-in fixture file (`standin::parse_fixture`, the
+/// Rust reader of the format `nvml_standin.c` reads).
+fn read_fixture(path: &Path) -> Vec<FixtureGpu> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut gpus: Vec<FixtureGpu> = Vec::new();
-    let mut in_mig = false;
-    for line in text.lines() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        let (key, rest) = line.split_once(char::is_whitespace).map(|(k, r)| (k, r.trim())).unwrap_or((line, ""));
-        match key {
-            "gpu" => {
-                gpus.push(FixtureGpu::default());
-                in_mig = false;
-            }
-            "mig" => {
-                if let Some(g) = gpus.last_mut() {
-                    g.migs.push((String::new(), 0, 0, 0, 0));
-                }
-                in_mig = true;
-            }
-            _ => {}
-        }
-        let Some(g) = gpus.last_mut() else { continue };
-        if in_mig {
-            let m = g.migs.last_mut().expect("mig");
-            match key {
-                "uuid" => m.0 = rest.to_string(),
-                "gi" => m.1 = rest.parse().unwrap_or(0),
-                "ci" => m.2 = rest.parse().unwrap_or(0),
-                "mem_mb" => m.3 = rest.parse().unwrap_or(0),
-                "slices" => m.4 = rest.parse().unwrap_or(0),
-                _ => {}
-            }
-            continue;
-        }
-        match key {
-            "name" => g.name = rest.to_string(),
-            "uuid" => g.uuid = rest.to_string(),
-            "bus_id" => g.bus_id = rest.to_string(),
-            "minor" => g.minor = rest.parse().unwrap_or(0),
-            "cpus" => g.cpus = rest.to_string(),
-            "nvlink_lanes" => g.lanes = rest.parse().unwrap_or(0),
-            "nvlink" => g.links.push(rest.split_whitespace().nth(1).unwrap_or("").to_string()),
-            "mig_mode" => g.mig_mode = rest.split_whitespace().next() == Some("1"),
-            "mig_max" => g.mig_max = rest.parse().unwrap_or(0),
-            "mem_clocks" => g.mem_clocks = rest.split(',').filter(|s| !s.trim().is_empty()).count() as u32,
-            _ => {}
-        }
-    }
-    gpus
+    standin::parse_fixture(&text)
 }
 
 /// NVML calls stock gpu/nvml (src/plugins/gpu/nvml/gpu_nvml.c of 22.05.8,
@@ -383,24 +323,23 @@ fn stock_nvml_calls(gpus: &[FixtureGpu]) -> u64 {
     calls
 }
 
-/// Slurm's type name of a GPU: the NVML name in lower case, blanks as `_`;
-/// for a MIG device, the name up to its first `-` and the profile.
-fn type_name(g: &FixtureGpu, mig: Option<&(String, u32, u32, u64, u32)>) -> String {
-    let base = match mig {
-        None => g.name.clone(),
-        Some((_, _, _, mem, slices)) => {
-            let head = g.name.split('-').next().unwrap_or("");
-            format!("{head}_{slices}g.{}gb", ((*mem as f64) / 1024.0).round() as u64)
-        }
-    };
-    base.to_ascii_lowercase().replace(' ', "_")
+/// Slurm's type name of a GPU or of one of its MIG devices
+/// (`core::nvml_model`, the rule our gpu/nvml applies).
+fn type_name(g: &FixtureGpu, mig: Option<&FixtureMig>) -> String {
+    let t = nvml_model::gpu_type_from_name(&g.name);
+    match mig {
+        None => t,
+        Some(m) => nvml_model::mig_type(&t, m.slices, m.mem_mb),
+    }
 }
 
 /// The fixture's node as `fake_gpus.conf` lines (what the stock side
-/// reads instead of asking NVML), and the node's `Gres=`.
+/// reads instead of asking NVML), and the node's `Gres=`: the type names,
+/// NVLink strings, MIG capability minors and device files by the rules of
+/// `core::nvml_model`, as our gpu/nvml builds them from NVML.
 fn fake_gpus_of(gpus: &[FixtureGpu], cpus: u32, mig_minors: &Path) -> (String, String) {
     let minors = std::fs::read_to_string(mig_minors).unwrap_or_default();
-    let minor_of = |key: &str| minors.lines().find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string())).unwrap_or_default();
+    let dev = nvml_model::DEV_DIR;
     let mut lines = String::new();
     let mut types: Vec<(String, u32)> = Vec::new();
     let mut count_type = |t: &str| match types.iter_mut().find(|(n, _)| n == t) {
@@ -408,35 +347,24 @@ fn fake_gpus_of(gpus: &[FixtureGpu], cpus: u32, mig_minors: &Path) -> (String, S
         None => types.push((t.to_string(), 1)),
     };
     let n = gpus.len();
+    let lut: Vec<Option<String>> = gpus.iter().map(|g| Some(g.bus_id.clone())).collect();
     for (i, g) in gpus.iter().enumerate() {
+        let gpu_file = nvml_model::device_file(dev, g.minor);
         if g.mig_mode && !g.migs.is_empty() {
             let m = g.migs.len();
             for (j, mig) in g.migs.iter().enumerate() {
-                let links: Vec<String> = (0..m).map(|k| if k == j { "-1".into() } else { "0".into() }).collect();
-                let files = format!(
-                    "/dev/nvidia{},/dev/nvidia-caps/nvidia-cap{},/dev/nvidia-caps/nvidia-cap{}",
-                    g.minor,
-                    minor_of(&format!("gpu{}/gi{}/access ", g.minor, mig.1)),
-                    minor_of(&format!("gpu{}/gi{}/ci{}/access ", g.minor, mig.1, mig.2))
-                );
+                let (gi_minor, ci_minor) =
+                    nvml_model::mig_cap_minors(&minors, g.minor, mig.gi, mig.ci).unwrap_or_else(|e| panic!("{}: {e}", mig_minors.display()));
+                let files = nvml_model::mig_files(dev, &gpu_file, gi_minor, ci_minor);
                 let t = type_name(g, Some(mig));
                 count_type(&t);
-                let _ = writeln!(lines, "{t}|{cpus}|{}|{}|{files}|{}|nvidia_gpu_env", g.cpus, links.join(","), mig.0);
+                let _ = writeln!(lines, "{t}|{cpus}|{}|{}|{files}|{}|nvidia_gpu_env", g.cpus, nvml_model::empty_links(j, m), mig.uuid);
             }
         } else {
-            let mut links = vec![0i32; n];
-            links[i] = -1;
-            for remote in &g.links {
-                if let Some(k) = gpus.iter().position(|o| o.bus_id.eq_ignore_ascii_case(remote)) {
-                    if k != i {
-                        links[k] += 1;
-                    }
-                }
-            }
-            let links: Vec<String> = links.iter().map(|l| l.to_string()).collect();
+            let links = nvml_model::links_string(i, n, &lut, &g.links);
             let t = type_name(g, None);
             count_type(&t);
-            let _ = writeln!(lines, "{t}|{cpus}|{}|{}|/dev/nvidia{}|(null)|nvidia_gpu_env", g.cpus, links.join(","), g.minor);
+            let _ = writeln!(lines, "{t}|{cpus}|{}|{links}|{gpu_file}|(null)|nvidia_gpu_env", g.cpus);
         }
     }
     let gres = types.iter().map(|(t, c)| format!("gpu:{t}:{c}")).collect::<Vec<_>>().join(",");
@@ -509,7 +437,7 @@ fn mig_minors_in_place(opts: &Opts) -> bool {
 /// MIG node is the release build with the feature `test-hooks` (harness
 /// `test_build_dir`), told the stand-in's file by `GRES_RS_MIG_MINORS`.
 fn nvml_node(side: Side, fixture: &Path, sockets: u32, cores: u32, threads: u32, stock_nvml: Option<&Path>, mig_minors_placed: bool) -> ClusterConfig {
-    let gpus = parse_fixture(fixture);
+    let gpus = read_fixture(fixture);
     let cpus = sockets * cores * threads;
     let minors = standin::fixture("mig-minors");
     let (fake, gres) = fake_gpus_of(&gpus, cpus, &minors);
@@ -695,7 +623,7 @@ fn rows_slurmd_g(opts: &Opts, mig_minors: bool, rows: &mut Vec<Row>) {
         };
         let (ours_calls, by_fn) = count(&ours, "ours");
         eprintln!("bench: NVML calls of ours for {label}: {by_fn:?}");
-        let derived = stock_nvml_calls(&parse_fixture(fixture)) as f64;
+        let derived = stock_nvml_calls(&read_fixture(fixture)) as f64;
         let (stock_calls, note) = if stock_so.is_some() {
             let (n, by_fn) = count(&stock, "stock");
             eprintln!("bench: NVML calls of stock for {label}: {by_fn:?}");
@@ -1048,10 +976,45 @@ fn json(machine: &[(String, String)], rows: &[Row], started: &str, secs: f64) ->
     s
 }
 
+// ---------------------------------------------------------------------------
+// Checks of the bench's own rules (run by `cargo test --bench bench`)
+// ---------------------------------------------------------------------------
+
+/// What the bench derives without Slurm: the stock side's `fake_gpus.conf`
+/// and `Gres=` for the NVML nodes, and stock's NVML call count.
+/// (A `harness = false` target runs no `#[test]`s: `main` calls this when
+/// not started by `cargo bench`.)
+fn self_test() {
+    let minors = standin::fixture("mig-minors");
+    let node = |name: &str, cpus: u32| fake_gpus_of(&read_fixture(&standin::fixture(name)), cpus, &minors);
+
+    // Type names, NVLink strings and device files of an NVLink node.
+    let (lines, gres) = node("h100x2.conf", 2);
+    assert_eq!(gres, "gpu:nvidia_h100_80gb_hbm3:2");
+    assert_eq!(lines, "nvidia_h100_80gb_hbm3|2|0|-1,2|/dev/nvidia0|(null)|nvidia_gpu_env\nnvidia_h100_80gb_hbm3|2|1|2,-1|/dev/nvidia1|(null)|nvidia_gpu_env\n");
+    assert_eq!(node("h100x8.conf", 2).1, "gpu:nvidia_h100_80gb_hbm3:8");
+    // MIG devices: profile type names, capability files from mig-minors.
+    let (lines, gres) = node("a100x8_mig.conf", 2);
+    assert_eq!(gres, "gpu:nvidia_a100_1g.10gb:56");
+    assert_eq!(lines.lines().count(), 56);
+    assert_eq!(
+        lines.lines().next(),
+        Some(
+            "nvidia_a100_1g.10gb|2|0-31|-1,0,0,0,0,0,0|/dev/nvidia0,/dev/nvidia-caps/nvidia-cap66,/dev/nvidia-caps/nvidia-cap67\
+             |MIG-d23f0824-128b-2f33-0c5c-7fd0a6a3a450|nvidia_gpu_env"
+        )
+    );
+    // Stock's NVML calls as derived from gpu_nvml.c; both agree with the
+    // counts the stand-in measured of the stock build (docs/benchmarks.md).
+    assert_eq!(stock_nvml_calls(&read_fixture(&standin::fixture("h100x8.conf"))), 381);
+    assert_eq!(stock_nvml_calls(&read_fixture(&standin::fixture("a100x8_mig.conf"))), 582);
+}
+
 fn main() {
     let opts = Opts::parse();
     if !opts.bench {
-        eprintln!("bench: run it with `cargo bench --bench bench` (it does nothing under `cargo test`)");
+        self_test();
+        eprintln!("bench: checked its own rules; run it with `cargo bench --bench bench` (under `cargo test` it measures nothing)");
         return;
     }
     // Before any thread starts: the mount namespace for the MIG node.
