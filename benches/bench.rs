@@ -923,56 +923,58 @@ fn table(rows: &[Row]) -> String {
     s
 }
 
-fn json_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(o, "\\u{:04x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
-
-fn json_num(v: Option<f64>) -> String {
-    match v {
-        Some(v) if v.is_finite() => format!("{v}"),
-        _ => "null".into(),
-    }
-}
-
+/// `target/bench.json`: when, how long, the machine, and each row with its
+/// ratio (numbers that are not finite as `null`).
 fn json(machine: &[(String, String)], rows: &[Row], started: &str, secs: f64) -> String {
-    let mut s = String::from("{\n  \"started\": ");
-    s.push_str(&json_str(started));
-    let _ = write!(s, ",\n  \"duration_s\": {secs:.1},\n  \"machine\": {{");
-    for (i, (k, v)) in machine.iter().enumerate() {
-        let _ = write!(s, "{}\n    {}: {}", if i > 0 { "," } else { "" }, json_str(k), json_str(v));
+    #[derive(serde::Serialize)]
+    struct Report<'a> {
+        started: &'a str,
+        duration_s: f64,
+        #[serde(serialize_with = "in_order")]
+        machine: &'a [(String, String)],
+        rows: Vec<JsonRow<'a>>,
     }
-    s.push_str("\n  },\n  \"rows\": [");
-    for (i, r) in rows.iter().enumerate() {
-        let _ = write!(
-            s,
-            "{}\n    {{\"group\": {}, \"what\": {}, \"metric\": {}, \"unit\": {}, \"stock\": {}, \"ours\": {}, \"ratio\": {}, \"n\": {}, \"goal\": {}, \"note\": {}}}",
-            if i > 0 { "," } else { "" },
-            json_str(r.group),
-            json_str(&r.what),
-            json_str(&r.metric),
-            json_str(&r.unit),
-            json_num(r.stock),
-            json_num(r.ours),
-            json_num(r.ratio()),
-            r.n,
-            json_str(&r.goal),
-            json_str(&r.note)
-        );
+    #[derive(serde::Serialize)]
+    struct JsonRow<'a> {
+        group: &'a str,
+        what: &'a str,
+        metric: &'a str,
+        unit: &'a str,
+        stock: Option<f64>,
+        ours: Option<f64>,
+        ratio: Option<f64>,
+        n: usize,
+        goal: &'a str,
+        note: &'a str,
     }
-    s.push_str("\n  ]\n}\n");
+    /// The machine's facts as an object, in their order.
+    fn in_order<S: serde::Serializer>(m: &&[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(m.iter().map(|(k, v)| (k, v)))
+    }
+    let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
+    let report = Report {
+        started,
+        // In tenths of a second.
+        duration_s: format!("{secs:.1}").parse().unwrap_or(secs),
+        machine,
+        rows: rows
+            .iter()
+            .map(|r| JsonRow {
+                group: r.group,
+                what: &r.what,
+                metric: &r.metric,
+                unit: &r.unit,
+                stock: finite(r.stock),
+                ours: finite(r.ours),
+                ratio: finite(r.ratio()),
+                n: r.n,
+                goal: &r.goal,
+                note: &r.note,
+            })
+            .collect(),
+    };
+    let mut s = serde_json::to_string_pretty(&report).expect("the report serializes");
+    s.push('\n');
     s
 }
 
@@ -981,7 +983,7 @@ fn json(machine: &[(String, String)], rows: &[Row], started: &str, secs: f64) ->
 // ---------------------------------------------------------------------------
 
 /// What the bench derives without Slurm: the stock side's `fake_gpus.conf`
-/// and `Gres=` for the NVML nodes, and stock's NVML call count.
+/// and `Gres=` for the NVML nodes, stock's NVML call count, and the JSON.
 /// (A `harness = false` target runs no `#[test]`s: `main` calls this when
 /// not started by `cargo bench`.)
 fn self_test() {
@@ -1008,6 +1010,36 @@ fn self_test() {
     // counts the stand-in measured of the stock build (docs/benchmarks.md).
     assert_eq!(stock_nvml_calls(&read_fixture(&standin::fixture("h100x8.conf"))), 381);
     assert_eq!(stock_nvml_calls(&read_fixture(&standin::fixture("a100x8_mig.conf"))), 582);
+
+    // JSON: the fields in order, numbers that are not finite as null,
+    // strings escaped.
+    let machine = vec![("cpu".to_string(), "x \"y\"".to_string()), ("os".to_string(), "a\\b\tc".to_string())];
+    let rows = vec![
+        Row { group: "steps", what: "w\nx".into(), unit: "ms".into(), stock: Some(2.0), ours: Some(1.5), n: 3, goal: "<= 1.02".into(), ..Default::default() },
+        Row { group: "check", stock: Some(f64::NAN), ours: None, note: "pending".into(), ..Default::default() },
+    ];
+    let text = json(&machine, &rows, "2026-01-01T00:00:00Z", 12.34);
+    let v: serde_json::Value = serde_json::from_str(&text).expect("bench JSON parses");
+    assert_eq!(v["started"], "2026-01-01T00:00:00Z");
+    assert_eq!(v["duration_s"], 12.3);
+    assert_eq!(v["machine"]["cpu"], "x \"y\"");
+    assert_eq!(v["machine"]["os"], "a\\b\tc");
+    let keys = |o: &serde_json::Value| o.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+    assert!(text.find("\"cpu\"") < text.find("\"os\""), "machine facts in order:\n{text}");
+    let r0 = &v["rows"][0];
+    assert_eq!(
+        (r0["group"].as_str(), r0["what"].as_str(), r0["stock"].as_f64(), r0["ours"].as_f64(), r0["ratio"].as_f64(), r0["n"].as_u64()),
+        (Some("steps"), Some("w\nx"), Some(2.0), Some(1.5), Some(0.75), Some(3))
+    );
+    let r1 = &v["rows"][1];
+    assert!(r1["stock"].is_null() && r1["ours"].is_null() && r1["ratio"].is_null(), "{text}");
+    let mut want = ["goal", "group", "metric", "n", "note", "ours", "ratio", "stock", "unit", "what"].map(String::from).to_vec();
+    let mut got = keys(r1);
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    let order = ["group", "what", "metric", "unit", "stock", "ours", "ratio", "n", "goal", "note"].map(|k| text.rfind(&format!("\"{k}\"")));
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "row fields in order:\n{text}");
 }
 
 fn main() {
