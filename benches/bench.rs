@@ -391,8 +391,9 @@ fn stock_gpu_nvml() -> Option<PathBuf> {
     Some(path)
 }
 
-/// Where the stock gpu/nvml plugin reads MIG minors (the only place).
-const MIG_MINORS_PATH: &str = "/proc/driver/nvidia-caps/mig-minors";
+/// Where the stock gpu/nvml plugin reads MIG minors (the only place; ours
+/// too, in a release build).
+const MIG_MINORS_PATH: &str = nvml_model::MIG_MINORS_PATH;
 /// Set once the bench runs in its own mount namespace.
 const MOUNT_NS_ENV: &str = "GRES_RS_BENCH_MOUNT_NS";
 
@@ -421,8 +422,9 @@ fn mig_minors_in_place(opts: &Opts) -> bool {
         return false;
     }
     let mounted = Command::new("mount").args(["-t", "tmpfs", "gres-rs-bench", "/proc/driver"]).status().map(|s| s.success()).unwrap_or(false);
-    let placed =
-        mounted && std::fs::create_dir_all("/proc/driver/nvidia-caps").is_ok() && std::fs::copy(standin::fixture("mig-minors"), MIG_MINORS_PATH).is_ok();
+    let placed = mounted
+        && Path::new(MIG_MINORS_PATH).parent().is_some_and(|d| std::fs::create_dir_all(d).is_ok())
+        && std::fs::copy(standin::fixture("mig-minors"), MIG_MINORS_PATH).is_ok();
     if !placed {
         eprintln!("bench: could not place {MIG_MINORS_PATH} in the bench's mount namespace; the MIG node's stock side reads fake_gpus.conf");
     }
