@@ -35,6 +35,8 @@ mod harness;
 mod standin;
 
 use harness::*;
+use slurm_gpu_gres::core::nvml_model;
+use standin::{FixtureGpu, FixtureMig};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -281,73 +283,11 @@ fn gres_lines(out: &Output) -> usize {
 // NVML nodes
 // ---------------------------------------------------------------------------
 
-/// One GPU of a stand-in fixture, as far as the number of NVML calls
-/// depends on it.
-#[derive(Clone, Debug, Default)]
-struct FixtureGpu {
-    name: String,
-    uuid: String,
-    bus_id: String,
-    minor: u32,
-    cpus: String,
-    lanes: u32,
-    /// Remote bus ids of the active lanes.
-    links: Vec<String>,
-    mig_mode: bool,
-    mig_max: u32,
-    /// (uuid, gpu instance, compute instance, memory MB, slices)
-    migs: Vec<(String, u32, u32, u64, u32)>,
-    mem_clocks: u32,
-}
-
-fn parse_fixture(path: &Path) -> Vec<FixtureGpu> {
+/// The GPUs of a stand-in fixture file (`standin::parse_fixture`, the
+/// Rust reader of the format `nvml_standin.c` reads).
+fn read_fixture(path: &Path) -> Vec<FixtureGpu> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut gpus: Vec<FixtureGpu> = Vec::new();
-    let mut in_mig = false;
-    for line in text.lines() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        let (key, rest) = line.split_once(char::is_whitespace).map(|(k, r)| (k, r.trim())).unwrap_or((line, ""));
-        match key {
-            "gpu" => {
-                gpus.push(FixtureGpu::default());
-                in_mig = false;
-            }
-            "mig" => {
-                if let Some(g) = gpus.last_mut() {
-                    g.migs.push((String::new(), 0, 0, 0, 0));
-                }
-                in_mig = true;
-            }
-            _ => {}
-        }
-        let Some(g) = gpus.last_mut() else { continue };
-        if in_mig {
-            let m = g.migs.last_mut().expect("mig");
-            match key {
-                "uuid" => m.0 = rest.to_string(),
-                "gi" => m.1 = rest.parse().unwrap_or(0),
-                "ci" => m.2 = rest.parse().unwrap_or(0),
-                "mem_mb" => m.3 = rest.parse().unwrap_or(0),
-                "slices" => m.4 = rest.parse().unwrap_or(0),
-                _ => {}
-            }
-            continue;
-        }
-        match key {
-            "name" => g.name = rest.to_string(),
-            "uuid" => g.uuid = rest.to_string(),
-            "bus_id" => g.bus_id = rest.to_string(),
-            "minor" => g.minor = rest.parse().unwrap_or(0),
-            "cpus" => g.cpus = rest.to_string(),
-            "nvlink_lanes" => g.lanes = rest.parse().unwrap_or(0),
-            "nvlink" => g.links.push(rest.split_whitespace().nth(1).unwrap_or("").to_string()),
-            "mig_mode" => g.mig_mode = rest.split_whitespace().next() == Some("1"),
-            "mig_max" => g.mig_max = rest.parse().unwrap_or(0),
-            "mem_clocks" => g.mem_clocks = rest.split(',').filter(|s| !s.trim().is_empty()).count() as u32,
-            _ => {}
-        }
-    }
-    gpus
+    standin::parse_fixture(&text)
 }
 
 /// NVML calls stock gpu/nvml (src/plugins/gpu/nvml/gpu_nvml.c of 22.05.8,
@@ -383,24 +323,23 @@ fn stock_nvml_calls(gpus: &[FixtureGpu]) -> u64 {
     calls
 }
 
-/// Slurm's type name of a GPU: the NVML name in lower case, blanks as `_`;
-/// for a MIG device, the name up to its first `-` and the profile.
-fn type_name(g: &FixtureGpu, mig: Option<&(String, u32, u32, u64, u32)>) -> String {
-    let base = match mig {
-        None => g.name.clone(),
-        Some((_, _, _, mem, slices)) => {
-            let head = g.name.split('-').next().unwrap_or("");
-            format!("{head}_{slices}g.{}gb", ((*mem as f64) / 1024.0).round() as u64)
-        }
-    };
-    base.to_ascii_lowercase().replace(' ', "_")
+/// Slurm's type name of a GPU or of one of its MIG devices
+/// (`core::nvml_model`, the rule our gpu/nvml applies).
+fn type_name(g: &FixtureGpu, mig: Option<&FixtureMig>) -> String {
+    let t = nvml_model::gpu_type_from_name(&g.name);
+    match mig {
+        None => t,
+        Some(m) => nvml_model::mig_type(&t, m.slices, m.mem_mb),
+    }
 }
 
 /// The fixture's node as `fake_gpus.conf` lines (what the stock side
-/// reads instead of asking NVML), and the node's `Gres=`.
+/// reads instead of asking NVML), and the node's `Gres=`: the type names,
+/// NVLink strings, MIG capability minors and device files by the rules of
+/// `core::nvml_model`, as our gpu/nvml builds them from NVML.
 fn fake_gpus_of(gpus: &[FixtureGpu], cpus: u32, mig_minors: &Path) -> (String, String) {
     let minors = std::fs::read_to_string(mig_minors).unwrap_or_default();
-    let minor_of = |key: &str| minors.lines().find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string())).unwrap_or_default();
+    let dev = nvml_model::DEV_DIR;
     let mut lines = String::new();
     let mut types: Vec<(String, u32)> = Vec::new();
     let mut count_type = |t: &str| match types.iter_mut().find(|(n, _)| n == t) {
@@ -408,35 +347,24 @@ fn fake_gpus_of(gpus: &[FixtureGpu], cpus: u32, mig_minors: &Path) -> (String, S
         None => types.push((t.to_string(), 1)),
     };
     let n = gpus.len();
+    let lut: Vec<Option<String>> = gpus.iter().map(|g| Some(g.bus_id.clone())).collect();
     for (i, g) in gpus.iter().enumerate() {
+        let gpu_file = nvml_model::device_file(dev, g.minor);
         if g.mig_mode && !g.migs.is_empty() {
             let m = g.migs.len();
             for (j, mig) in g.migs.iter().enumerate() {
-                let links: Vec<String> = (0..m).map(|k| if k == j { "-1".into() } else { "0".into() }).collect();
-                let files = format!(
-                    "/dev/nvidia{},/dev/nvidia-caps/nvidia-cap{},/dev/nvidia-caps/nvidia-cap{}",
-                    g.minor,
-                    minor_of(&format!("gpu{}/gi{}/access ", g.minor, mig.1)),
-                    minor_of(&format!("gpu{}/gi{}/ci{}/access ", g.minor, mig.1, mig.2))
-                );
+                let (gi_minor, ci_minor) =
+                    nvml_model::mig_cap_minors(&minors, g.minor, mig.gi, mig.ci).unwrap_or_else(|e| panic!("{}: {e}", mig_minors.display()));
+                let files = nvml_model::mig_files(dev, &gpu_file, gi_minor, ci_minor);
                 let t = type_name(g, Some(mig));
                 count_type(&t);
-                let _ = writeln!(lines, "{t}|{cpus}|{}|{}|{files}|{}|nvidia_gpu_env", g.cpus, links.join(","), mig.0);
+                let _ = writeln!(lines, "{t}|{cpus}|{}|{}|{files}|{}|nvidia_gpu_env", g.cpus, nvml_model::empty_links(j, m), mig.uuid);
             }
         } else {
-            let mut links = vec![0i32; n];
-            links[i] = -1;
-            for remote in &g.links {
-                if let Some(k) = gpus.iter().position(|o| o.bus_id.eq_ignore_ascii_case(remote)) {
-                    if k != i {
-                        links[k] += 1;
-                    }
-                }
-            }
-            let links: Vec<String> = links.iter().map(|l| l.to_string()).collect();
+            let links = nvml_model::links_string(i, n, &lut, &g.links);
             let t = type_name(g, None);
             count_type(&t);
-            let _ = writeln!(lines, "{t}|{cpus}|{}|{}|/dev/nvidia{}|(null)|nvidia_gpu_env", g.cpus, links.join(","), g.minor);
+            let _ = writeln!(lines, "{t}|{cpus}|{}|{links}|{gpu_file}|(null)|nvidia_gpu_env", g.cpus);
         }
     }
     let gres = types.iter().map(|(t, c)| format!("gpu:{t}:{c}")).collect::<Vec<_>>().join(",");
@@ -463,8 +391,9 @@ fn stock_gpu_nvml() -> Option<PathBuf> {
     Some(path)
 }
 
-/// Where the stock gpu/nvml plugin reads MIG minors (the only place).
-const MIG_MINORS_PATH: &str = "/proc/driver/nvidia-caps/mig-minors";
+/// Where the stock gpu/nvml plugin reads MIG minors (the only place; ours
+/// too, in a release build).
+const MIG_MINORS_PATH: &str = nvml_model::MIG_MINORS_PATH;
 /// Set once the bench runs in its own mount namespace.
 const MOUNT_NS_ENV: &str = "GRES_RS_BENCH_MOUNT_NS";
 
@@ -493,8 +422,9 @@ fn mig_minors_in_place(opts: &Opts) -> bool {
         return false;
     }
     let mounted = Command::new("mount").args(["-t", "tmpfs", "gres-rs-bench", "/proc/driver"]).status().map(|s| s.success()).unwrap_or(false);
-    let placed =
-        mounted && std::fs::create_dir_all("/proc/driver/nvidia-caps").is_ok() && std::fs::copy(standin::fixture("mig-minors"), MIG_MINORS_PATH).is_ok();
+    let placed = mounted
+        && Path::new(MIG_MINORS_PATH).parent().is_some_and(|d| std::fs::create_dir_all(d).is_ok())
+        && std::fs::copy(standin::fixture("mig-minors"), MIG_MINORS_PATH).is_ok();
     if !placed {
         eprintln!("bench: could not place {MIG_MINORS_PATH} in the bench's mount namespace; the MIG node's stock side reads fake_gpus.conf");
     }
@@ -509,7 +439,7 @@ fn mig_minors_in_place(opts: &Opts) -> bool {
 /// MIG node is the release build with the feature `test-hooks` (harness
 /// `test_build_dir`), told the stand-in's file by `GRES_RS_MIG_MINORS`.
 fn nvml_node(side: Side, fixture: &Path, sockets: u32, cores: u32, threads: u32, stock_nvml: Option<&Path>, mig_minors_placed: bool) -> ClusterConfig {
-    let gpus = parse_fixture(fixture);
+    let gpus = read_fixture(fixture);
     let cpus = sockets * cores * threads;
     let minors = standin::fixture("mig-minors");
     let (fake, gres) = fake_gpus_of(&gpus, cpus, &minors);
@@ -695,7 +625,7 @@ fn rows_slurmd_g(opts: &Opts, mig_minors: bool, rows: &mut Vec<Row>) {
         };
         let (ours_calls, by_fn) = count(&ours, "ours");
         eprintln!("bench: NVML calls of ours for {label}: {by_fn:?}");
-        let derived = stock_nvml_calls(&parse_fixture(fixture)) as f64;
+        let derived = stock_nvml_calls(&read_fixture(fixture)) as f64;
         let (stock_calls, note) = if stock_so.is_some() {
             let (n, by_fn) = count(&stock, "stock");
             eprintln!("bench: NVML calls of stock for {label}: {by_fn:?}");
@@ -995,63 +925,130 @@ fn table(rows: &[Row]) -> String {
     s
 }
 
-fn json_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(o, "\\u{:04x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
-
-fn json_num(v: Option<f64>) -> String {
-    match v {
-        Some(v) if v.is_finite() => format!("{v}"),
-        _ => "null".into(),
-    }
-}
-
+/// `target/bench.json`: when, how long, the machine, and each row with its
+/// ratio (numbers that are not finite as `null`).
 fn json(machine: &[(String, String)], rows: &[Row], started: &str, secs: f64) -> String {
-    let mut s = String::from("{\n  \"started\": ");
-    s.push_str(&json_str(started));
-    let _ = write!(s, ",\n  \"duration_s\": {secs:.1},\n  \"machine\": {{");
-    for (i, (k, v)) in machine.iter().enumerate() {
-        let _ = write!(s, "{}\n    {}: {}", if i > 0 { "," } else { "" }, json_str(k), json_str(v));
+    #[derive(serde::Serialize)]
+    struct Report<'a> {
+        started: &'a str,
+        duration_s: f64,
+        #[serde(serialize_with = "in_order")]
+        machine: &'a [(String, String)],
+        rows: Vec<JsonRow<'a>>,
     }
-    s.push_str("\n  },\n  \"rows\": [");
-    for (i, r) in rows.iter().enumerate() {
-        let _ = write!(
-            s,
-            "{}\n    {{\"group\": {}, \"what\": {}, \"metric\": {}, \"unit\": {}, \"stock\": {}, \"ours\": {}, \"ratio\": {}, \"n\": {}, \"goal\": {}, \"note\": {}}}",
-            if i > 0 { "," } else { "" },
-            json_str(r.group),
-            json_str(&r.what),
-            json_str(&r.metric),
-            json_str(&r.unit),
-            json_num(r.stock),
-            json_num(r.ours),
-            json_num(r.ratio()),
-            r.n,
-            json_str(&r.goal),
-            json_str(&r.note)
-        );
+    #[derive(serde::Serialize)]
+    struct JsonRow<'a> {
+        group: &'a str,
+        what: &'a str,
+        metric: &'a str,
+        unit: &'a str,
+        stock: Option<f64>,
+        ours: Option<f64>,
+        ratio: Option<f64>,
+        n: usize,
+        goal: &'a str,
+        note: &'a str,
     }
-    s.push_str("\n  ]\n}\n");
+    /// The machine's facts as an object, in their order.
+    fn in_order<S: serde::Serializer>(m: &&[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(m.iter().map(|(k, v)| (k, v)))
+    }
+    let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
+    let report = Report {
+        started,
+        // In tenths of a second.
+        duration_s: format!("{secs:.1}").parse().unwrap_or(secs),
+        machine,
+        rows: rows
+            .iter()
+            .map(|r| JsonRow {
+                group: r.group,
+                what: &r.what,
+                metric: &r.metric,
+                unit: &r.unit,
+                stock: finite(r.stock),
+                ours: finite(r.ours),
+                ratio: finite(r.ratio()),
+                n: r.n,
+                goal: &r.goal,
+                note: &r.note,
+            })
+            .collect(),
+    };
+    let mut s = serde_json::to_string_pretty(&report).expect("the report serializes");
+    s.push('\n');
     s
+}
+
+// ---------------------------------------------------------------------------
+// Checks of the bench's own rules (run by `cargo test --bench bench`)
+// ---------------------------------------------------------------------------
+
+/// What the bench derives without Slurm: the stock side's `fake_gpus.conf`
+/// and `Gres=` for the NVML nodes, stock's NVML call count, and the JSON.
+/// (A `harness = false` target runs no `#[test]`s: `main` calls this when
+/// not started by `cargo bench`.)
+fn self_test() {
+    let minors = standin::fixture("mig-minors");
+    let node = |name: &str, cpus: u32| fake_gpus_of(&read_fixture(&standin::fixture(name)), cpus, &minors);
+
+    // Type names, NVLink strings and device files of an NVLink node.
+    let (lines, gres) = node("h100x2.conf", 2);
+    assert_eq!(gres, "gpu:nvidia_h100_80gb_hbm3:2");
+    assert_eq!(lines, "nvidia_h100_80gb_hbm3|2|0|-1,2|/dev/nvidia0|(null)|nvidia_gpu_env\nnvidia_h100_80gb_hbm3|2|1|2,-1|/dev/nvidia1|(null)|nvidia_gpu_env\n");
+    assert_eq!(node("h100x8.conf", 2).1, "gpu:nvidia_h100_80gb_hbm3:8");
+    // MIG devices: profile type names, capability files from mig-minors.
+    let (lines, gres) = node("a100x8_mig.conf", 2);
+    assert_eq!(gres, "gpu:nvidia_a100_1g.10gb:56");
+    assert_eq!(lines.lines().count(), 56);
+    assert_eq!(
+        lines.lines().next(),
+        Some(
+            "nvidia_a100_1g.10gb|2|0-31|-1,0,0,0,0,0,0|/dev/nvidia0,/dev/nvidia-caps/nvidia-cap66,/dev/nvidia-caps/nvidia-cap67\
+             |MIG-d23f0824-128b-2f33-0c5c-7fd0a6a3a450|nvidia_gpu_env"
+        )
+    );
+    // Stock's NVML calls as derived from gpu_nvml.c; both agree with the
+    // counts the stand-in measured of the stock build (docs/benchmarks.md).
+    assert_eq!(stock_nvml_calls(&read_fixture(&standin::fixture("h100x8.conf"))), 381);
+    assert_eq!(stock_nvml_calls(&read_fixture(&standin::fixture("a100x8_mig.conf"))), 582);
+
+    // JSON: the fields in order, numbers that are not finite as null,
+    // strings escaped.
+    let machine = vec![("cpu".to_string(), "x \"y\"".to_string()), ("os".to_string(), "a\\b\tc".to_string())];
+    let rows = vec![
+        Row { group: "steps", what: "w\nx".into(), unit: "ms".into(), stock: Some(2.0), ours: Some(1.5), n: 3, goal: "<= 1.02".into(), ..Default::default() },
+        Row { group: "check", stock: Some(f64::NAN), ours: None, note: "pending".into(), ..Default::default() },
+    ];
+    let text = json(&machine, &rows, "2026-01-01T00:00:00Z", 12.34);
+    let v: serde_json::Value = serde_json::from_str(&text).expect("bench JSON parses");
+    assert_eq!(v["started"], "2026-01-01T00:00:00Z");
+    assert_eq!(v["duration_s"], 12.3);
+    assert_eq!(v["machine"]["cpu"], "x \"y\"");
+    assert_eq!(v["machine"]["os"], "a\\b\tc");
+    let keys = |o: &serde_json::Value| o.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+    assert!(text.find("\"cpu\"") < text.find("\"os\""), "machine facts in order:\n{text}");
+    let r0 = &v["rows"][0];
+    assert_eq!(
+        (r0["group"].as_str(), r0["what"].as_str(), r0["stock"].as_f64(), r0["ours"].as_f64(), r0["ratio"].as_f64(), r0["n"].as_u64()),
+        (Some("steps"), Some("w\nx"), Some(2.0), Some(1.5), Some(0.75), Some(3))
+    );
+    let r1 = &v["rows"][1];
+    assert!(r1["stock"].is_null() && r1["ours"].is_null() && r1["ratio"].is_null(), "{text}");
+    let mut want = ["goal", "group", "metric", "n", "note", "ours", "ratio", "stock", "unit", "what"].map(String::from).to_vec();
+    let mut got = keys(r1);
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    let order = ["group", "what", "metric", "unit", "stock", "ours", "ratio", "n", "goal", "note"].map(|k| text.rfind(&format!("\"{k}\"")));
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "row fields in order:\n{text}");
 }
 
 fn main() {
     let opts = Opts::parse();
     if !opts.bench {
-        eprintln!("bench: run it with `cargo bench --bench bench` (it does nothing under `cargo test`)");
+        self_test();
+        eprintln!("bench: checked its own rules; run it with `cargo bench --bench bench` (under `cargo test` it measures nothing)");
         return;
     }
     // Before any thread starts: the mount namespace for the MIG node.

@@ -204,3 +204,85 @@ impl Drop for Standin {
 }
 
 static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One GPU of a fixture file, as far as the bench and the tests use it
+/// (the clocks, energy and power settings but the number of memory clocks
+/// are left out).  `nvml_standin.c` is the reader the stand-in itself
+/// uses; this is the Rust one, kept beside it and to its format.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FixtureGpu {
+    pub name: String,
+    pub uuid: String,
+    pub bus_id: String,
+    pub minor: u32,
+    pub cpus: String,
+    pub lanes: u32,
+    /// Remote bus ids of the active lanes.
+    pub links: Vec<String>,
+    pub mig_mode: bool,
+    pub mig_max: u32,
+    pub migs: Vec<FixtureMig>,
+    pub mem_clocks: u32,
+}
+
+/// One MIG device (`mig` block) of a fixture GPU.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FixtureMig {
+    pub uuid: String,
+    /// GPU instance id.
+    pub gi: u32,
+    /// Compute instance id.
+    pub ci: u32,
+    pub mem_mb: u64,
+    pub slices: u32,
+}
+
+/// The GPUs of a fixture file's text, in order.
+pub fn parse_fixture(text: &str) -> Vec<FixtureGpu> {
+    let mut gpus: Vec<FixtureGpu> = Vec::new();
+    let mut in_mig = false;
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        let (key, rest) = line.split_once(char::is_whitespace).map(|(k, r)| (k, r.trim())).unwrap_or((line, ""));
+        match key {
+            "gpu" => {
+                gpus.push(FixtureGpu::default());
+                in_mig = false;
+            }
+            "mig" => {
+                if let Some(g) = gpus.last_mut() {
+                    g.migs.push(FixtureMig::default());
+                }
+                in_mig = true;
+            }
+            _ => {}
+        }
+        let Some(g) = gpus.last_mut() else { continue };
+        if in_mig {
+            let m = g.migs.last_mut().expect("mig");
+            match key {
+                "uuid" => m.uuid = rest.to_string(),
+                "gi" => m.gi = rest.parse().unwrap_or(0),
+                "ci" => m.ci = rest.parse().unwrap_or(0),
+                "mem_mb" => m.mem_mb = rest.parse().unwrap_or(0),
+                "slices" => m.slices = rest.parse().unwrap_or(0),
+                _ => {}
+            }
+            continue;
+        }
+        match key {
+            "name" => g.name = rest.to_string(),
+            "uuid" => g.uuid = rest.to_string(),
+            "bus_id" => g.bus_id = rest.to_string(),
+            "minor" => g.minor = rest.parse().unwrap_or(0),
+            "cpus" => g.cpus = rest.to_string(),
+            "nvlink_lanes" => g.lanes = rest.parse().unwrap_or(0),
+            "nvlink" => g.links.push(rest.split_whitespace().nth(1).unwrap_or("").to_string()),
+            "mig_mode" => g.mig_mode = rest.split_whitespace().next() == Some("1"),
+            "mig_max" => g.mig_max = rest.parse().unwrap_or(0),
+            "mem_clocks" => g.mem_clocks = rest.split(',').filter(|s| !s.trim().is_empty()).count() as u32,
+            _ => {}
+        }
+    }
+    gpus
+}
