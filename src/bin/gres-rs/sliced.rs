@@ -12,98 +12,24 @@
 //! the outcome is the same.
 //!
 //! The index only classifies lines: the syntax of the whole file is checked
-//! by the library's reader, which the caller runs as well.  It follows the
-//! same rules for comments, continuations, escapes and `include`.
+//! by the library's reader, which the caller runs as well.  The lines are
+//! the library's too: it reads the files (within its bounds), cuts them
+//! into logical lines (comments, continuations, escapes) and follows the
+//! `include`s (see `core::gres_conf::syntax::visit_file`); this module
+//! only keeps, for each logical line, where it is and what it is.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use slurm_gpu_gres::core::files::{read_bounded, MAX_FILE_LEN};
-use slurm_gpu_gres::core::gres_conf::syntax::{include_path, is_c_space, ConfError, Diagnostic, FsReader, Location, MAX_INCLUDE_DEPTH, MAX_TOTAL_LEN};
+use slurm_gpu_gres::core::gres_conf::syntax::{visit_file, ConfError, Diagnostic, FsReader, LineVisitor, Location, RawLine};
 use slurm_gpu_gres::core::gres_conf::{GresConf, NodeContext, NodeGresConf};
 use slurm_gpu_gres::core::hostlist;
 
-/// One file's physical lines and the logical line each belongs to.
+/// One file read: its path and text.
 struct FileText {
     path: PathBuf,
-    lines: Vec<String>,
-    /// For each physical line (index = line - 1): first and last physical
-    /// line (1-based) of its logical line.
-    groups: Vec<(usize, usize)>,
-}
-
-/// A physical line with its comment cut off (at the first `#` after an
-/// even run of backslashes) and cut at a NUL, as Slurm's reader does.
-fn uncommented(line: &str) -> &[u8] {
-    let mut bytes = line.as_bytes();
-    if let Some(nul) = bytes.iter().position(|&b| b == 0) {
-        bytes = &bytes[..nul];
-    }
-    let mut escaped = false;
-    for (i, &b) in bytes.iter().enumerate() {
-        if b == b'#' && !escaped {
-            return &bytes[..i];
-        }
-        escaped = b == b'\\' && !escaped;
-    }
-    bytes
-}
-
-/// The length of `bytes` without trailing blanks.
-fn trimmed_len(bytes: &[u8]) -> usize {
-    bytes.len() - bytes.iter().rev().take_while(|&&b| is_c_space(b)).count()
-}
-
-/// Whether a physical line continues on the next one: an odd run of
-/// backslashes before trailing blanks, after the comment is cut.
-fn continues(line: &str) -> bool {
-    let bytes = uncommented(line);
-    bytes[..trimmed_len(bytes)].iter().rev().take_while(|&&b| b == b'\\').count() % 2 == 1
-}
-
-impl FileText {
-    fn new(path: &Path, text: &str) -> Self {
-        let lines: Vec<String> = text.split('\n').map(str::to_string).collect();
-        let mut groups = Vec::with_capacity(lines.len());
-        let mut i = 0;
-        while i < lines.len() {
-            let first = i;
-            while i + 1 < lines.len() && continues(&lines[i]) {
-                i += 1;
-            }
-            for _ in first..=i {
-                groups.push((first + 1, i + 1));
-            }
-            i += 1;
-        }
-        FileText { path: path.to_path_buf(), lines, groups }
-    }
-
-    /// The bytes of the logical line of physical lines `first..=last`
-    /// (continuations joined, comments and escapes removed), each with its
-    /// physical line and byte offset.
-    fn logical(&self, first: usize, last: usize) -> Vec<(u8, usize, usize)> {
-        let mut raw = Vec::new();
-        for n in first..=last {
-            let line = self.lines.get(n - 1).map_or("", String::as_str);
-            let bytes = uncommented(line);
-            let kept = if continues(line) { &bytes[..trimmed_len(bytes) - 1] } else { bytes };
-            raw.extend(kept.iter().enumerate().map(|(i, &b)| (b, n, i)));
-        }
-        let mut out = Vec::with_capacity(raw.len());
-        let mut i = 0;
-        while i < raw.len() {
-            if raw[i].0 == b'\\' {
-                i += 1;
-                if i >= raw.len() {
-                    break;
-                }
-            }
-            out.push(raw[i]);
-            i += 1;
-        }
-        out
-    }
+    text: String,
 }
 
 /// For each line of a text made of copied lines: the file (index) and
@@ -111,9 +37,8 @@ impl FileText {
 type LineMap = Vec<(usize, usize)>;
 
 /// What a logical line is.
+#[derive(Debug)]
 enum Kind {
-    Blank,
-    Include(String),
     /// A `NodeName=` line: its value, and where that is (physical line,
     /// byte range) when on one line.
     Node(String, Option<(usize, usize, usize)>),
@@ -122,50 +47,16 @@ enum Kind {
     Global,
 }
 
-fn is_key_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'.'
-}
-
-fn classify(bytes: &[(u8, usize, usize)]) -> Kind {
-    let b: Vec<u8> = bytes.iter().map(|x| x.0).collect();
-    if b.iter().all(|&c| is_c_space(c)) {
-        return Kind::Blank;
-    }
-    const WORD: &[u8] = b"include";
-    if b.len() > WORD.len() && b[..WORD.len()].eq_ignore_ascii_case(WORD) && is_c_space(b[WORD.len()]) {
-        let start = WORD.len() + b[WORD.len()..].iter().take_while(|&&c| is_c_space(c)).count();
-        let end = start + b[start..].iter().take_while(|&&c| !is_c_space(c)).count();
-        return Kind::Include(String::from_utf8_lossy(&b[start..end]).into_owned());
-    }
-    let skip = |i: usize| i + b[i.min(b.len())..].iter().take_while(|&&c| is_c_space(c)).count();
-    let key_start = skip(0);
-    let key_end = key_start + b[key_start..].iter().take_while(|&&c| is_key_byte(c)).count();
-    let mut at = skip(key_end);
-    if at + 1 < b.len() && matches!(b[at], b'+' | b'-' | b'*' | b'/') && b[at + 1] == b'=' {
-        at += 1;
-    }
-    let key = &b[key_start..key_end];
-    let autodetect = key.eq_ignore_ascii_case(b"AutoDetect");
-    if !(key.eq_ignore_ascii_case(b"NodeName") || autodetect) || b.get(at) != Some(&b'=') {
-        return Kind::Global;
-    }
-    let value_start = skip(at + 1);
-    let (start, end) = match b.get(value_start) {
-        Some(b'"') => match b[value_start + 1..].iter().position(|&c| c == b'"') {
-            Some(close) if b.get(value_start + close + 2).map_or(true, |&c| is_c_space(c)) => (value_start + 1, value_start + 1 + close),
-            _ => (value_start, value_start + b[value_start..].iter().take_while(|&&c| !is_c_space(c)).count()),
-        },
-        _ => (value_start, value_start + b[value_start..].iter().take_while(|&&c| !is_c_space(c)).count()),
-    };
-    let value = String::from_utf8_lossy(&b[start..end]).into_owned();
-    // Where the value is written, when it is one unescaped run on one line.
-    let span = (end > start)
-        .then(|| (bytes[start], bytes[end - 1]))
-        .and_then(|(first, last)| (first.1 == last.1 && last.2 + 1 - first.2 == end - start).then_some((first.1, first.2, last.2 + 1)));
-    if autodetect {
-        Kind::AutoDetect(span)
+/// What a logical line (neither blank nor an `include`) is, by its first
+/// key.
+fn classify(line: &RawLine<'_>) -> Kind {
+    let Some(lead) = line.lead_key() else { return Kind::Global };
+    if lead.key.eq_ignore_ascii_case("NodeName") {
+        Kind::Node(lead.value.into_owned(), lead.value_span)
+    } else if lead.key.eq_ignore_ascii_case("AutoDetect") {
+        Kind::AutoDetect(lead.value_span)
     } else {
-        Kind::Node(value, span)
+        Kind::Global
     }
 }
 
@@ -174,6 +65,11 @@ struct Logical {
     file: usize,
     first: usize,
     last: usize,
+    /// Its physical lines in the file's text.
+    range: Range<usize>,
+    /// The last physical line ends in a continuation (at the end of the
+    /// file).
+    continued: bool,
     /// The `NodeName=` value of a node line; `None` for a global line.
     hosts: Option<String>,
     /// Where that value is written (physical line, byte range).
@@ -209,66 +105,20 @@ impl Sliced {
     /// (or are not regular files, or are too large) and includes that
     /// cannot be followed are left out (the library's reader reports them).
     pub fn load(path: &Path) -> Sliced {
-        let mut sliced =
-            Sliced { main: path.to_path_buf(), files: Vec::new(), lines: Vec::new(), always: Vec::new(), global_autodetect: None, has_includes: false };
-        sliced.scan(path);
+        let mut sliced = Sliced::empty(path);
+        // Errors (of the main file's read, of includes) and remarks (files
+        // read as empty) are the whole-file reader's to report.
+        if visit_file(&FsReader, path, &mut sliced).is_err() {
+            sliced.has_includes = true;
+        }
         sliced.always =
             sliced.lines.iter().enumerate().filter(|(_, l)| l.hosts.as_ref().map_or(true, |h| hostlist::expand(h).is_err())).map(|(i, _)| i).collect();
         sliced
     }
 
-    /// Read `path` (within what is `left` of [`MAX_TOTAL_LEN`]): its index
-    /// in `files`.
-    fn read(&mut self, path: &Path, left: &mut u64) -> Option<usize> {
-        match read_bounded(path, MAX_FILE_LEN.min(*left)) {
-            Ok(bytes) => {
-                *left -= bytes.len() as u64;
-                self.files.push(FileText::new(path, &String::from_utf8_lossy(&bytes)));
-                Some(self.files.len() - 1)
-            }
-            Err(_) => {
-                self.has_includes = true;
-                None
-            }
-        }
-    }
-
-    /// Index `path` and, in place of each `include`, the file it names.
-    /// The chain of files being read is a list (file, next physical line),
-    /// not the call stack: it may be as deep as slurmd follows.
-    fn scan(&mut self, path: &Path) {
-        let mut left = MAX_TOTAL_LEN;
-        let mut open: Vec<(usize, usize)> = self.read(path, &mut left).map(|f| (f, 1)).into_iter().collect();
-        while let Some(&(f, n)) = open.last() {
-            if n > self.files[f].lines.len() {
-                open.pop();
-                continue;
-            }
-            let (first, last) = self.files[f].groups[n - 1];
-            let top = open.len() - 1;
-            open[top].1 = last + 1;
-            let logical = self.files[f].logical(first, last);
-            match classify(&logical) {
-                Kind::Blank => {}
-                Kind::Include(target) => {
-                    self.has_includes = true;
-                    let included = include_path(&self.files[f].path, &target);
-                    let in_chain = open.iter().any(|&(g, _)| self.files[g].path == included);
-                    if !target.contains("%c") && !in_chain && open.len() <= MAX_INCLUDE_DEPTH {
-                        if let Some(g) = self.read(&included, &mut left) {
-                            open.push((g, 1));
-                        }
-                    }
-                }
-                Kind::Node(hosts, hosts_span) => self.lines.push(Logical { file: f, first, last, hosts: Some(hosts), hosts_span }),
-                Kind::AutoDetect(span) => {
-                    self.global_autodetect =
-                        span.map(|(line, start, end)| Location { path: self.files[f].path.clone(), line, column: start + 1, len: end - start });
-                    self.lines.push(Logical { file: f, first, last, hosts: None, hosts_span: None });
-                }
-                Kind::Global => self.lines.push(Logical { file: f, first, last, hosts: None, hosts_span: None }),
-            }
-        }
+    /// Nothing indexed yet, for `main`.
+    fn empty(main: &Path) -> Sliced {
+        Sliced { main: main.to_path_buf(), files: Vec::new(), lines: Vec::new(), always: Vec::new(), global_autodetect: None, has_includes: false }
     }
 
     /// For each node of `wanted`, the node lines that name it, in order.
@@ -330,12 +180,10 @@ impl Sliced {
         for &i in chosen {
             let l = &self.lines[i];
             let f = &self.files[l.file];
-            for n in l.first..=l.last {
-                text.push_str(f.lines.get(n - 1).map_or("", String::as_str));
-                text.push('\n');
-                map.push((l.file, n));
-            }
-            if continues(f.lines.get(l.last - 1).map_or("", String::as_str)) {
+            text.push_str(&f.text[l.range.clone()]);
+            text.push('\n');
+            map.extend((l.first..=l.last).map(|n| (l.file, n)));
+            if l.continued {
                 // A continuation at the end of an included file must not
                 // join the next line copied here.
                 text.push('\n');
@@ -395,8 +243,7 @@ impl Sliced {
         let l = &self.lines[i];
         let f = &self.files[l.file];
         let mut key = String::new();
-        for n in l.first..=l.last {
-            let line = f.lines.get(n - 1).map_or("", String::as_str);
+        for (n, line) in (l.first..).zip(f.text[l.range.clone()].split('\n')) {
             match l.hosts_span {
                 Some((hn, start, end)) if hn == n => {
                     key.push_str(&line[..start]);
@@ -438,10 +285,43 @@ impl Sliced {
     }
 }
 
+impl LineVisitor for Sliced {
+    fn file(&mut self, path: &Path, text: &str) {
+        self.files.push(FileText { path: path.to_path_buf(), text: text.to_string() });
+    }
+
+    fn line(&mut self, line: &RawLine<'_>, _errors: &mut Vec<ConfError>) {
+        // The file being read is the last one whose path is the line's:
+        // the walk hands each file over before its lines.
+        let file = match self.files.last() {
+            Some(f) if f.path == line.path => self.files.len() - 1,
+            _ => self.files.iter().rposition(|f| f.path == line.path).unwrap_or(0),
+        };
+        let (hosts, hosts_span) = match classify(line) {
+            Kind::Node(hosts, span) => (Some(hosts), span),
+            Kind::AutoDetect(span) => {
+                self.global_autodetect = span.map(|(n, start, end)| Location { path: line.path.to_path_buf(), line: n, column: start + 1, len: end - start });
+                (None, None)
+            }
+            Kind::Global => (None, None),
+        };
+        self.lines.push(Logical { file, first: line.first, last: line.last, range: line.range.clone(), continued: line.continued, hosts, hosts_span });
+    }
+
+    fn include(&mut self, _line: &RawLine<'_>) {
+        self.has_includes = true;
+    }
+
+    fn remark(&mut self, _remark: Diagnostic) {
+        // A file read as empty: the main one, or an include.
+        self.has_includes = true;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slurm_gpu_gres::core::gres_conf::syntax::MemReader;
+    use slurm_gpu_gres::core::gres_conf::syntax::{MemReader, Spanned};
 
     struct Tmp(PathBuf);
     impl Drop for Tmp {
@@ -457,6 +337,18 @@ mod tests {
         Tmp(dir)
     }
 
+    /// The index of `text` as the file `/x`.
+    fn index(text: &str) -> Sliced {
+        let mut sliced = Sliced::empty(Path::new("/x"));
+        visit_file(&MemReader::new().with("/x", text), Path::new("/x"), &mut sliced).unwrap();
+        sliced
+    }
+
+    /// Whether the index sees `line` continued on the next one.
+    fn continues(line: &str) -> bool {
+        index(&format!("{line}\nB=1\n")).lines[0].last == 2
+    }
+
     #[test]
     fn continuation_rules() {
         assert!(continues("Name=gpu \\"));
@@ -465,8 +357,12 @@ mod tests {
         assert!(!continues("Name=gpu # \\"));
         assert!(continues("Name=gpu \\# x \\"));
         assert!(!continues("Name=gpu"));
-        let f = FileText::new(Path::new("/x"), "a\\\nb\nc\\\n\\\nd\n");
-        assert_eq!(f.groups, vec![(1, 2), (1, 2), (3, 5), (3, 5), (3, 5), (6, 6)]);
+        // Blank lines are not indexed.
+        let f = index("a\\\nb\nc\\\n\\\nd\n");
+        assert_eq!(f.lines.iter().map(|l| (l.first, l.last)).collect::<Vec<_>>(), vec![(1, 2), (3, 5)]);
+        // A continuation cut by the end of the file.
+        let f = index("a=1\nb=2 \\");
+        assert_eq!(f.lines.iter().map(|l| (l.first, l.last, l.continued)).collect::<Vec<_>>(), vec![(1, 1, false), (2, 2, true)]);
     }
 
     /// The sliced evaluation gives what the whole file gives, with the
@@ -527,28 +423,48 @@ mod tests {
         let SliceError::Node(e) = e else { panic!("{e:?}") };
         assert_eq!(e, full);
         assert_eq!(e.location.line, 4);
-        let _ = MemReader::new();
     }
 
-    fn kind(text: &str) -> Kind {
-        let f = FileText::new(Path::new("/x"), text);
-        let (first, last) = f.groups[0];
-        classify(&f.logical(first, last))
+    /// What the first logical line of `text` is.
+    #[derive(Debug)]
+    enum Seen {
+        Blank,
+        Include(String),
+        Line(Kind),
+    }
+
+    fn kind(text: &str) -> Seen {
+        struct First(Option<Seen>);
+        impl LineVisitor for First {
+            fn line(&mut self, line: &RawLine<'_>, _errors: &mut Vec<ConfError>) {
+                self.0.get_or_insert_with(|| Seen::Line(classify(line)));
+            }
+            fn remark(&mut self, _remark: Diagnostic) {}
+            fn include_target(&mut self, raw: &Spanned) -> Result<String, ConfError> {
+                self.0.get_or_insert_with(|| Seen::Include(raw.value.clone()));
+                Ok(raw.value.clone())
+            }
+        }
+        let mut first = First(None);
+        let _ = visit_file(&MemReader::new().with("/x", text), Path::new("/x"), &mut first);
+        first.0.unwrap_or(Seen::Blank)
     }
 
     #[test]
     fn line_kinds() {
-        assert!(matches!(kind("   # only a comment"), Kind::Blank));
-        assert!(matches!(kind("include other.conf"), Kind::Include(t) if t == "other.conf"));
-        assert!(matches!(kind("Name=gpu File=/dev/nvidia0"), Kind::Global));
-        assert!(matches!(kind("AutoDetect=nvml"), Kind::AutoDetect(Some((1, 11, 15)))));
-        assert!(matches!(kind("nodename = n[1-2] Name=gpu"), Kind::Node(h, Some((1, 11, 17))) if h == "n[1-2]"));
-        assert!(matches!(kind("NodeName=\"n1\" Name=gpu"), Kind::Node(h, Some((1, 10, 12))) if h == "n1"));
+        assert!(matches!(kind("   # only a comment"), Seen::Blank));
+        assert!(matches!(kind("include other.conf"), Seen::Include(t) if t == "other.conf"));
+        assert!(matches!(kind("Name=gpu File=/dev/nvidia0"), Seen::Line(Kind::Global)));
+        assert!(matches!(kind("AutoDetect=nvml"), Seen::Line(Kind::AutoDetect(Some((1, 11, 15))))));
+        assert!(matches!(kind("nodename = n[1-2] Name=gpu"), Seen::Line(Kind::Node(h, Some((1, 11, 17)))) if h == "n[1-2]"));
+        assert!(matches!(kind("NodeName=\"n1\" Name=gpu"), Seen::Line(Kind::Node(h, Some((1, 10, 12)))) if h == "n1"));
         // Escapes and continuations: the value is known, its place is not
         // one run of the file.
-        assert!(matches!(kind("NodeName=n\\1 Name=gpu"), Kind::Node(h, None) if h == "n1"));
-        assert!(matches!(kind("NodeName=n1\\\n Name=gpu"), Kind::Node(h, Some((1, 9, 11))) if h == "n1"));
-        assert!(matches!(kind("NodeName=n1\\\n\\\nName=gpu"), Kind::Node(h, _) if h == "n1Name=gpu"));
+        assert!(matches!(kind("NodeName=n\\1 Name=gpu"), Seen::Line(Kind::Node(h, None)) if h == "n1"));
+        assert!(matches!(kind("NodeName=n1\\\n Name=gpu"), Seen::Line(Kind::Node(h, Some((1, 9, 11)))) if h == "n1"));
+        assert!(matches!(kind("NodeName=n1\\\n\\\nName=gpu"), Seen::Line(Kind::Node(h, _)) if h == "n1Name=gpu"));
+        // A key with nothing after `=` is still the line's key.
+        assert!(matches!(kind("NodeName= "), Seen::Line(Kind::Node(h, None)) if h.is_empty()));
     }
 
     #[test]
@@ -588,6 +504,31 @@ mod tests {
         let wanted: HashSet<&str> = ["b1"].into_iter().collect();
         let index = sliced.node_lines(&wanted);
         assert!(matches!(sliced.node_config(&index["b1"], &NodeContext::new("b1", 4)), Err(SliceError::Syntax(e)) if e[0].location.line == 2));
+    }
+
+    /// Files with includes (or that cannot be read) are also read whole.
+    #[test]
+    fn includes_are_noticed() {
+        let dir = tmp("includes");
+        let main = dir.0.join("gres.conf");
+        std::fs::write(&main, "Name=gpu File=/dev/nvidia0\n").unwrap();
+        assert!(!Sliced::load(&main).has_includes);
+        assert!(Sliced::load(&dir.0.join("missing.conf")).has_includes);
+        assert!(Sliced::load(&dir.0).has_includes);
+        std::fs::write(dir.0.join("more.conf"), "NodeName=n1 Name=gpu File=/dev/nvidia1\n").unwrap();
+        for include in ["include more.conf", "include missing.conf", "include more.conf junk", "include %c.conf"] {
+            std::fs::write(&main, format!("Name=gpu File=/dev/nvidia0\n{include}\nNodeName=n2 Name=gpu File=/dev/nvidia2\n")).unwrap();
+            let sliced = Sliced::load(&main);
+            assert!(sliced.has_includes, "{include}");
+            let followed = include == "include more.conf";
+            assert_eq!(sliced.len(), if followed { 3 } else { 2 }, "{include}");
+            if followed {
+                let l = &sliced.lines[1];
+                assert_eq!((sliced.files[l.file].path.clone(), l.first, l.hosts.as_deref()), (dir.0.join("more.conf"), 1, Some("n1")));
+                let l = &sliced.lines[2];
+                assert_eq!((sliced.files[l.file].path.clone(), l.first), (main.clone(), 3));
+            }
+        }
     }
 
     #[test]

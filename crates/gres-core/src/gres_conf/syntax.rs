@@ -30,6 +30,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -272,14 +273,114 @@ pub trait LineSink {
     /// supports (`%c` in slurm.conf).  The default refuses `%c`, as
     /// Slurm does where no ClusterName is known.
     fn include_target(&mut self, raw: &Spanned) -> Result<String, ConfError> {
-        if raw.value.contains("%c") {
-            return Err(ConfError::new(
-                ErrorKind::Include,
-                raw.location.clone(),
-                format!("Include path \"{}\" uses %c, but no ClusterName is known here", raw.value),
-            ));
-        }
-        Ok(raw.value.clone())
+        default_include_target(raw)
+    }
+}
+
+/// What a reader of raw lines does with each: the lower level that
+/// [`LineSink`] is built on, for a caller that needs the lines as written
+/// (their physical lines and text) rather than cut into pairs.  The files
+/// are read and the `include`s followed as for [`parse_file`], with the
+/// same bounds, and the same errors and remarks.
+pub trait LineVisitor {
+    /// The text of a file about to be read (the main one, or an included
+    /// one), as its lines' [`RawLine::range`] index it.
+    fn file(&mut self, _path: &Path, _text: &str) {}
+
+    /// One logical line that is neither blank nor an `include`.  Errors go
+    /// to `errors`; reading continues with the next line.
+    fn line(&mut self, line: &RawLine<'_>, errors: &mut Vec<ConfError>);
+
+    /// An `include` line, before it is followed (if it can be: its faults
+    /// are errors of the walk).
+    fn include(&mut self, _line: &RawLine<'_>) {}
+
+    /// See [`LineSink::remark`].
+    fn remark(&mut self, remark: Diagnostic);
+
+    /// See [`LineSink::include_target`].
+    fn include_target(&mut self, raw: &Spanned) -> Result<String, ConfError> {
+        default_include_target(raw)
+    }
+}
+
+/// [`LineSink::include_target`]'s default: `%c` is refused.
+fn default_include_target(raw: &Spanned) -> Result<String, ConfError> {
+    if raw.value.contains("%c") {
+        return Err(ConfError::new(
+            ErrorKind::Include,
+            raw.location.clone(),
+            format!("Include path \"{}\" uses %c, but no ClusterName is known here", raw.value),
+        ));
+    }
+    Ok(raw.value.clone())
+}
+
+/// A [`LineSink`] as a [`LineVisitor`]: each line cut into pairs.
+struct Parsing<'s>(&'s mut dyn LineSink);
+
+impl LineVisitor for Parsing<'_> {
+    fn line(&mut self, line: &RawLine<'_>, errors: &mut Vec<ConfError>) {
+        self.0.line(line.parse(), errors);
+    }
+    fn remark(&mut self, remark: Diagnostic) {
+        self.0.remark(remark);
+    }
+    fn include_target(&mut self, raw: &Spanned) -> Result<String, ConfError> {
+        self.0.include_target(raw)
+    }
+}
+
+/// One logical line as written: where its physical lines are, and their
+/// text, before it is cut into pairs.
+pub struct RawLine<'a> {
+    /// The file it is in.
+    pub path: &'a Path,
+    /// Its first and last physical line (1-based; equal unless continued).
+    pub first: usize,
+    pub last: usize,
+    /// The byte range of those physical lines in the file's text (as
+    /// handed to [`LineVisitor::file`]), without the last one's newline.
+    pub range: Range<usize>,
+    /// The last physical line ends in a continuation: the line was cut by
+    /// the end of the file.
+    pub continued: bool,
+    logical: &'a LogicalLine,
+}
+
+/// The key a line starts with, when `=` follows it (see
+/// [`RawLine::lead_key`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeadKey<'l> {
+    pub key: Cow<'l, str>,
+    /// `+`, `-`, `*` or `/` written right before `=`.
+    pub operator: Option<char>,
+    /// The value (unquoted), as a [`Pair`]'s; empty when nothing follows
+    /// `=` (a line [`ParsedLine`] has no pair for).
+    pub value: Cow<'l, str>,
+    /// Where the value is written, when it is one unescaped run of one
+    /// physical line: that line and the byte range (0-based, end excluded)
+    /// in it.
+    pub value_span: Option<(usize, usize, usize)>,
+}
+
+impl RawLine<'_> {
+    /// The line cut into pairs, as a [`LineSink`] gets it.
+    pub fn parse(&self) -> ParsedLine {
+        self.logical.parse(self.path)
+    }
+
+    /// The line's first key and its value, read as [`RawLine::parse`]
+    /// reads them, without cutting the rest of the line.
+    pub fn lead_key(&self) -> Option<LeadKey<'_>> {
+        let l = self.logical;
+        let scan = l.scan_pair(0)?;
+        Some(LeadKey {
+            key: String::from_utf8_lossy(&l.bytes[scan.key]),
+            operator: scan.operator,
+            value_span: l.verbatim_span(scan.value.clone()),
+            value: String::from_utf8_lossy(&l.bytes[scan.value]),
+        })
     }
 }
 
@@ -298,6 +399,24 @@ struct LogicalLine {
     bytes: Vec<u8>,
     origin: Vec<(usize, usize)>,
     first_line: usize,
+    last_line: usize,
+    /// The byte range of its physical lines in the file's text.
+    range: Range<usize>,
+    /// Its last physical line ends in a continuation (at the end of the
+    /// file).
+    continued: bool,
+}
+
+/// A `key=value` found by [`LogicalLine::scan_pair`]: byte ranges in the
+/// logical line.
+struct PairScan {
+    key: Range<usize>,
+    operator: Option<char>,
+    /// The value, without its quotes; empty (at the end) when nothing
+    /// follows `=`.
+    value: Range<usize>,
+    /// The value as written, quotes included.
+    written: Range<usize>,
 }
 
 /// Where reading a file's text into logical lines is: the next physical
@@ -324,6 +443,7 @@ fn next_logical(contents: &str, cursor: &mut Cursor) -> Option<LogicalLine> {
         };
         cursor.pos = next;
         cursor.line_no += 1;
+        let end = pos + raw.len();
         let line_no = cursor.line_no;
         let mut phys = raw.as_bytes();
         // A NUL ends the line for C's string functions.
@@ -345,11 +465,19 @@ fn next_logical(contents: &str, cursor: &mut Cursor) -> Option<LogicalLine> {
         let continued = run % 2 == 1;
         let kept = if continued { &phys[..trimmed - 1] } else { phys };
 
-        let logical = current.get_or_insert_with(|| LogicalLine { bytes: Vec::new(), origin: Vec::new(), first_line: line_no });
-        for (i, &b) in kept.iter().enumerate() {
-            logical.bytes.push(b);
-            logical.origin.push((line_no, i + 1));
-        }
+        let logical = current.get_or_insert_with(|| LogicalLine {
+            bytes: Vec::new(),
+            origin: Vec::new(),
+            first_line: line_no,
+            last_line: line_no,
+            range: pos..end,
+            continued: false,
+        });
+        logical.bytes.extend_from_slice(kept);
+        logical.origin.extend((1..=kept.len()).map(|column| (line_no, column)));
+        logical.last_line = line_no;
+        logical.range.end = end;
+        logical.continued = continued;
         if !continued {
             break;
         }
@@ -359,6 +487,9 @@ fn next_logical(contents: &str, cursor: &mut Cursor) -> Option<LogicalLine> {
 
 /// Escapes: a backslash keeps the next byte whatever it is.
 fn unescape(mut line: LogicalLine) -> LogicalLine {
+    if !line.bytes.contains(&b'\\') {
+        return line;
+    }
     let mut bytes = Vec::with_capacity(line.bytes.len());
     let mut origin = Vec::with_capacity(line.origin.len());
     let mut i = 0;
@@ -402,9 +533,11 @@ impl LogicalLine {
         i
     }
 
-    /// One `key=value` starting at `i` (after optional blanks); the pair and
-    /// the offset after it.
-    fn pair_at(&self, path: &Path, i: usize) -> Option<(Pair, usize)> {
+    /// One `key=value` starting at `i` (after optional blanks), a value
+    /// being a quoted string when a blank or the end follows its closing
+    /// quote, else a run of non-blanks.  `None` when no key and `=` are
+    /// there.
+    fn scan_pair(&self, i: usize) -> Option<PairScan> {
         let b = &self.bytes;
         let key_start = self.skip_space(i);
         let mut key_end = key_start;
@@ -424,16 +557,12 @@ impl LogicalLine {
             return None;
         }
         let value_start = self.skip_space(at + 1);
-        if value_start >= b.len() {
-            return None;
-        }
+        let key = key_start..key_end;
         // A quoted value counts only when a blank or the end follows it.
-        if b[value_start] == b'"' {
+        if b.get(value_start) == Some(&b'"') {
             if let Some(close) = b[value_start + 1..].iter().position(|&c| c == b'"').map(|p| p + value_start + 1) {
                 if close + 1 == b.len() || is_c_space(b[close + 1]) {
-                    let value = Spanned { value: self.text(value_start + 1, close), location: self.location(path, value_start, close + 1) };
-                    let pair = Pair { key: self.text(key_start, key_end), key_location: self.location(path, key_start, key_end), operator, value };
-                    return Some((pair, close + 1));
+                    return Some(PairScan { key, operator, value: value_start + 1..close, written: value_start..close + 1 });
                 }
             }
         }
@@ -441,13 +570,33 @@ impl LogicalLine {
         while value_end < b.len() && !is_c_space(b[value_end]) {
             value_end += 1;
         }
+        Some(PairScan { key, operator, value: value_start..value_end, written: value_start..value_end })
+    }
+
+    /// One `key=value` starting at `i` (after optional blanks); the pair and
+    /// the offset after it.
+    fn pair_at(&self, path: &Path, i: usize) -> Option<(Pair, usize)> {
+        let scan = self.scan_pair(i)?;
+        if scan.written.is_empty() {
+            return None;
+        }
         let pair = Pair {
-            key: self.text(key_start, key_end),
-            key_location: self.location(path, key_start, key_end),
-            operator,
-            value: Spanned { value: self.text(value_start, value_end), location: self.location(path, value_start, value_end) },
+            key: self.text(scan.key.start, scan.key.end),
+            key_location: self.location(path, scan.key.start, scan.key.end),
+            operator: scan.operator,
+            value: Spanned { value: self.text(scan.value.start, scan.value.end), location: self.location(path, scan.written.start, scan.written.end) },
         };
-        Some((pair, value_end))
+        Some((pair, scan.written.end))
+    }
+
+    /// Where bytes `range` are written, when they are one unescaped run of
+    /// one physical line: the line and the byte range (0-based) in it.
+    fn verbatim_span(&self, range: Range<usize>) -> Option<(usize, usize, usize)> {
+        if range.is_empty() {
+            return None;
+        }
+        let (&(line, first), &(last_line, last)) = (self.origin.get(range.start)?, self.origin.get(range.end - 1)?);
+        (line == last_line && last + 1 - first == range.len()).then_some((line, first - 1, last))
     }
 
     fn parse(&self, path: &Path) -> ParsedLine {
@@ -510,7 +659,13 @@ pub fn include_path(including: &Path, target: &str) -> PathBuf {
 
 /// Parse `path` and the files it includes, handing each line to `sink`.
 pub fn parse_file(reader: &dyn ConfReader, path: &Path, sink: &mut dyn LineSink) -> Result<(), ConfErrors> {
-    let mut walk = Walk { reader, sink, errors: Vec::new(), left: MAX_TOTAL_LEN };
+    visit_file(reader, path, &mut Parsing(sink))
+}
+
+/// Read `path` and the files it includes, handing each raw line to
+/// `visitor` (what [`parse_file`] does, one level down).
+pub fn visit_file(reader: &dyn ConfReader, path: &Path, visitor: &mut dyn LineVisitor) -> Result<(), ConfErrors> {
+    let mut walk = Walk { reader, sink: visitor, errors: Vec::new(), left: MAX_TOTAL_LEN };
     if let Some(bytes) = walk.read(path, None) {
         walk.walk(path, String::from_utf8_lossy(&bytes));
     }
@@ -520,7 +675,7 @@ pub fn parse_file(reader: &dyn ConfReader, path: &Path, sink: &mut dyn LineSink)
 /// Parse already-read `text` as if it were the file `path` (includes are
 /// read through `reader`).
 pub fn parse_text(reader: &dyn ConfReader, path: &Path, text: &str, sink: &mut dyn LineSink) -> Result<(), ConfErrors> {
-    let mut walk = Walk { reader, sink, errors: Vec::new(), left: MAX_TOTAL_LEN };
+    let mut walk = Walk { reader, sink: &mut Parsing(sink), errors: Vec::new(), left: MAX_TOTAL_LEN };
     walk.walk(path, Cow::Borrowed(text));
     walk.finish()
 }
@@ -528,7 +683,7 @@ pub fn parse_text(reader: &dyn ConfReader, path: &Path, text: &str, sink: &mut d
 /// One parse: its errors and what may still be read.
 struct Walk<'a> {
     reader: &'a dyn ConfReader,
-    sink: &'a mut dyn LineSink,
+    sink: &'a mut dyn LineVisitor,
     errors: Vec<ConfError>,
     /// Bytes left of [`MAX_TOTAL_LEN`].
     left: u64,
@@ -601,6 +756,7 @@ impl Walk<'_> {
     /// each `include` line.  The chain of open files is a list, not the
     /// call stack: a chain as deep as slurmd follows fits any thread.
     fn walk(&mut self, path: &Path, text: Cow<'_, str>) {
+        self.sink.file(path, &text);
         let mut open = vec![Open { path: path.to_path_buf(), text, cursor: Cursor::new() }];
         while let Some(file) = open.last_mut() {
             let Some(logical) = next_logical(&file.text, &mut file.cursor) else {
@@ -611,11 +767,25 @@ impl Walk<'_> {
                 continue;
             }
             let path = &open[open.len() - 1].path;
-            match logical.include(path) {
-                None => self.sink.line(logical.parse(path), &mut self.errors),
-                Some(Err(e)) => self.errors.push(e),
+            let include = logical.include(path);
+            let raw = RawLine {
+                path,
+                first: logical.first_line,
+                last: logical.last_line,
+                range: logical.range.clone(),
+                continued: logical.continued,
+                logical: &logical,
+            };
+            match include {
+                None => self.sink.line(&raw, &mut self.errors),
+                Some(Err(e)) => {
+                    self.sink.include(&raw);
+                    self.errors.push(e);
+                }
                 Some(Ok(target)) => {
+                    self.sink.include(&raw);
                     if let Some((included, text)) = self.include(path, &target, &open) {
+                        self.sink.file(&included, &text);
                         open.push(Open { path: included, text: Cow::Owned(text), cursor: Cursor::new() });
                     }
                 }
@@ -978,6 +1148,63 @@ mod tests {
             "Include of \"/c1001.conf\" nests deeper than 1000 files; slurmd keeps every file of the chain open and fails once it cannot \
              open more (1,020 deep with 1,024 open files)"
         );
+    }
+
+    /// What a [`LineVisitor`] sees: files, lines with their physical
+    /// lines, includes.
+    #[derive(Default)]
+    struct Raw {
+        events: Vec<String>,
+        texts: Vec<(PathBuf, String)>,
+    }
+
+    impl LineVisitor for Raw {
+        fn file(&mut self, path: &Path, text: &str) {
+            self.events.push(format!("file {}", path.display()));
+            self.texts.push((path.to_path_buf(), text.to_string()));
+        }
+        fn line(&mut self, line: &RawLine<'_>, _errors: &mut Vec<ConfError>) {
+            let text = &self.texts.iter().rev().find(|(p, _)| p == line.path).unwrap().1[line.range.clone()];
+            let lead = line.lead_key().map(|k| format!("{}{}={} {:?}", k.key, k.operator.map(String::from).unwrap_or_default(), k.value, k.value_span));
+            self.events.push(format!("{}:{}-{}{} {text:?} {lead:?}", line.path.display(), line.first, line.last, if line.continued { " cut" } else { "" }));
+        }
+        fn include(&mut self, line: &RawLine<'_>) {
+            self.events.push(format!("include {}:{}", line.path.display(), line.first));
+        }
+        fn remark(&mut self, remark: Diagnostic) {
+            self.events.push(format!("remark {}", remark.message));
+        }
+    }
+
+    #[test]
+    fn raw_lines_as_written() {
+        let reader = MemReader::new()
+            .with("/etc/a.conf", "# c\n\nNodeName=\"n1\" X=1\\\n  Y=2\ninclude b.conf\nK+= v\\w\nEmpty= \ninclude x y\nLast=1 \\")
+            .with("/etc/b.conf", "  B=\\\n2\n");
+        let mut raw = Raw::default();
+        let errors = visit_file(&reader, Path::new("/etc/a.conf"), &mut raw).unwrap_err();
+        assert_eq!(
+            raw.events,
+            [
+                "file /etc/a.conf",
+                "/etc/a.conf:3-4 \"NodeName=\\\"n1\\\" X=1\\\\\\n  Y=2\" Some(\"NodeName=n1 Some((3, 10, 12))\")",
+                "include /etc/a.conf:5",
+                "file /etc/b.conf",
+                "/etc/b.conf:1-2 \"  B=\\\\\\n2\" Some(\"B=2 Some((2, 0, 1))\")",
+                "/etc/a.conf:6-6 \"K+= v\\\\w\" Some(\"K+=vw None\")",
+                "/etc/a.conf:7-7 \"Empty= \" Some(\"Empty= None\")",
+                "include /etc/a.conf:8",
+                "/etc/a.conf:9-9 cut \"Last=1 \\\\\" Some(\"Last=1 Some((9, 5, 6))\")",
+            ]
+        );
+        // The walk's errors are those of parse_file.
+        assert_eq!(errors, parse_file(&reader, Path::new("/etc/a.conf"), &mut Collect::default()).unwrap_err());
+        assert_eq!(errors.0.len(), 1);
+        // A file read as empty is a remark, as for parse_file.
+        let reader = MemReader::new().with_special("/etc/a.conf", FileKind::Fifo);
+        let mut raw = Raw::default();
+        visit_file(&reader, Path::new("/etc/a.conf"), &mut raw).unwrap();
+        assert_eq!(raw.events, ["remark WARNING: /etc/a.conf: a FIFO; slurmd reads it as an empty file"]);
     }
 
     #[test]
