@@ -24,6 +24,11 @@ cargo test -p gres-core
 echo "==> cargo build --workspace"
 cargo build --workspace
 
+# The release build: tests/plugin_files.rs checks that the files sites
+# install contain no test hook.
+echo "==> cargo build --release --workspace"
+cargo build --release --workspace
+
 # The test build (test hooks on; tests/harness test_build_dir), which the
 # tests would otherwise build at their first use of it.
 echo "==> cargo build --workspace --features fault-injection,test-hooks (target/test-build)"
