@@ -13,7 +13,7 @@
 //! fails when CI=true / GRES_RS_REQUIRE_SLURM=1).
 
 mod gpu_common;
-mod harness;
+use gres_test_harness as harness;
 
 use harness::*;
 use std::fs;

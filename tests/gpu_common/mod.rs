@@ -2,12 +2,13 @@
 //! `slurmd -G` on the stock plugins and on ours with one configuration and
 //! comparing what they print, and comparing `--gpu-bind=verbose` lines.
 //!
-//! Declared by each test file after `mod harness;` as `mod gpu_common;`.
+//! Declared by each test file as `mod gpu_common;` (it uses
+//! `gres_test_harness`, crates/test-harness).
 #![allow(dead_code)]
 
 pub mod merge_cases;
 
-use crate::harness::{stock_plugin_dir, Cluster, ClusterConfig, PluginSet, ScenarioResult, SlurmdG, OUR_PLUGINS};
+use gres_test_harness::{stock_plugin_dir, Cluster, ClusterConfig, PluginSet, ScenarioResult, SlurmdG, OUR_PLUGINS};
 use std::collections::BTreeMap;
 
 /// What `slurmd -G` printed that the comparison looks at.
