@@ -8,7 +8,8 @@
 //! the stock Debian plugins ([`PluginSet::Stock`]) or ours
 //! ([`PluginSet::Ours`]), and proves which files the daemons really mapped.
 //! [`standin`] builds and drives the NVML stand-in
-//! (`tests/nvml-standin/nvml_standin.c`).
+//! (`tests/nvml-standin/nvml_standin.c`); [`gpu`] holds the helpers of the
+//! gres/gpu proof tests (`slurmd -G` on stock and ours, compared).
 //!
 //! Use from an integration test:
 //! ```ignore
@@ -32,6 +33,7 @@
 //! `GRES_RS_REQUIRE_SLURM=1` turn "skipped" into failures.
 
 pub mod fsutil;
+pub mod gpu;
 pub mod nvml_stub;
 pub mod process;
 pub mod scenario;
