@@ -78,7 +78,7 @@ thread_local! {
 }
 
 /// One cluster's share of [`CLUSTER_LOCK`].
-pub struct ClusterLock {
+struct ClusterLock {
     guard: Option<MutexGuard<'static, ()>>,
 }
 
