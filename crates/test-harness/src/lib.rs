@@ -318,7 +318,7 @@ pub fn install_ours(built: &Path, names: &[&str], dir: &Path) -> Result<(), Stri
 pub enum PluginSet {
     /// PluginDir = Debian's dir only.
     Stock,
-    /// PluginDir = <cluster>/plugins (all four of ours) : Debian's dir.
+    /// `PluginDir=<cluster>/plugins:<Debian's dir>` (all four of ours).
     Ours,
     /// Like `Ours` but only the named plugins (e.g. `["gres_gpu"]`) are
     /// installed; the rest come from Debian's dir. Useful to bisect.
@@ -405,7 +405,7 @@ pub struct ClusterConfig {
     pub nvml_stub: bool,
     /// Wait for the node to be IDLE in `start` (else only for slurmd to be up).
     pub wait_idle: bool,
-    /// For Ours: check /proc/<pid>/maps of slurmd+slurmctld in `start`.
+    /// For Ours: check `/proc/<pid>/maps` of slurmd+slurmctld in `start`.
     pub verify_ours_loaded: bool,
     pub start_timeout: Duration,
     /// Take our built `lib*.so` from this directory instead of the default
@@ -1101,7 +1101,7 @@ impl Cluster {
         }
     }
 
-    /// Files mapped by a daemon (from /proc/<pid>/maps).
+    /// Files mapped by a daemon (from `/proc/<pid>/maps`).
     pub fn mapped_files(&self, d: Daemon) -> Result<Vec<String>, String> {
         let pid = self.pid(d).ok_or_else(|| format!("{d:?} is not running"))?;
         process::mapped_files(pid)
