@@ -29,10 +29,8 @@
 //! reported, to keep a shared machine's noise out of the ratios.  Needs
 //! root and Debian's Slurm packages, like the real-Slurm tests.
 
-#[path = "../tests/harness/mod.rs"]
-mod harness;
-#[path = "../tests/nvml-standin/standin.rs"]
-mod standin;
+use gres_test_harness as harness;
+use gres_test_harness::standin;
 
 use harness::*;
 use slurm_gpu_gres::core::nvml_model;

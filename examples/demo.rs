@@ -12,8 +12,7 @@
 //! concurrent `srun --exclusive --gres=gpu:1 -n1` steps, prints what each
 //! got, and tears everything down.
 
-#[path = "../tests/harness/mod.rs"]
-mod harness;
+use gres_test_harness as harness;
 
 use harness::*;
 use std::collections::BTreeSet;

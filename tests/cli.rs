@@ -5,8 +5,7 @@
 
 #![cfg(feature = "cli")]
 
-#[path = "nvml-standin/standin.rs"]
-mod standin;
+use gres_test_harness::standin;
 
 use slurm_gpu_gres::LIBRARY_FILE;
 use std::fs;

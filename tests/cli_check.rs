@@ -23,7 +23,7 @@
 
 #![cfg(feature = "cli")]
 
-mod harness;
+use gres_test_harness as harness;
 
 use std::fs;
 use std::path::{Path, PathBuf};

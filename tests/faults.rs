@@ -9,11 +9,10 @@
 //! job is given a GPU that is not there.
 //!
 //! Needs root, the Debian Slurm packages, `cc` and `cargo build
-//! --workspace` (see tests/harness); skipped otherwise.
+//! --workspace` (see crates/test-harness); skipped otherwise.
 
-mod harness;
-#[path = "nvml-standin/standin.rs"]
-mod standin;
+use gres_test_harness as harness;
+use gres_test_harness::standin;
 
 use harness::*;
 use std::path::PathBuf;

@@ -15,7 +15,7 @@
 //!
 //! Needs root, the Debian Slurm packages and `cargo build --workspace`.
 
-mod harness;
+use gres_test_harness as harness;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -12,8 +12,8 @@
 //! `cargo build --workspace`; without valgrind the test is skipped (or
 //! fails when CI=true / GRES_RS_REQUIRE_SLURM=1).
 
-mod gpu_common;
-mod harness;
+use gres_test_harness as harness;
+use gres_test_harness::gpu as gpu_common;
 
 use harness::*;
 use std::fs;

@@ -8,8 +8,8 @@
 //!
 //! Needs root, the Debian Slurm packages and `cargo build --workspace`.
 
-mod gpu_common;
-mod harness;
+use gres_test_harness as harness;
+use gres_test_harness::gpu as gpu_common;
 
 use gpu_common::merge_cases::*;
 use gpu_common::*;

@@ -65,7 +65,7 @@
 //! `GRES_RS_LAYOUT_KEEP=1` to keep the generated C files (the path is
 //! printed); they are also kept when a check fails.
 
-mod harness;
+use gres_test_harness as harness;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;

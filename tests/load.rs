@@ -10,9 +10,9 @@
 //!
 //! `GRES_RS_TEST_STOCK=1` runs the same load on the stock plugins (to
 //! compare memory figures).  Needs root, the Debian Slurm packages and
-//! `cargo build --workspace` (see tests/harness); skipped otherwise.
+//! `cargo build --workspace` (see crates/test-harness); skipped otherwise.
 
-mod harness;
+use gres_test_harness as harness;
 
 use harness::*;
 use std::collections::BTreeMap;

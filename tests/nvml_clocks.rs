@@ -4,8 +4,7 @@
 //! calls are made with the stand-in's [`standin::paths`] (the plugin
 //! itself passes the system's places).
 
-#[path = "nvml-standin/standin.rs"]
-mod standin;
+use gres_test_harness::standin;
 
 use slurm_gpu_gres::core::host::StandaloneHost;
 use slurm_gpu_gres::core::model::{Bitmap, GpuEnergy};

@@ -2,8 +2,7 @@
 //! records `detect()` builds for each fixture node, failures, and the
 //! calls made.  Needs `cc`; no GPU, no Slurm.
 
-#[path = "nvml-standin/standin.rs"]
-mod standin;
+use gres_test_harness::standin;
 
 use slurm_gpu_gres::core::model::{gres_build_id, Bitmap, ConfFlags, GresRecord, LogLevel};
 use slurm_gpu_gres::nvml::detect::detect_logged;

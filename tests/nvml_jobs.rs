@@ -6,12 +6,11 @@
 //! build of our plugins), so slurmd accepts them and the jobs get their GPU
 //! variables: MIG jobs get `MIG-...` ids.
 //!
-//! Needs root, the Debian Slurm packages and `cc` (see tests/harness);
+//! Needs root, the Debian Slurm packages and `cc` (see crates/test-harness);
 //! skipped otherwise.
 
-mod harness;
-#[path = "nvml-standin/standin.rs"]
-mod standin;
+use gres_test_harness as harness;
+use gres_test_harness::standin;
 
 use harness::*;
 use std::path::{Path, PathBuf};

@@ -6,11 +6,10 @@
 //! Debian ships no gpu_nvml.so, so the gpu/nvml plugin slurmd loads is
 //! always ours; gres/gpu is Debian's or ours.  Needs root,
 //! the Debian Slurm packages and `cargo build --workspace` (see
-//! tests/harness); skipped otherwise.
+//! crates/test-harness); skipped otherwise.
 
-mod harness;
-#[path = "nvml-standin/standin.rs"]
-mod standin;
+use gres_test_harness as harness;
+use gres_test_harness::standin;
 
 use harness::*;
 

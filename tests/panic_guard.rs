@@ -3,7 +3,7 @@
 //! named by `GRES_RS_PANIC_IN`; each panic must become an error line in the
 //! daemon's log and a safe return, with slurmd and slurmstepd serving on.
 
-mod harness;
+use gres_test_harness as harness;
 
 use harness::*;
 

@@ -5,7 +5,7 @@
 //! ship hold none of the test hooks.  No Slurm daemon is needed; `nm`
 //! (binutils) reads the files.
 
-mod harness;
+use gres_test_harness as harness;
 
 use harness::{locate_our_library, stock_plugin_dir, target_dir, test_build_dir, LIBRARY_FILE, PLUGIN_FILES};
 use slurm_gpu_gres::plugins::files::Interface;

@@ -5,9 +5,9 @@
 //!
 //! `GRES_RS_TEST_STOCK=1` runs the same on the stock plugins (the
 //! expectations are Slurm's own).  Needs root, the Debian Slurm packages
-//! and `cargo build --workspace` (see tests/harness); skipped otherwise.
+//! and `cargo build --workspace` (see crates/test-harness); skipped otherwise.
 
-mod harness;
+use gres_test_harness as harness;
 
 use harness::*;
 use std::collections::BTreeSet;

@@ -29,7 +29,7 @@ cargo build --workspace
 echo "==> cargo build --release --workspace"
 cargo build --release --workspace
 
-# The test build (test hooks on; tests/harness test_build_dir), which the
+# The test build (test hooks on; gres-test-harness test_build_dir), which the
 # tests would otherwise build at their first use of it.
 echo "==> cargo build --workspace --features fault-injection,test-hooks (target/test-build)"
 cargo build --workspace --features fault-injection,test-hooks --target-dir "${CARGO_TARGET_DIR:-target}/test-build"

@@ -1,5 +1,5 @@
 //! gres/mps and gres/shard on real Slurm 22.05 daemons, stock and ours side
-//! by side (see tests/harness).  Each scenario runs on a cluster with the
+//! by side (see crates/test-harness).  Each scenario runs on a cluster with the
 //! stock plugins and on one with ours; every GPU variable of every task,
 //! batch script, Prolog and Epilog is compared, and the only differences
 //! allowed are the deliberate deviations of docs/deviations.md, each named
@@ -9,7 +9,7 @@
 //! Needs root, the Debian slurm packages and `cargo build --workspace`
 //! (tests/run.sh does both); without them the tests print "skipped".
 
-mod harness;
+use gres_test_harness as harness;
 
 use harness::scenario::{run_scenario, EnvBlock, Run, RunResult, Scenario, ScenarioResult};
 use harness::*;

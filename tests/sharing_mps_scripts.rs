@@ -3,7 +3,7 @@
 //! first run directly with the variables slurmd gives them, then as the
 //! Prolog, Epilog and TaskProlog of a real slurmd running our plugins.
 
-mod harness;
+use gres_test_harness as harness;
 
 use harness::*;
 use std::collections::BTreeMap;

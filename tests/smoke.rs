@@ -1,10 +1,10 @@
-//! Smoke tests on real Slurm 22.05 daemons (see tests/harness).
+//! Smoke tests on real Slurm 22.05 daemons (see crates/test-harness).
 //!
 //! Need root and the Debian slurm packages (tests/setup-debian.sh); without
 //! them they print "skipped" (or fail when CI=true). Tests with our plugins
 //! need `cargo build --workspace` first (tests/run.sh does it).
 
-mod harness;
+use gres_test_harness as harness;
 
 use harness::*;
 use std::collections::BTreeSet;

@@ -1,15 +1,19 @@
-//! Real-Slurm test bed for the slurm-gpu-gres plugins.
+//! Real-Slurm test bed for the slurm-gpu-gres plugins (crate
+//! `gres-test-harness`, a dev-dependency of the root crate: its tests,
+//! benchmarks and examples; never published).
 //!
 //! A [`Cluster`] is a throwaway single-node Slurm 22.05 cluster (its own
 //! munged, slurmctld and slurmd, run as child processes from a private temp
 //! dir with private ports) on fake GPUs (character device nodes). It can run
 //! the stock Debian plugins ([`PluginSet::Stock`]) or ours
 //! ([`PluginSet::Ours`]), and proves which files the daemons really mapped.
+//! [`standin`] builds and drives the NVML stand-in
+//! (`tests/nvml-standin/nvml_standin.c`); [`gpu`] holds the helpers of the
+//! gres/gpu proof tests (`slurmd -G` on stock and ours, compared).
 //!
 //! Use from an integration test:
 //! ```ignore
-//! mod harness;
-//! use harness::*;
+//! use gres_test_harness::*;
 //! #[test]
 //! fn t() {
 //!     if !require_slurm("t") { return; }
@@ -18,16 +22,22 @@
 //!     let out = c.srun(&["--gres=gpu:1", "env"]).expect_ok("srun");
 //! }
 //! ```
+//! Paths: the workspace's files (`tests/`, `examples/`, the fixtures) are
+//! found from [`workspace_root`], cargo's target directory from
+//! [`target_dir`] (both from where this crate lies in the workspace, not
+//! from the calling test's environment).
+//!
 //! Environment knobs: `GRES_RS_KEEP=1` keeps the temp dir (path printed),
 //! `GRES_RS_PLUGIN_DIR` points at a dir with our built `lib*.so`,
 //! `GRES_RS_TMPDIR` moves the temp dirs (default /tmp), `CI=true` or
 //! `GRES_RS_REQUIRE_SLURM=1` turn "skipped" into failures.
-#![allow(dead_code, unused_imports)]
 
 pub mod fsutil;
+pub mod gpu;
 pub mod nvml_stub;
 pub mod process;
 pub mod scenario;
+pub mod standin;
 
 pub use fsutil::make_fake_gpu_nodes;
 pub use process::CmdOutput;
@@ -68,7 +78,7 @@ thread_local! {
 }
 
 /// One cluster's share of [`CLUSTER_LOCK`].
-pub struct ClusterLock {
+struct ClusterLock {
     guard: Option<MutexGuard<'static, ()>>,
 }
 
@@ -183,6 +193,10 @@ pub fn locate_our_library() -> Result<PathBuf, String> {
         };
     }
     let target = target_dir();
+    // This crate is built in the profile of the test, benchmark or example
+    // that links it (cargo builds a target's dependencies in its profile,
+    // and Cargo.toml overrides no package's debug-assertions), so this is
+    // the caller's profile: debug for tests, release for `cargo bench`.
     let profiles = if cfg!(debug_assertions) { ["debug", "release"] } else { ["release", "debug"] };
     let tried: Vec<PathBuf> = profiles.iter().map(|p| target.join(p)).collect();
     tried.iter().find(|d| d.join(LIBRARY_FILE).is_file()).cloned().ok_or_else(|| {
@@ -191,14 +205,30 @@ pub fn locate_our_library() -> Result<PathBuf, String> {
     })
 }
 
-/// cargo's target directory: `$CARGO_TARGET_DIR`, else `<workspace>/target`.
+/// The workspace's root directory (the slurm-gpu-gres checkout: `tests/`,
+/// `examples/`, `Cargo.toml` of the workspace), two levels above this
+/// crate's `crates/test-harness`.
+pub fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_else(|| manifest.join("../.."))
+}
+
+/// cargo's target directory: `$CARGO_TARGET_DIR` (relative: to the
+/// workspace root), else `<workspace>/target`.
 pub fn target_dir() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = workspace_root();
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(t) if Path::new(&t).is_absolute() => PathBuf::from(t),
-        Some(t) => manifest.join(t),
-        None => manifest.join("target"),
+        Some(t) => root.join(t),
+        None => root.join("target"),
     }
+}
+
+/// A directory for the test processes' own files: `<target>/tmp`, what
+/// cargo gives integration tests and benchmarks as `CARGO_TARGET_TMPDIR`
+/// (which a library crate such as this one does not get).
+pub fn target_tmp_dir() -> PathBuf {
+    target_dir().join("tmp")
 }
 
 /// The cargo features of [`test_build_dir`]'s build: the test hooks that
@@ -219,8 +249,11 @@ pub fn test_build_dir(release: bool) -> PathBuf {
     BUILT[usize::from(release)]
         .get_or_init(|| {
             let target = target_dir().join("test-build");
-            let mut cmd = Command::new(env!("CARGO"));
-            cmd.current_dir(env!("CARGO_MANIFEST_DIR")).args(["build", "--workspace", "--features", TEST_FEATURES, "--target-dir"]).arg(&target);
+            // The cargo running the tests (`$CARGO`), else the one that
+            // built this crate.
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+            let mut cmd = Command::new(cargo);
+            cmd.current_dir(workspace_root()).args(["build", "--workspace", "--features", TEST_FEATURES, "--target-dir"]).arg(&target);
             if release {
                 cmd.arg("--release");
             }
@@ -285,7 +318,7 @@ pub fn install_ours(built: &Path, names: &[&str], dir: &Path) -> Result<(), Stri
 pub enum PluginSet {
     /// PluginDir = Debian's dir only.
     Stock,
-    /// PluginDir = <cluster>/plugins (all four of ours) : Debian's dir.
+    /// `PluginDir=<cluster>/plugins:<Debian's dir>` (all four of ours).
     Ours,
     /// Like `Ours` but only the named plugins (e.g. `["gres_gpu"]`) are
     /// installed; the rest come from Debian's dir. Useful to bisect.
@@ -372,7 +405,7 @@ pub struct ClusterConfig {
     pub nvml_stub: bool,
     /// Wait for the node to be IDLE in `start` (else only for slurmd to be up).
     pub wait_idle: bool,
-    /// For Ours: check /proc/<pid>/maps of slurmd+slurmctld in `start`.
+    /// For Ours: check `/proc/<pid>/maps` of slurmd+slurmctld in `start`.
     pub verify_ours_loaded: bool,
     pub start_timeout: Duration,
     /// Take our built `lib*.so` from this directory instead of the default
@@ -1068,7 +1101,7 @@ impl Cluster {
         }
     }
 
-    /// Files mapped by a daemon (from /proc/<pid>/maps).
+    /// Files mapped by a daemon (from `/proc/<pid>/maps`).
     pub fn mapped_files(&self, d: Daemon) -> Result<Vec<String>, String> {
         let pid = self.pid(d).ok_or_else(|| format!("{d:?} is not running"))?;
         process::mapped_files(pid)

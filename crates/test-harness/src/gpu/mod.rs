@@ -2,12 +2,12 @@
 //! `slurmd -G` on the stock plugins and on ours with one configuration and
 //! comparing what they print, and comparing `--gpu-bind=verbose` lines.
 //!
-//! Declared by each test file after `mod harness;` as `mod gpu_common;`.
-#![allow(dead_code)]
+//! Used by each of those tests as
+//! `use gres_test_harness::gpu as gpu_common;`.
 
 pub mod merge_cases;
 
-use crate::harness::{stock_plugin_dir, Cluster, ClusterConfig, PluginSet, ScenarioResult, SlurmdG, OUR_PLUGINS};
+use crate::{stock_plugin_dir, Cluster, ClusterConfig, PluginSet, ScenarioResult, SlurmdG, OUR_PLUGINS};
 use std::collections::BTreeMap;
 
 /// What `slurmd -G` printed that the comparison looks at.

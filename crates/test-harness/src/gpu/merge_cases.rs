@@ -2,7 +2,7 @@
 //! fake_gpus.conf (Slurm's stand-in for GPU detection), used by
 //! tests/gpu_merge.rs (stock vs ours) and tests/gpu_leaks.rs (valgrind).
 
-use crate::harness::{ClusterConfig, PluginSet};
+use crate::{ClusterConfig, PluginSet};
 
 /// One `slurmd -G` merging case.
 pub struct MergeCase {

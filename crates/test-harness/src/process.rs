@@ -203,7 +203,7 @@ pub fn terminate_child(child: &mut Child, _what: &str, grace: Duration) -> Optio
     child.wait().ok()
 }
 
-/// True when /proc/<pid> exists and is not a zombie.
+/// True when `/proc/<pid>` exists and is not a zombie.
 pub fn pid_alive(pid: u32) -> bool {
     match fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => {
@@ -266,7 +266,7 @@ pub fn pids_using_dir(dir: &Path) -> Vec<u32> {
     out
 }
 
-/// Paths of all files mapped into a process (from /proc/<pid>/maps).
+/// Paths of all files mapped into a process (from `/proc/<pid>/maps`).
 pub fn mapped_files(pid: u32) -> Result<Vec<String>, String> {
     let maps = fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| format!("cannot read /proc/{pid}/maps: {e}"))?;
     Ok(paths_in_maps(&maps))

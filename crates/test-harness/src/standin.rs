@@ -1,28 +1,32 @@
-//! Test helpers for the NVML stand-in (`nvml_standin.c` next to this
-//! file): build it with `cc` (once per version of the source, under
-//! cargo's `target/tmp`), point it at a fixture and a call log (its own
-//! `GRES_RS_NVML_FIXTURE` / `GRES_RS_NVML_CALLS`), and read back the calls
-//! it received.  In-process tests pass [`Standin::paths`] to the `nvml`
-//! functions; daemons of a `test-hooks` build are pointed at it with
-//! `GRES_RS_NVML_LIB` / `GRES_RS_MIG_MINORS` in their environment.
+//! The NVML stand-in's driver (the C source, its function list and its
+//! fixtures stay in the workspace's `tests/nvml-standin/`): build it with
+//! `cc` (once per version of the source, under cargo's `target/tmp`),
+//! point it at a fixture and a call log (its own `GRES_RS_NVML_FIXTURE` /
+//! `GRES_RS_NVML_CALLS`), and read back the calls it received.  In-process
+//! tests pass [`Standin::paths`] to the `nvml` functions; daemons of a
+//! `test-hooks` build are pointed at it with `GRES_RS_NVML_LIB` /
+//! `GRES_RS_MIG_MINORS` in their environment.
 //!
-//! Use from an integration test with
-//! `#[path = "nvml-standin/standin.rs"] mod standin;`.
-#![allow(dead_code)]
+//! Use from an integration test with `use gres_test_harness::standin;`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+/// The stand-in's directory in the workspace, `tests/nvml-standin`.
+pub fn source_dir() -> PathBuf {
+    crate::workspace_root().join("tests/nvml-standin")
+}
+
 /// The stand-in's source file.
 pub fn source() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nvml-standin/nvml_standin.c")
+    source_dir().join("nvml_standin.c")
 }
 
 /// The NVML functions a real libnvidia-ml exports that nvml-wrapper looks
 /// up (one per line, `#` comments).
 pub fn function_list() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nvml-standin/nvml-functions.txt")
+    source_dir().join("nvml-functions.txt")
 }
 
 /// C stubs (`NVML_ERROR_NOT_SUPPORTED`) for the listed functions that the
@@ -43,7 +47,7 @@ fn stubs_source(c_source: &str, list: &str) -> String {
 
 /// A fixture file by name (`h100x8.conf`, `mig-minors`, ...).
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nvml-standin/fixtures").join(name)
+    source_dir().join("fixtures").join(name)
 }
 
 /// Compile the stand-in into `dir` as `libnvidia-ml.so.1` with a
@@ -84,7 +88,7 @@ fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
         use std::hash::{Hash, Hasher};
-        let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nvml-standin");
+        let base = crate::target_tmp_dir().join("nvml-standin");
         let mut h = std::collections::hash_map::DefaultHasher::new();
         for f in [source(), function_list()] {
             std::fs::read(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display())).hash(&mut h);
