@@ -80,8 +80,14 @@ fn os_error_text(e: &std::io::Error) -> String {
 /// `stat()` a device file through std, the real-machine implementation of
 /// the `stat` argument of [`build_device_list`].
 pub fn stat_device(path: &str) -> Result<DevStat, String> {
+    device_stat(path).map_err(|e| format!("stat({path}): {}", os_error_text(&e)))
+}
+
+/// [`stat_device`] without the message: for callers that only want to know
+/// what a file is (no string is made for a file that is missing).
+pub fn device_stat(path: &str) -> std::io::Result<DevStat> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let meta = std::fs::metadata(path).map_err(|e| format!("stat({path}): {}", os_error_text(&e)))?;
+    let meta = std::fs::metadata(path)?;
     let rdev = meta.rdev();
     // glibc's major()/minor() encoding of dev_t.
     let major = (((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff)) as u32;
@@ -169,7 +175,7 @@ pub fn build_device_list(records: &[GresRecord], name: &str, in_slurmd: bool, st
 }
 
 /// What a device file is, to tell whether two names are one device.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FileId {
     /// A character or block device node: the device number (`st_rdev`).
     Device { block: bool, major: u32, minor: u32 },
@@ -217,7 +223,7 @@ pub struct FileUse {
 
 /// The files of GRES `name`'s records, each with what it is: through
 /// `stat` when given and the file can be looked at, else its name.
-pub fn file_uses(records: &[GresRecord], name: &str, stat: Option<&StatFn>) -> Vec<FileUse> {
+pub fn file_uses(records: &[GresRecord], name: &str, stat: Option<&dyn Fn(&str) -> Result<DevStat, String>>) -> Vec<FileUse> {
     let mut out = Vec::new();
     let mut gpu: u32 = 0;
     for (record, rec) in records.iter().enumerate() {
@@ -276,7 +282,13 @@ impl SameDevice {
 /// named twice in the same spelling, which stops slurmd already
 /// ([`build_device_list`]).
 pub fn same_devices(uses: &[FileUse]) -> Vec<SameDevice> {
-    // The files of each GPU, in order.
+    // The usual node: no file is used twice, so no GPU can be another's.
+    let mut all: Vec<&FileId> = uses.iter().map(|u| &u.id).collect();
+    all.sort_unstable();
+    if all.windows(2).all(|w| w[0] != w[1]) {
+        return Vec::new();
+    }
+    // The files of each GPU, in order, and the set of their identities.
     let mut gpus: Vec<(u32, Vec<usize>)> = Vec::new();
     for (i, u) in uses.iter().enumerate() {
         match gpus.last_mut() {
@@ -284,18 +296,25 @@ pub fn same_devices(uses: &[FileUse]) -> Vec<SameDevice> {
             _ => gpus.push((u.gpu, vec![i])),
         }
     }
-    let ids = |files: &[usize]| -> HashSet<&FileId> { files.iter().map(|&i| &uses[i].id).collect() };
+    let sets: Vec<Vec<&FileId>> = gpus
+        .iter()
+        .map(|(_, files)| {
+            let mut ids: Vec<&FileId> = files.iter().map(|&i| &uses[i].id).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids
+        })
+        .collect();
+    let subset = |small: &[&FileId], big: &[&FileId]| small.iter().all(|id| big.binary_search(id).is_ok());
     // For each file, the GPUs (positions in `gpus`) seen with it so far.
     let mut users: HashMap<&FileId, Vec<usize>> = HashMap::new();
     let mut out = Vec::new();
     for (b, (_, files)) in gpus.iter().enumerate() {
-        let mine = ids(files);
         let mut candidates: Vec<usize> = files.iter().flat_map(|&i| users.get(&uses[i].id).into_iter().flatten().copied()).collect();
         candidates.sort_unstable();
         candidates.dedup();
         for a in candidates {
-            let theirs = ids(&gpus[a].1);
-            if !mine.is_subset(&theirs) && !theirs.is_subset(&mine) {
+            if !subset(&sets[b], &sets[a]) && !subset(&sets[a], &sets[b]) {
                 continue;
             }
             let Some((first, second)) = files.iter().find_map(|&j| gpus[a].1.iter().find(|&&i| uses[i].id == uses[j].id).map(|&i| (&uses[i], &uses[j]))) else {
