@@ -67,6 +67,9 @@ pub fn trailing_number(path: &str) -> Option<i32> {
 /// How device files are looked at: `stat()` in slurmd ([`stat_device`]).
 pub type StatFn = dyn Fn(&str) -> Result<DevStat, String>;
 
+/// A [`StatFn`] that may borrow (what [`file_uses`] is given).
+pub type Identify<'a> = dyn Fn(&str) -> Result<DevStat, String> + 'a;
+
 /// An OS error as C's `%m` prints it ("No such file or directory"), without
 /// std's " (os error 2)".
 fn os_error_text(e: &std::io::Error) -> String {
@@ -223,7 +226,7 @@ pub struct FileUse {
 
 /// The files of GRES `name`'s records, each with what it is: through
 /// `stat` when given and the file can be looked at, else its name.
-pub fn file_uses(records: &[GresRecord], name: &str, stat: Option<&dyn Fn(&str) -> Result<DevStat, String>>) -> Vec<FileUse> {
+pub fn file_uses(records: &[GresRecord], name: &str, stat: Option<&Identify<'_>>) -> Vec<FileUse> {
     let mut out = Vec::new();
     let mut gpu: u32 = 0;
     for (record, rec) in records.iter().enumerate() {
