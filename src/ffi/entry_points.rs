@@ -14,7 +14,7 @@ pub const LIBRARY_SYMBOL_PREFIX: &str = "gres_rs_";
 
 /// The name in `libgres_rs.so` of plugin file `file`'s function
 /// `function`: [`LIBRARY_SYMBOL_PREFIX`], the file, the function
-/// (`gres_rs_gres_gpu_init`).  [`__library_symbol!`] is the same as a
+/// (`gres_rs_gres_gpu_init`).  `__library_symbol!` is the same as a
 /// literal, for `#[export_name]`.
 pub fn library_symbol(file: &str, function: &str) -> String {
     format!("{LIBRARY_SYMBOL_PREFIX}{file}_{function}")
