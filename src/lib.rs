@@ -1,12 +1,16 @@
 //! slurm-gpu-gres: Slurm's GPU generic-resource plugins (`gres/gpu`,
 //! `gres/mps`, `gres/shard`) and GPU detection plugin (`gpu/nvml`) in Rust.
 //!
-//! Layers, from the bottom:
+//! Layers, from the bottom (CONTRIBUTING.md):
 //! - [`core`]: pure Rust, knows nothing of Slurm's memory (model, parsers,
-//!   merging, environment rules, wire format).
-//! - [`nvml`]: GPU detection through `nvml-wrapper`, producing core types.
+//!   merging, environment rules, wire format): the crate `gres-core`.
+//! - [`log`]: the core's log lines as `tracing` events: the crate `gres-log`.
+//! - [`nvml`]: GPU detection through `nvml-wrapper`, producing core types:
+//!   the crate `gres-nvml` (over `nvml-extra`, four NVML calls the wrapper
+//!   lacks).
 //! - [`plugins`]: what each plugin file does, in safe Rust.
-//! - [`ffi`]: the only `unsafe` code; Slurm's ABI and the exported symbols.
+//! - [`ffi`]: Slurm's ABI and the exported symbols; with `nvml-extra` the
+//!   only `unsafe` code.
 
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -16,8 +20,10 @@
 pub use gres_core as core;
 #[allow(unsafe_code)]
 pub mod ffi;
-pub mod log;
-pub mod nvml;
+/// The core's log lines as `tracing` events (`crates/gres-log`).
+pub use gres_log as log;
+/// NVML detection (`crates/gres-nvml`).
+pub use gres_nvml as nvml;
 pub mod plugins;
 
 /// The Slurm release this build is for (`SLURM_VERSION_NUMBER` of its

@@ -3,8 +3,8 @@
 //! come back at the end of the step.
 
 use super::{Log, Paths, Session};
-use crate::core::gpu_freq::{self, FreqRequest};
-use crate::core::model::Bitmap;
+use gres_core::gpu_freq::{self, FreqRequest};
+use gres_core::model::Bitmap;
 use nvml_wrapper::enum_wrappers::device::Clock;
 use nvml_wrapper::Device;
 

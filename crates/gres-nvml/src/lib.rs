@@ -1,3 +1,4 @@
+#![deny(unsafe_code)]
 //! NVIDIA GPUs through NVML (`nvml-wrapper`, which loads the NVML library
 //! at run time): detection for `AutoDetect=nvml` in the form Slurm 22.05's
 //! gpu/nvml gives it, `--gpu-freq` clock setting, device count and energy.
@@ -8,14 +9,14 @@
 //! - [`report`]: detection as a table and gres.conf lines, for a CLI.
 //!
 //! The pure rules (type names, links, MIG files, the record) are in
-//! [`crate::core::nvml_model`] and [`crate::core::gpu_freq`].
+//! [`gres_core::nvml_model`] and [`gres_core::gpu_freq`].
 //!
 //! Where NVML and the GPUs' files are is a [`Paths`] argument of every
 //! function that opens NVML: [`Paths::default`] is the system's places
 //! (`libnvidia-ml.so.1`, `/dev`, `/proc/driver/nvidia-caps/mig-minors`).
 //! This module reads no environment: the plugins pass the system's places
 //! (test builds with the cargo feature `test-hooks` take them from the
-//! daemon's environment, see `crate::plugins::nvml_paths`), `gres-rs
+//! daemon's environment, see `slurm_gpu_gres::plugins::nvml_paths`), `gres-rs
 //! detect` its options, and tests their stand-ins.
 
 pub mod clocks;
@@ -28,7 +29,7 @@ pub use report::{detect_report, DetectReport};
 pub use session::DetectError;
 pub use session::{release, session, Session};
 
-use crate::core::model::{self, GpuEnergy, LogLevel, LogLine};
+use gres_core::model::{self, GpuEnergy, LogLevel, LogLine};
 
 /// The NVML library loaded by default (what `nvml-wrapper` loads, and what
 /// the stock plugin links against).
@@ -50,7 +51,7 @@ pub struct Paths {
 impl Default for Paths {
     /// The system's places.
     fn default() -> Self {
-        Paths { library: DEFAULT_LIB.into(), dev_dir: crate::core::nvml_model::DEV_DIR.into(), mig_minors: crate::core::nvml_model::MIG_MINORS_PATH.into() }
+        Paths { library: DEFAULT_LIB.into(), dev_dir: gres_core::nvml_model::DEV_DIR.into(), mig_minors: gres_core::nvml_model::MIG_MINORS_PATH.into() }
     }
 }
 
@@ -69,12 +70,12 @@ impl Log {
     }
     /// For the plugins: what the daemon's log lets through.
     pub fn daemon() -> Self {
-        Log::new(crate::log::max_level())
+        Log::new(gres_log::max_level())
     }
     pub fn line(&mut self, level: LogLevel, message: impl std::fmt::Display) {
         if self.kept.wants(level) {
             let line = LogLine { level, message: message.to_string() };
-            crate::log::emit(&line);
+            gres_log::emit(&line);
             self.kept.push(level, line.message);
         }
     }

@@ -66,7 +66,7 @@ pub fn session(paths: &super::Paths) -> Result<Arc<Session>, DetectError> {
     let extra = NvmlExtra::load(&path).map_err(|reason| DetectError::Library { path: path.to_string_lossy().into_owned(), reason })?;
     let start = Instant::now();
     let result = Nvml::builder().lib_path(&path).init();
-    tracing::trace!(target: crate::log::DEBUG3, "nvmlInit() took {} microseconds", start.elapsed().as_micros());
+    tracing::trace!(target: gres_log::DEBUG3, "nvmlInit() took {} microseconds", start.elapsed().as_micros());
     let nvml = result.map_err(|e| classify(e, &path, &extra))?;
     tracing::trace!("Successfully initialized NVML");
     let s = Arc::new(Session { nvml, extra, lib_path: path });
@@ -91,7 +91,7 @@ fn shut_down(s: Arc<Session>) {
             Ok(()) => tracing::trace!("Successfully shut down NVML"),
             Err(e) => tracing::error!("Failed to shut down NVML: {e}"),
         }
-        tracing::trace!(target: crate::log::DEBUG3, "nvmlShutdown() took {} microseconds", start.elapsed().as_micros());
+        tracing::trace!(target: gres_log::DEBUG3, "nvmlShutdown() took {} microseconds", start.elapsed().as_micros());
     }
     // Otherwise another thread still uses it; dropping its last Arc
     // shuts NVML down.

@@ -1,9 +1,10 @@
+#![deny(unsafe_code)]
 //! Log lines of the core and the plugins as `tracing` events.  `ffi::log`
 //! routes them to slurmd's log: the event's level picks Slurm's level
 //! (ERROR -> error, WARN/INFO -> info, DEBUG -> debug, TRACE -> debug2),
 //! except for the targets below.
 
-use crate::core::model::{LogLevel, LogLine};
+use gres_core::model::{LogLevel, LogLine};
 use tracing::metadata::Kind;
 use tracing::Level;
 

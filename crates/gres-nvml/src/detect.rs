@@ -10,11 +10,11 @@
 
 use super::session::DetectError;
 use super::{Log, Paths, Session};
-use crate::core::files::{read_bounded, MAX_FILE_LEN};
-use crate::core::gpu_freq;
-use crate::core::host::{Host, NodeConfig};
-use crate::core::model::{Bitmap, ConfFlags, GresRecord};
-use crate::core::nvml_model::{self as model, SystemGpu};
+use gres_core::files::{read_bounded, MAX_FILE_LEN};
+use gres_core::gpu_freq;
+use gres_core::host::{Host, NodeConfig};
+use gres_core::model::{Bitmap, ConfFlags, GresRecord};
+use gres_core::nvml_model::{self as model, SystemGpu};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Device;
 

@@ -4,8 +4,8 @@
 use super::detect::detect_logged;
 use super::session::DetectError;
 use super::{Log, Paths};
-use crate::core::host::{Host, NodeConfig};
-use crate::core::model::{GresRecord, LogLevel, LogLine};
+use gres_core::host::{Host, NodeConfig};
+use gres_core::model::{GresRecord, LogLevel, LogLine};
 
 /// The outcome of one detection.
 #[derive(Debug)]
@@ -152,7 +152,7 @@ impl DetectReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::nvml_model::{system_gpu_record, SystemGpu};
+    use gres_core::nvml_model::{system_gpu_record, SystemGpu};
 
     #[test]
     fn renders() {
