@@ -42,13 +42,7 @@ fn load_config(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>) 
     let list = devices::build_device_list(records, GresGpu::GRES_NAME, cfg.in_slurmd, &devices::stat_device);
     if cfg.in_slurmd {
         // Stock says nothing here; two jobs could then be given one GPU.
-        // What each file is: the device list has already stat()ed the
-        // device nodes; other files are looked at here, without a message
-        // for those that are missing (build_device_list reports them).
-        let known: std::collections::HashMap<&str, devices::DevStat> =
-            list.devices.iter().map(|d| (d.path.as_str(), devices::DevStat { dev_type: d.dev_type, major: d.major, minor: d.minor, inode: (0, 0) })).collect();
-        let identify = |path: &str| known.get(path).copied().map_or_else(|| devices::device_stat(path).map_err(|_| String::new()), Ok);
-        for same in devices::same_devices(&devices::file_uses(records, GresGpu::GRES_NAME, Some(&identify))) {
+        for same in devices::same_devices(&list.files) {
             tracing::warn!("WARNING: {}", same.log_message(records));
         }
     }

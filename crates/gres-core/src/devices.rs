@@ -2,7 +2,7 @@
 //! expanded, `stat()`ed and numbered, as slurmd's cgroup code and the
 //! environment functions see it.
 
-use super::hostlist;
+use super::hostlist::{self, HostlistError};
 use super::model::{ConfFlags, DevType, GresDevice, GresRecord, NO_VAL};
 use std::collections::{HashMap, HashSet};
 
@@ -45,6 +45,10 @@ pub struct DeviceProblem {
 pub struct DeviceList {
     pub devices: Vec<GresDevice>,
     pub problems: Vec<DeviceProblem>,
+    /// Every file of the GRES's records with what it is, for
+    /// [`same_devices`]: from the `stat()` made for the list in slurmd,
+    /// else by name.
+    pub files: Vec<FileUse>,
 }
 
 impl DeviceList {
@@ -67,9 +71,6 @@ pub fn trailing_number(path: &str) -> Option<i32> {
 /// How device files are looked at: `stat()` in slurmd ([`stat_device`]).
 pub type StatFn = dyn Fn(&str) -> Result<DevStat, String>;
 
-/// A [`StatFn`] that may borrow (what [`file_uses`] is given).
-pub type Identify<'a> = dyn Fn(&str) -> Result<DevStat, String> + 'a;
-
 /// An OS error as C's `%m` prints it ("No such file or directory"), without
 /// std's " (os error 2)".
 fn os_error_text(e: &std::io::Error) -> String {
@@ -83,14 +84,8 @@ fn os_error_text(e: &std::io::Error) -> String {
 /// `stat()` a device file through std, the real-machine implementation of
 /// the `stat` argument of [`build_device_list`].
 pub fn stat_device(path: &str) -> Result<DevStat, String> {
-    device_stat(path).map_err(|e| format!("stat({path}): {}", os_error_text(&e)))
-}
-
-/// [`stat_device`] without the message: for callers that only want to know
-/// what a file is (no string is made for a file that is missing).
-pub fn device_stat(path: &str) -> std::io::Result<DevStat> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let meta = std::fs::metadata(path)?;
+    let meta = std::fs::metadata(path).map_err(|e| format!("stat({path}): {}", os_error_text(&e)))?;
     let rdev = meta.rdev();
     // glibc's major()/minor() encoding of dev_t.
     let major = (((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff)) as u32;
@@ -115,57 +110,48 @@ pub fn device_stat(path: &str) -> std::io::Result<DevStat> {
 pub fn build_device_list(records: &[GresRecord], name: &str, in_slurmd: bool, stat: &dyn Fn(&str) -> Result<DevStat, String>) -> DeviceList {
     let mut out = DeviceList::default();
     let mut seen: HashSet<String> = HashSet::new();
-    let mut index: u32 = 0;
     let mut max_dev_num: i32 = -1;
     let mut duplicate_reported = false;
 
-    for rec in records {
-        if rec.name != name || !rec.flags.has(ConfFlags::HAS_FILE) {
-            continue;
-        }
-        let Some(file) = rec.file.as_deref() else { continue };
-        let files = match hostlist::expand(file) {
-            Ok(f) => f,
-            Err(e) => {
+    for slot in record_files(records, name) {
+        let slot = match slot {
+            Ok(slot) => slot,
+            Err((file, e)) => {
                 out.problems.push(DeviceProblem { fatal: false, message: format!("can't parse gres.conf file record ({file}): {e}") });
                 continue;
             }
         };
-        let multiple = rec.flags.has(ConfFlags::HAS_MULT);
-        for one in files {
-            if in_slurmd {
-                match stat(&one) {
-                    Err(msg) => out.problems.push(DeviceProblem { fatal: false, message: msg }),
-                    Ok(st) if st.dev_type == DevType::None => out
-                        .problems
-                        .push(DeviceProblem { fatal: false, message: format!("{one} is not a valid character or block device, fix your gres.conf") }),
-                    Ok(st) => {
-                        let dev_num = trailing_number(&one).unwrap_or(-1);
-                        max_dev_num = max_dev_num.max(dev_num);
-                        out.devices.push(GresDevice {
-                            index,
-                            dev_num,
-                            dev_type: st.dev_type,
-                            major: st.major,
-                            minor: st.minor,
-                            path: one.clone(),
-                            unique_id: rec.unique_id.clone(),
-                        });
-                    }
+        let one = slot.path;
+        let mut id = None;
+        if in_slurmd {
+            match stat(&one) {
+                Err(msg) => out.problems.push(DeviceProblem { fatal: false, message: msg }),
+                Ok(st) if st.dev_type == DevType::None => {
+                    id = Some(st.identity());
+                    out.problems.push(DeviceProblem { fatal: false, message: format!("{one} is not a valid character or block device, fix your gres.conf") })
+                }
+                Ok(st) => {
+                    id = Some(st.identity());
+                    let dev_num = trailing_number(&one).unwrap_or(-1);
+                    max_dev_num = max_dev_num.max(dev_num);
+                    out.devices.push(GresDevice {
+                        index: slot.gpu,
+                        dev_num,
+                        dev_type: st.dev_type,
+                        major: st.major,
+                        minor: st.minor,
+                        path: one.clone(),
+                        unique_id: records[slot.record].unique_id.clone(),
+                    });
                 }
             }
-            if multiple {
-                continue;
-            }
-            if !seen.insert(one.clone()) && !duplicate_reported {
-                out.problems.push(DeviceProblem { fatal: true, message: format!("{name} duplicate device file name ({one})") });
-                duplicate_reported = true;
-            }
-            index += 1;
         }
-        if multiple {
-            index += 1;
+        if !slot.multiple && !seen.insert(one.clone()) && !duplicate_reported {
+            out.problems.push(DeviceProblem { fatal: true, message: format!("{name} duplicate device file name ({one})") });
+            duplicate_reported = true;
         }
+        let id = id.unwrap_or_else(|| FileId::Path(normalize_path(&one)));
+        out.files.push(FileUse { record: slot.record, gpu: slot.gpu, path: one, multiple: slot.multiple, id });
     }
     // Files without a number get numbers past the largest one.
     for dev in out.devices.iter_mut() {
@@ -224,20 +210,37 @@ pub struct FileUse {
     pub id: FileId,
 }
 
-/// The files of GRES `name`'s records, each with what it is: through
-/// `stat` when given and the file can be looked at, else its name.
-pub fn file_uses(records: &[GresRecord], name: &str, stat: Option<&Identify<'_>>) -> Vec<FileUse> {
+/// One file of a record of a GRES, numbered as the device list numbers
+/// them: each file of a record takes the next index, all files of a
+/// `MultipleFiles` record share one.
+struct RecordFile {
+    record: usize,
+    gpu: u32,
+    /// One file of it (hostlist expanded).
+    path: String,
+    multiple: bool,
+}
+
+/// The files of GRES `name`'s records with `File`, in order; `Err` for a
+/// record whose `File` does not expand (its value and why).
+fn record_files<'a>(records: &'a [GresRecord], name: &str) -> Vec<Result<RecordFile, (&'a str, HostlistError)>> {
     let mut out = Vec::new();
     let mut gpu: u32 = 0;
     for (record, rec) in records.iter().enumerate() {
         if rec.name != name || !rec.flags.has(ConfFlags::HAS_FILE) {
             continue;
         }
-        let Some(files) = rec.file.as_deref().and_then(|f| hostlist::expand(f).ok()) else { continue };
+        let Some(record_file) = rec.file.as_deref() else { continue };
+        let files = match hostlist::expand(record_file) {
+            Ok(f) => f,
+            Err(e) => {
+                out.push(Err((record_file, e)));
+                continue;
+            }
+        };
         let multiple = rec.flags.has(ConfFlags::HAS_MULT);
         for path in files {
-            let id = stat.and_then(|s| s(&path).ok()).map_or_else(|| FileId::Path(normalize_path(&path)), |st| st.identity());
-            out.push(FileUse { record, gpu, path, multiple, id });
+            out.push(Ok(RecordFile { record, gpu, path, multiple }));
             if !multiple {
                 gpu += 1;
             }
@@ -277,7 +280,7 @@ impl SameDevice {
 }
 
 /// GPUs that are the same device as an earlier GPU of `uses`
-/// ([`file_uses`]): those whose files all are files of the earlier one, or
+/// ([`DeviceList::files`]): those whose files all are files of the earlier one, or
 /// the other way round.  Each later GPU is reported once, with the first
 /// earlier GPU it shares files with and the first file they share.  GPUs
 /// that share some file but each have files of their own (MIG instances of
@@ -440,7 +443,7 @@ mod tests {
     /// found in the records `(file, MultipleFiles)`.
     fn pairs(recs: &[(&str, bool)]) -> Vec<(u32, String, u32, String)> {
         let records: Vec<GresRecord> = recs.iter().map(|(f, m)| rec("gpu", f, if *m { ConfFlags::HAS_MULT } else { 0 })).collect();
-        let uses = file_uses(&records, "gpu", Some(&id_stat));
+        let uses = build_device_list(&records, "gpu", true, &id_stat).files;
         same_devices(&uses).into_iter().map(|s| (s.first.gpu, s.first.path, s.second.gpu, s.second.path)).collect()
     }
 
@@ -459,14 +462,14 @@ mod tests {
     }
 
     #[test]
-    fn file_uses_number_like_the_device_list() {
+    fn device_list_files_are_numbered_like_its_devices() {
         let records = vec![
             rec("gpu", "/dev/nvidia[0-1]", 0),
             rec("mps", "/dev/nvidia0", 0),
             rec("gpu", "/dev/nvidia2,/gone/x", ConfFlags::HAS_MULT),
             rec("gpu", "/dev/nvidia3", 0),
         ];
-        let uses = file_uses(&records, "gpu", Some(&id_stat));
+        let uses = build_device_list(&records, "gpu", true, &id_stat).files;
         let got: Vec<_> = uses.iter().map(|u| (u.record, u.gpu, u.path.as_str(), u.multiple)).collect();
         assert_eq!(
             got,
@@ -480,11 +483,14 @@ mod tests {
         );
         assert_eq!(uses[0].id, FileId::Device { block: false, major: 195, minor: 0 });
         assert_eq!(uses[3].id, FileId::Path("/gone/x".into()));
+        // Outside slurmd the same files, by name.
+        let by_name = build_device_list(&records, "gpu", false, &id_stat).files;
+        assert_eq!(by_name.iter().map(|u| (u.record, u.gpu, u.path.as_str(), u.multiple)).collect::<Vec<_>>(), got);
         let list = build_device_list(&records, "gpu", true, &id_stat);
         let idx: Vec<_> = list.devices.iter().map(|d| (d.index, d.path.as_str())).collect();
         assert_eq!(idx, vec![(0, "/dev/nvidia0"), (1, "/dev/nvidia1"), (2, "/dev/nvidia2"), (3, "/dev/nvidia3")]);
         // Without stat: names only.
-        assert!(file_uses(&records, "gpu", None).iter().all(|u| matches!(&u.id, FileId::Path(p) if *p == u.path)));
+        assert!(build_device_list(&records, "gpu", false, &id_stat).files.iter().all(|u| matches!(&u.id, FileId::Path(p) if *p == u.path)));
     }
 
     #[test]
@@ -552,7 +558,7 @@ mod tests {
     #[test]
     fn log_message_names_both_records() {
         let records = vec![rec("gpu", "/dev/nvidia[0-1]", ConfFlags::HAS_MULT), rec("gpu", "/dev/nvidia1,/dev/nvidia0", ConfFlags::HAS_MULT)];
-        let found = same_devices(&file_uses(&records, "gpu", Some(&id_stat)));
+        let found = same_devices(&build_device_list(&records, "gpu", true, &id_stat).files);
         assert_eq!(found.len(), 1);
         assert_eq!(
             found[0].log_message(&records),
@@ -560,7 +566,7 @@ mod tests {
              two jobs could be given one GPU"
         );
         let records = vec![rec("gpu", "/dev/nvidia0", 0), rec("gpu", "/links/g0", 0)];
-        let found = same_devices(&file_uses(&records, "gpu", Some(&id_stat)));
+        let found = same_devices(&build_device_list(&records, "gpu", true, &id_stat).files);
         assert_eq!(
             found[0].log_message(&records),
             "/links/g0 (GPU 1, File=/links/g0) is the same device as /dev/nvidia0 (GPU 0, File=/dev/nvidia0): two jobs could be given one GPU"

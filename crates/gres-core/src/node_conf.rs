@@ -1062,10 +1062,15 @@ fn device_problems(list: &devices::DeviceList, plugin: &str, places: &Places, p:
     Ok(())
 }
 
-fn device_load(records: &[GresRecord], name: &str, plugin: &str, input: &NodeInput<'_>, places: &Places, p: &mut Prediction) -> Result<(), ()> {
+/// The device list of GRES `name` as slurmd builds it (files looked at
+/// only when `input.stat` is given).
+fn device_list(records: &[GresRecord], name: &str, input: &NodeInput<'_>) -> devices::DeviceList {
     let no_stat = |_: &str| -> Result<DevStat, String> { Err(String::new()) };
-    let list = devices::build_device_list(records, name, input.stat.is_some(), input.stat.unwrap_or(&no_stat));
-    device_problems(&list, plugin, places, p)
+    devices::build_device_list(records, name, input.stat.is_some(), input.stat.unwrap_or(&no_stat))
+}
+
+fn device_load(records: &[GresRecord], name: &str, plugin: &str, input: &NodeInput<'_>, places: &Places, p: &mut Prediction) -> Result<(), ()> {
+    device_problems(&device_list(records, name, input), plugin, places, p)
 }
 
 fn gpu_load(records: &mut Vec<GresRecord>, input: &NodeInput<'_>, places: &Places, p: &mut Prediction) -> Result<(), ()> {
@@ -1082,15 +1087,16 @@ fn gpu_load(records: &mut Vec<GresRecord>, input: &NodeInput<'_>, places: &Place
             }
         }
     }
-    same_device_problems(records, input, places, p);
-    device_load(records, "gpu", "Gres GPU plugin", input, places, p)
+    let list = device_list(records, "gpu", input);
+    same_device_problems(records, &list.files, places, p);
+    device_problems(&list, "Gres GPU plugin", places, p)
 }
 
 /// GPUs that are one device under two names (stock slurmd says nothing):
 /// a warning at the second, with the first as its related place.  Without
-/// `stat` the files are compared by name.
-fn same_device_problems(records: &[GresRecord], input: &NodeInput<'_>, places: &Places, p: &mut Prediction) {
-    for same in devices::same_devices(&devices::file_uses(records, "gpu", input.stat)) {
+/// `stat` the device list has compared the files by name.
+fn same_device_problems(records: &[GresRecord], files: &[devices::FileUse], places: &Places, p: &mut Prediction) {
+    for same in devices::same_devices(files) {
         let first = places.of_record(records, same.first.record, &same.first.path);
         let second = places.of_record(records, same.second.record, &same.second.path);
         let line = first.as_ref().map_or_else(String::new, |l| format!(", line {}", l.line));
