@@ -637,6 +637,15 @@ pub fn run(args: &InstallArgs) -> u8 {
 mod tests {
     use super::*;
 
+    /// An empty directory of this test process, `gres-rs-install-<tag>-<pid>`
+    /// in the temporary directory.
+    fn fresh_dir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("gres-rs-install-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
     #[test]
     fn versions() {
         assert_eq!(parse_version("slurm-wlm 22.05.8\n"), Some(0x160508));
@@ -686,9 +695,7 @@ mod tests {
 
     #[test]
     fn atomic_install_keeps_old_mappings() {
-        let dir = std::env::temp_dir().join(format!("gres-rs-install-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir("atomic");
         let dest = dir.join("gres_gpu.so");
         install_file(b"old", &dest).unwrap();
         let held = fs::File::open(&dest).unwrap();
@@ -710,9 +717,7 @@ mod tests {
     #[test]
     fn planted_symlink_at_temporary_name() {
         use std::os::unix::fs::symlink;
-        let dir = std::env::temp_dir().join(format!("gres-rs-install-symlink-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir("symlink");
         let victim = dir.join("victim");
         fs::write(&victim, "secret").unwrap();
         fs::set_permissions(&victim, fs::Permissions::from_mode(0o600)).unwrap();
@@ -737,9 +742,7 @@ mod tests {
     #[test]
     fn final_name_symlink_or_directory() {
         use std::os::unix::fs::symlink;
-        let dir = std::env::temp_dir().join(format!("gres-rs-install-final-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir("final");
         let victim = dir.join("victim");
         fs::write(&victim, "secret").unwrap();
         symlink(&victim, dir.join("gres_gpu.so")).unwrap();
@@ -798,8 +801,7 @@ mod tests {
 
     #[test]
     fn dirs_deciding_include_symlinked_ones() {
-        let dir = std::env::temp_dir().join(format!("gres-rs-install-deciding-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("deciding");
         fs::create_dir_all(dir.join("real/plugins")).unwrap();
         std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).unwrap();
         let dirs = dirs_deciding(&dir.join("link/plugins/new"));
