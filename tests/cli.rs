@@ -7,6 +7,7 @@
 
 use gres_test_harness::standin;
 
+use gres_test_harness::TempDir as Dir;
 use slurm_gpu_gres::LIBRARY_FILE;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -15,19 +16,8 @@ use std::process::{Command, Output};
 
 const GRES_RS: &str = env!("CARGO_BIN_EXE_gres-rs");
 
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
 fn temp_dir(name: &str) -> Dir {
-    let d = std::env::temp_dir().join(format!("gres-rs-cli-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    Dir(d)
+    Dir::new(&format!("gres-rs-cli-{}-{name}", std::process::id()))
 }
 
 /// A configuration in a new directory: slurm.conf and (if given) gres.conf.

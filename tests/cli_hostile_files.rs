@@ -16,9 +16,10 @@
 
 #![cfg(feature = "cli")]
 
+use gres_test_harness::TempDir as Dir;
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -28,19 +29,8 @@ const GRES_RS: &str = env!("CARGO_BIN_EXE_gres-rs");
 /// reading /dev/zero until memory runs out.
 const ADDRESS_SPACE: u64 = 1 << 30;
 
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
 fn temp_dir(name: &str) -> Dir {
-    let d = std::env::temp_dir().join(format!("gres-rs-hostile-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    Dir(d)
+    Dir::new(&format!("gres-rs-hostile-{}-{name}", std::process::id()))
 }
 
 const SLURM: &str = "GresTypes=gpu\nNodeName=n1 CPUs=8 Gres=gpu:2\n";

@@ -11,6 +11,25 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 static DIR_SEQ: AtomicUsize = AtomicUsize::new(0);
 
+/// A directory of one test, `<temp dir>/<name>` (name it with the test
+/// process id), emptied when made and removed when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let d = std::env::temp_dir().join(name);
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap_or_else(|e| panic!("creating {}: {e}", d.display()));
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Creates a fresh, unique, mode-0755 directory for one cluster.
 /// Base: `$GRES_RS_TMPDIR` or `/tmp` (kept short: unix socket paths of
 /// slurmstepd live below it and are limited to 107 bytes).

@@ -39,7 +39,7 @@ pub mod process;
 pub mod scenario;
 pub mod standin;
 
-pub use fsutil::make_fake_gpu_nodes;
+pub use fsutil::{make_fake_gpu_nodes, TempDir};
 pub use process::CmdOutput;
 pub use scenario::*;
 
