@@ -246,10 +246,16 @@ impl Drop for GDir {
 }
 
 /// The instructions one `slurmd -G` in `d` executes, user space, counted
-/// by valgrind's callgrind (`None` without valgrind).
+/// by valgrind's callgrind (`None` without valgrind).  With
+/// `GRES_RS_CALLGRIND_DIR=<dir>` the profiles stay there
+/// (`<dir>/<pid>.out`, one per run, for `callgrind_annotate`).
 fn instructions(d: &GDir) -> Option<f64> {
     let slurmd = tool("slurmd");
-    let mut cmd = d.command(&tool("valgrind"), &["--tool=callgrind", "--callgrind-out-file=/dev/null"]);
+    let out_file = match std::env::var_os("GRES_RS_CALLGRIND_DIR") {
+        Some(dir) => format!("--callgrind-out-file={}/%p.out", Path::new(&dir).display()),
+        None => "--callgrind-out-file=/dev/null".to_string(),
+    };
+    let mut cmd = d.command(&tool("valgrind"), &["--tool=callgrind", &out_file]);
     cmd.arg(&slurmd).args(["-G", "-N", &d.node]);
     for (k, v) in &d.env {
         cmd.env(k, v);

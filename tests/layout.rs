@@ -1,4 +1,4 @@
-//! ABI layout test: `slurm-headers/22.05/slurm_gres_abi.h` against the real
+//! ABI layout test: `crates/slurm-abi/slurm-headers/22.05/slurm_gres_abi.h` against the real
 //! Slurm 22.05 source and against slurmd's `libslurmfull.so`.
 //!
 //! Our header re-declares the part of Slurm's *internal* ABI that the GRES
@@ -73,7 +73,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const HEADER: &str = "slurm-headers/22.05/slurm_gres_abi.h";
+const HEADER: &str = "crates/slurm-abi/slurm-headers/22.05/slurm_gres_abi.h";
 const CONFIG_H: &str = "tests/layout/config.h";
 const LIBSLURMFULL: &str = "/usr/lib/x86_64-linux-gnu/slurm-wlm/libslurmfull.so";
 const INSTALLED_VERSION_H: &str = "/usr/include/slurm/slurm_version.h";

@@ -1,8 +1,8 @@
 #!/bin/bash
 # The checks every commit passes before its tests (run by tests/run.sh):
 # formatting, clippy with warnings as errors (default features and the
-# test builds' features), and cargo-deny's license, ban and source checks
-# (deny.toml).  cargo-deny is installed from crates.io into
+# test builds' features), the layers (each crate depends only on those
+# below it; unsafe code only in the ABI layer and nvml-extra), and cargo-deny's license, ban and source checks (deny.toml).  cargo-deny is installed from crates.io into
 # ${GRES_RS_TOOLS:-/var/tmp/slurm-gpu-gres-tools} when missing (a few
 # minutes, once per machine).
 set -euo pipefail
@@ -26,6 +26,27 @@ if grep -E '^(bindgen|cc|clang-sys|slurm-gpu-gres|nvml-wrapper) ' <<<"$core_deps
     echo "lint: gres-core must stay pure (no bindgen, cc, NVML or Slurm)" >&2
     exit 1
 fi
+
+echo "==> the layers: each crate depends only on the crates below it"
+# From the bottom; a crate may depend on those before it, never after.
+layers=(gres-core gres-log nvml-extra gres-nvml gres-plugins gres-slurm-abi gres_rs slurm-gpu-gres)
+for i in "${!layers[@]}"; do
+    deps="$(cargo tree -p "${layers[$i]}" -e normal,build --prefix none --format '{p}' | awk '{print $1}' | sort -u)"
+    for above in "${layers[@]:$((i + 1))}"; do
+        if grep -qxF "$above" <<<"$deps"; then
+            echo "lint: ${layers[$i]} depends on $above, a layer above it (CONTRIBUTING.md)" >&2
+            exit 1
+        fi
+    done
+done
+echo "==> unsafe code only in the ABI layer and nvml-extra"
+for root in crates/gres-core/src/lib.rs crates/gres-log/src/lib.rs crates/gres-nvml/src/lib.rs \
+    crates/gres-plugins/src/lib.rs src/lib.rs; do
+    if ! grep -qxF '#![deny(unsafe_code)]' "$root"; then
+        echo "lint: $root lacks #![deny(unsafe_code)]: unsafe belongs in crates/slurm-abi or crates/nvml-extra" >&2
+        exit 1
+    fi
+done
 
 deny="$TOOLS/bin/cargo-deny"
 if ! "$deny" --version 2>/dev/null | grep -qF "$DENY_VERSION"; then

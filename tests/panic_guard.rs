@@ -33,8 +33,8 @@ fn panics_in_slurmd_and_slurmstepd_are_logged_and_survived() {
         let line = format!("gres/gpu: {func}: internal error (panic): injected panic in {func}");
         assert!(log.contains(&line), "slurmd log lacks `{line}`:\n{}", c.log_tails(40));
         // The line names where the panic happened (the fault-injection
-        // hook's panic!, in src/ffi/guard.rs): file, line and column.
-        let located = format!("{line} (at src/ffi/guard.rs:");
+        // hook's panic!, in crates/slurm-abi/src/guard.rs): file, line and column.
+        let located = format!("{line} (at crates/slurm-abi/src/guard.rs:");
         let rest = log.split(&located).nth(1).unwrap_or_else(|| panic!("slurmd log lacks `{located}`:\n{}", c.log_tails(40)));
         let place = rest.split(')').next().unwrap_or("");
         assert!(place.split(':').count() == 2 && place.split(':').all(|n| n.parse::<u32>().is_ok()), "not LINE:COL after `{located}`: `{place}`");
@@ -53,6 +53,6 @@ fn panic_in_node_config_load_fails_cleanly() {
         text.contains("gres/gpu: node_config_load: internal error (panic): injected panic in node_config_load"),
         "slurmd -G output lacks the panic line:\n{text}"
     );
-    assert!(text.contains("injected panic in node_config_load (at src/ffi/guard.rs:"), "the panic line does not name where it happened:\n{text}");
+    assert!(text.contains("injected panic in node_config_load (at crates/slurm-abi/src/guard.rs:"), "the panic line does not name where it happened:\n{text}");
     assert_eq!(g.output.signal, None, "slurmd -G must not die of a signal:\n{text}");
 }

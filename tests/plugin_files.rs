@@ -8,8 +8,8 @@
 use gres_test_harness as harness;
 
 use harness::{locate_our_library, stock_plugin_dir, target_dir, test_build_dir, LIBRARY_FILE, PLUGIN_FILES};
+use slurm_gpu_gres::plugin_file_bytes;
 use slurm_gpu_gres::plugins::files::Interface;
-use slurm_gpu_gres::plugins::plugin_file_bytes;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

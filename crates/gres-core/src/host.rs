@@ -5,7 +5,7 @@
 use crate::model::{Bitmap, GresRecord};
 
 /// What slurmd offers a plugin besides the arguments of a call.  The real
-/// implementation calls back into slurmd (`slurm_gpu_gres::ffi::host`);
+/// implementation calls back into slurmd (`gres_slurm_abi::host`);
 /// [`StandaloneHost`] is the one outside slurmd.
 pub trait Host {
     /// `GRES_AUTODETECT_*` bits of gres.conf's `AutoDetect`.

@@ -14,6 +14,7 @@ pub mod merge;
 pub mod model;
 pub mod node_conf;
 pub mod nvml_model;
+pub mod plugin_files;
 pub mod sharing;
 pub mod slurm_conf;
 pub mod wire;

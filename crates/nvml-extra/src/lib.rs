@@ -7,7 +7,7 @@
 //! same loaded copy), and a MIG handle is given back as an
 //! `nvml_wrapper::Device`, so every other query goes through the wrapper.
 //!
-//! With the Slurm ABI layer (`slurm_gpu_gres::ffi`) the only home of
+//! With the Slurm ABI layer (`gres_slurm_abi`) the only home of
 //! `unsafe` in the workspace (SAFETY.md); it knows nothing of Slurm or of
 //! the crates above it.
 

@@ -43,8 +43,8 @@ pub use fsutil::{make_fake_gpu_nodes, TempDir};
 pub use process::CmdOutput;
 pub use scenario::*;
 
+use slurm_gpu_gres::plugin_file_bytes;
 pub use slurm_gpu_gres::plugins::files::{LIBRARY_FILE, PLUGIN_FILES};
-use slurm_gpu_gres::plugins::plugin_file_bytes;
 use std::collections::BTreeSet;
 use std::fs;
 use std::io;

@@ -11,7 +11,8 @@ use std::process::Command;
 
 use slurm_gpu_gres::core::slurm_conf::SlurmConf;
 use slurm_gpu_gres::ffi::entry_points::LIBRARY_SYMBOL_PREFIX;
-use slurm_gpu_gres::plugins::{files::PLUGIN_FILES, plugin_file_bytes};
+use slurm_gpu_gres::plugin_file_bytes;
+use slurm_gpu_gres::plugins::files::PLUGIN_FILES;
 use slurm_gpu_gres::LIBRARY_FILE;
 
 use crate::{default_slurm_conf, tool_error, InstallArgs, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};

@@ -12,15 +12,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-// The shape of the plugin files, shared with the library.
-#[allow(dead_code)]
-#[path = "src/plugins/files.rs"]
-mod files;
+// The entry-point list, shared with the library.
 #[allow(dead_code, unused_macros)]
 #[macro_use]
-#[path = "src/ffi/entry_points.rs"]
+#[path = "src/entry_points.rs"]
 mod entry_points;
-use files::{Interface, PluginFile, LIBRARY_FILE, PLUGIN_FILES};
+// The shape of the plugin files (a build dependency: plain constants).
+use gres_core::plugin_files::{Interface, PluginFile, LIBRARY_FILE, PLUGIN_FILES};
 
 /// With `gres_plugin_functions!` or `gpu_plugin_functions!`: the names
 /// of the entry points.
@@ -35,10 +33,9 @@ fn main() {
     println!("cargo:rerun-if-env-changed=SLURM_VERSION");
     println!("cargo:rerun-if-env-changed=SLURM_INCLUDE_DIR");
     println!("cargo:rerun-if-changed=slurm-headers");
-    println!("cargo:rerun-if-changed=src/ffi/shim.c");
+    println!("cargo:rerun-if-changed=src/shim.c");
     println!("cargo:rerun-if-changed=include/gres_rs_shim.h");
-    println!("cargo:rerun-if-changed=src/plugins/files.rs");
-    println!("cargo:rerun-if-changed=src/ffi/entry_points.rs");
+    println!("cargo:rerun-if-changed=src/entry_points.rs");
 
     let include_dir = PathBuf::from(env::var("SLURM_INCLUDE_DIR").unwrap_or_else(|_| "/usr/include".into()));
     let (major, minor, micro) = slurm_version(&include_dir);
@@ -82,7 +79,7 @@ fn main() {
     // The C shim bridges what Slurm only offers as macros or through the
     // public slurm.h layout (slurm_conf.debug_flags).
     let mut build = cc::Build::new();
-    build.file("src/ffi/shim.c").include("include").include(&include_dir).warnings(true).flag_if_supported("-Wno-unused-parameter");
+    build.file("src/shim.c").include("include").include(&include_dir).warnings(true).flag_if_supported("-Wno-unused-parameter");
     build.compile("gres_rs_shim");
 
     make_plugin_files(&out, number);

@@ -1,14 +1,21 @@
-//! The plugins: what each of our four plugin files does, in safe Rust over
-//! the core types.  `ffi` turns Slurm's calls into calls of these traits;
-//! the crate `plugins/gres_rs` (`libgres_rs.so`) exports them, one line per
-//! plugin file (`ffi::export_macros`), and `build.rs` makes the plugin files
-//! themselves ([`files`]): data symbols and jumps into that library.
+//! The plugin roles: what each of our four plugin files does, in safe Rust
+//! over the core types.  The Slurm ABI layer (`gres-slurm-abi`) turns
+//! slurmd's calls into calls of [`GresPlugin`] and [`GpuPlugin`]; the
+//! cdylib `crates/gres_rs` (`libgres_rs.so`) exports them, one line per
+//! plugin file.  Nothing here knows Slurm's memory or its releases.
+
+#![deny(unsafe_code)]
+
+pub use gres_core as core;
+pub use gres_log as log;
+pub use gres_nvml as nvml;
 
 use crate::core::env::{EnvChange, EnvOp};
 use crate::core::model::{Bitmap, EpilogInfo, GresDevice, GresRecord, InternalFlags, JobAlloc, LogLine};
 use crate::core::wire::{WireError, WireReader, WireWriter};
 
-pub mod files;
+/// The plugin files and the library beside them (names, types).
+pub use gres_core::plugin_files as files;
 pub mod gpu_detect;
 pub mod gpu_nvml;
 pub mod gres_gpu;
@@ -79,16 +86,6 @@ pub enum EnvTarget<'a> {
     Job,
     Step,
     Task { usable: Option<&'a Bitmap> },
-}
-
-mod built {
-    include!(concat!(env!("OUT_DIR"), "/plugin_files.rs"));
-}
-
-/// The bytes of plugin file `file` as build.rs made it (data symbols and
-/// jumps into [`files::LIBRARY_FILE`]), for installing it.
-pub fn plugin_file_bytes(file: &files::PluginFile) -> &'static [u8] {
-    built::BUILT.iter().find(|(f, _)| *f == file.file).map(|(_, b)| *b).unwrap_or_else(|| panic!("build.rs made no {}.so", file.file))
 }
 
 /// One GRES plugin file (`gres_gpu.so`, `gres_mps.so`, `gres_shard.so`).

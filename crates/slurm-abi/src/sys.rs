@@ -27,7 +27,7 @@ const _: () = {
     assert!(InternalFlags::PROTECT_ENV == GRES_INTERNAL_FLAG_PROTECT_ENV);
 };
 
-// Functions of the C shim (src/ffi/shim.c).
+// Functions of the C shim (src/shim.c).
 extern "C" {
     pub fn gres_rs_debug_flags() -> u64;
     pub fn gres_rs_debug_flag_gres() -> bool;

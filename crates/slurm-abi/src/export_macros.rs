@@ -1,7 +1,7 @@
 //! The declaration macros of `libgres_rs.so`: one line in
-//! `plugins/gres_rs` per plugin file exports that plugin's functions under
+//! `crates/gres_rs` per plugin file exports that plugin's functions under
 //! their names in the library (`gres_rs_gres_gpu_init`, ...), which the plugin
-//! file's entry points jump to (see [`crate::ffi::entry_points`]).
+//! file's entry points jump to (see [`crate::entry_points`]).
 
 /// In `libgres_rs.so`: the bodies, under their library names.
 #[doc(hidden)]
@@ -20,7 +20,7 @@ macro_rules! __export_functions {
     };
 }
 
-/// In `plugins/gres_rs`: export the functions of plugin file `$tag`,
+/// In `crates/gres_rs`: export the functions of plugin file `$tag`,
 /// `export_gres_plugin!(gres_gpu => path::to::Plugin);` where the type
 /// implements [`crate::plugins::GresPlugin`] and `$tag` is its
 /// [`crate::plugins::files::PluginFile::file`].
@@ -29,17 +29,17 @@ macro_rules! export_gres_plugin {
     ($tag:ident => $plugin:ty) => {
         const _: () = {
             use ::std::ffi::{c_char, c_int, c_void};
-            use $crate::ffi::sys;
-            use $crate::ffi::{common_functions as common, gres_functions as gres};
             use $crate::plugins::GresPlugin as _;
+            use $crate::sys;
+            use $crate::{common_functions as common, gres_functions as gres};
             type P = $plugin;
-            static DEVICES: $crate::ffi::slurm::DeviceListCache = $crate::ffi::slurm::DeviceListCache::new();
+            static DEVICES: $crate::slurm::DeviceListCache = $crate::slurm::DeviceListCache::new();
             $crate::gres_plugin_functions!(__export_functions!($tag));
         };
     };
 }
 
-/// In `plugins/gres_rs`: export the functions of gpu plugin file `$tag`,
+/// In `crates/gres_rs`: export the functions of gpu plugin file `$tag`,
 /// `export_gpu_plugin!(gpu_nvml => path::to::Plugin);` where the type
 /// implements [`crate::plugins::GpuPlugin`].
 #[macro_export]
@@ -47,9 +47,9 @@ macro_rules! export_gpu_plugin {
     ($tag:ident => $plugin:ty) => {
         const _: () = {
             use ::std::ffi::{c_char, c_int, c_uint};
-            use $crate::ffi::sys;
-            use $crate::ffi::{common_functions as common, gpu_functions as gpu};
             use $crate::plugins::GpuPlugin as _;
+            use $crate::sys;
+            use $crate::{common_functions as common, gpu_functions as gpu};
             type P = $plugin;
             $crate::gpu_plugin_functions!(__export_functions!($tag));
         };

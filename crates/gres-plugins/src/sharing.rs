@@ -124,10 +124,10 @@ macro_rules! sharing_gres_plugin {
     ($plugin:ident, $kind:expr, file: $file:expr, gres: $gres:literal, forward_gpu_freq: $hw:literal) => {
         pub struct $plugin;
 
-        static STATE: $crate::plugins::sharing::SharedState = $crate::plugins::sharing::SharedState::new($crate::plugins::sharing::SharedDevices::NONE);
+        static STATE: $crate::sharing::SharedState = $crate::sharing::SharedState::new($crate::sharing::SharedDevices::NONE);
         const KIND: $crate::core::sharing::SharedKind = $kind;
 
-        impl $crate::plugins::GresPlugin for $plugin {
+        impl $crate::GresPlugin for $plugin {
             const PLUGIN_NAME: &'static str = $file.name;
             const PLUGIN_TYPE: &'static str = $file.plugin_type;
             const GRES_NAME: &'static str = $gres;
@@ -139,44 +139,36 @@ macro_rules! sharing_gres_plugin {
             fn fini() {
                 tracing::debug!("unloading");
             }
-            fn node_config_load(
-                host: &dyn $crate::plugins::Host,
-                cfg: $crate::plugins::NodeConfig,
-                records: &mut Vec<$crate::core::model::GresRecord>,
-            ) -> Result<(), String> {
-                $crate::plugins::sharing::node_config_load(KIND, &STATE, host, cfg, records)
+            fn node_config_load(host: &dyn $crate::Host, cfg: $crate::NodeConfig, records: &mut Vec<$crate::core::model::GresRecord>) -> Result<(), String> {
+                $crate::sharing::node_config_load(KIND, &STATE, host, cfg, records)
             }
             fn devices() -> Vec<$crate::core::model::GresDevice> {
-                $crate::plugins::sharing::devices(&STATE)
+                $crate::sharing::devices(&STATE)
             }
             fn devices_generation() -> u64 {
-                $crate::plugins::sharing::devices_generation(&STATE)
+                $crate::sharing::devices_generation(&STATE)
             }
-            fn set_env(
-                host: &dyn $crate::plugins::Host,
-                target: $crate::plugins::EnvTarget<'_>,
-                req: &$crate::plugins::SetEnv<'_>,
-            ) -> $crate::core::env::EnvChange {
-                $crate::plugins::sharing::set_env(KIND, &STATE, host, target, req)
+            fn set_env(host: &dyn $crate::Host, target: $crate::EnvTarget<'_>, req: &$crate::SetEnv<'_>) -> $crate::core::env::EnvChange {
+                $crate::sharing::set_env(KIND, &STATE, host, target, req)
             }
             fn send_stepd(w: &mut dyn $crate::core::wire::WireWriter) {
-                $crate::plugins::sharing::send_stepd(KIND, &STATE, w)
+                $crate::sharing::send_stepd(KIND, &STATE, w)
             }
             fn recv_stepd(r: &mut dyn $crate::core::wire::WireReader) -> Result<(), $crate::core::wire::WireError> {
-                $crate::plugins::sharing::recv_stepd(KIND, &STATE, r)
+                $crate::sharing::recv_stepd(KIND, &STATE, r)
             }
             fn epilog_build_env(job: &$crate::core::model::JobAlloc) -> Option<$crate::core::model::EpilogInfo> {
-                $crate::plugins::sharing::epilog_build_env(job)
+                $crate::sharing::epilog_build_env(job)
             }
             fn epilog_set_env(info: &$crate::core::model::EpilogInfo, node_inx: usize) -> Vec<$crate::core::env::EnvOp> {
-                $crate::plugins::sharing::epilog_set_env(KIND, &STATE, info, node_inx)
+                $crate::sharing::epilog_set_env(KIND, &STATE, info, node_inx)
             }
-            fn step_hardware_init(host: &dyn $crate::plugins::Host, usable: Option<&$crate::core::model::Bitmap>, settings: Option<&str>) {
+            fn step_hardware_init(host: &dyn $crate::Host, usable: Option<&$crate::core::model::Bitmap>, settings: Option<&str>) {
                 if $hw {
                     host.gpu_step_hardware_init(usable, settings);
                 }
             }
-            fn step_hardware_fini(host: &dyn $crate::plugins::Host) {
+            fn step_hardware_fini(host: &dyn $crate::Host) {
                 if $hw {
                     host.gpu_step_hardware_fini();
                 }
@@ -271,7 +263,7 @@ mod tests {
             counts: vec![SharedDev { id: 0, count: 100 }, SharedDev { id: 1, count: 100 }],
             node_flags: ConfFlags(0),
         });
-        crate::plugins::state::tests::assert_task_set_env_never_waits(&STATE, || {
+        crate::state::tests::assert_task_set_env_never_waits(&STATE, || {
             let alloc = Bitmap::from_indices(2, &[1]);
             let usable = Bitmap::from_indices(2, &[1]);
             let none = |_: &str| None;

@@ -59,8 +59,8 @@ impl GpuNvml {
 }
 
 impl GpuPlugin for GpuNvml {
-    const PLUGIN_NAME: &'static str = super::files::GPU_NVML.name;
-    const PLUGIN_TYPE: &'static str = super::files::GPU_NVML.plugin_type;
+    const PLUGIN_NAME: &'static str = crate::files::GPU_NVML.name;
+    const PLUGIN_TYPE: &'static str = crate::files::GPU_NVML.plugin_type;
 
     fn init() -> Result<(), String> {
         tracing::debug!("init: {} loaded", Self::PLUGIN_NAME);

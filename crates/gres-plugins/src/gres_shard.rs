@@ -6,7 +6,7 @@
 super::sharing::sharing_gres_plugin!(
     GresShard,
     crate::core::sharing::SharedKind::Shard,
-    file: super::files::GRES_SHARD,
+    file: crate::files::GRES_SHARD,
     gres: "shard",
     forward_gpu_freq: true
 );

@@ -1,9 +1,9 @@
 //! The entry points of the plugin files, written once.  Each plugin file
 //! (`gres_gpu.so` ...) holds only the data symbols slurmd reads and, for
 //! every function slurmd resolves in it, a jump to that plugin's function
-//! in `libgres_rs.so` (see [`crate::ffi::export_macros`]).  The lists below give
+//! in `libgres_rs.so` (see [`crate::export_macros`]).  The lists below give
 //! each function's name, C signature and body; `build.rs` includes this
-//! file to take the names for the plugin files, `plugins/gres_rs` expands
+//! file to take the names for the plugin files, `crates/gres_rs` expands
 //! the bodies into `libgres_rs.so`.
 //!
 //! No dependencies: `build.rs` compiles it on its own.
@@ -31,8 +31,8 @@ macro_rules! __library_symbol {
 
 /// Every function of a GRES plugin (`gres_p_*`, `init`, `fini`): name, C
 /// signature, and the body in `libgres_rs.so` (`P` is the plugin type,
-/// `DEVICES` its device-list cache; `gres` is [`crate::ffi::gres_functions`],
-/// `common` [`crate::ffi::common_functions`]).  Calls `$emit!` with them.
+/// `DEVICES` its device-list cache; `gres` is [`crate::gres_functions`],
+/// `common` [`crate::common_functions`]).  Calls `$emit!` with them.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! gres_plugin_functions {
@@ -66,7 +66,7 @@ macro_rules! gres_plugin_functions {
 }
 
 /// Every function of a gpu plugin (`gpu_p_*`, `init`, `fini`), like
-/// [`gres_plugin_functions!`] (`gpu` is [`crate::ffi::gpu_functions`]).
+/// [`gres_plugin_functions!`] (`gpu` is [`crate::gpu_functions`]).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! gpu_plugin_functions {

@@ -6,7 +6,7 @@
 //! Levels and the special targets are described in [`crate::log`].
 
 use super::sys;
-use crate::log as targets;
+use gres_log as targets;
 use std::cell::Cell;
 use std::ffi::CString;
 use std::fmt::Write as _;

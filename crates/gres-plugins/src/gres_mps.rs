@@ -6,7 +6,7 @@
 super::sharing::sharing_gres_plugin!(
     GresMps,
     crate::core::sharing::SharedKind::Mps,
-    file: super::files::GRES_MPS,
+    file: crate::files::GRES_MPS,
     gres: "mps",
     forward_gpu_freq: false
 );

@@ -14,13 +14,13 @@ type MacToAbs = unsafe extern "C" fn(*mut c_char, *mut *mut c_char) -> c_int;
 /// make [`SlurmHost::plain`], which holds no pointer.
 ///
 /// ```
-/// let host = slurm_gpu_gres::ffi::host::SlurmHost::plain();
+/// let host = gres_slurm_abi::host::SlurmHost::plain();
 /// # let _ = host;
 /// ```
 ///
 /// ```compile_fail
 /// // A dangling pointer that a safe method would dereference: refused.
-/// let host = slurm_gpu_gres::ffi::host::SlurmHost { mac_to_abs: None, node_config: 8 as *mut _ };
+/// let host = gres_slurm_abi::host::SlurmHost { mac_to_abs: None, node_config: 8 as *mut _ };
 /// ```
 pub struct SlurmHost {
     /// `node_config_load_t.xcpuinfo_mac_to_abs`, when slurmd passed one.

@@ -56,8 +56,8 @@ fn load_config(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>) 
 }
 
 impl GresPlugin for GresGpu {
-    const PLUGIN_NAME: &'static str = super::files::GRES_GPU.name;
-    const PLUGIN_TYPE: &'static str = super::files::GRES_GPU.plugin_type;
+    const PLUGIN_NAME: &'static str = crate::files::GRES_GPU.name;
+    const PLUGIN_TYPE: &'static str = crate::files::GRES_GPU.plugin_type;
     const GRES_NAME: &'static str = "gpu";
 
     fn init() -> Result<(), String> {
@@ -167,7 +167,7 @@ mod tests {
     fn task_set_env_never_waits_for_the_state_lock() {
         static STATE: PluginState<GpuDevices> = PluginState::new(GpuDevices::NONE);
         STATE.lock().replace(GpuDevices { devices: crate::core::model::test_devices(2), node_flags: ConfFlags(ConfFlags::ENV_NVML) });
-        crate::plugins::state::tests::assert_task_set_env_never_waits(&STATE, || {
+        crate::state::tests::assert_task_set_env_never_waits(&STATE, || {
             let alloc = Bitmap::from_indices(2, &[1]);
             let usable = Bitmap::from_indices(2, &[1]);
             let none = |_: &str| None;

@@ -34,6 +34,6 @@ pub const GPU_NVML: PluginFile = PluginFile { file: "gpu_nvml", name: "GPU NVML 
 pub const PLUGIN_FILES: [PluginFile; 4] = [GRES_GPU, GRES_MPS, GRES_SHARD, GPU_NVML];
 
 /// The library beside the plugin files that holds the code of all of them
-/// (built by `plugins/gres_rs`; each plugin file names it in `DT_NEEDED`
+/// (built by `crates/gres_rs`; each plugin file names it in `DT_NEEDED`
 /// as `$ORIGIN/libgres_rs.so`).
 pub const LIBRARY_FILE: &str = "libgres_rs.so";
