@@ -2,7 +2,9 @@
 # The checks every commit passes before its tests (run by tests/run.sh):
 # formatting, clippy with warnings as errors (default features and the
 # test builds' features), the layers (each crate depends only on those
-# below it; unsafe code only in the ABI layer and nvml-extra), and cargo-deny's license, ban and source checks (deny.toml).  cargo-deny is installed from crates.io into
+# below it; unsafe code only in the ABI layer and nvml-extra), a build with
+# the rust-version the manifest declares (Debian's own rustc of that
+# version), and cargo-deny's license, ban and source checks (deny.toml).  cargo-deny is installed from crates.io into
 # ${GRES_RS_TOOLS:-/var/tmp/slurm-gpu-gres-tools} when missing (a few
 # minutes, once per machine).
 set -euo pipefail
@@ -47,6 +49,10 @@ for root in crates/gres-core/src/lib.rs crates/gres-log/src/lib.rs crates/gres-n
         exit 1
     fi
 done
+
+echo "==> the declared rust-version builds the workspace"
+msrv="$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)"
+bash tests/msrv.sh "$msrv" "$TOOLS"
 
 deny="$TOOLS/bin/cargo-deny"
 if ! "$deny" --version 2>/dev/null | grep -qF "$DENY_VERSION"; then

@@ -168,7 +168,7 @@ pub fn library_exports(elf: &[u8]) -> Result<BTreeSet<String>, String> {
 /// release `installed` (unknown: not checked): slurmd loads only plugins
 /// of its own major, minor and micro release.
 pub fn version_ok(version: u32, installed: Option<u32>) -> bool {
-    installed.map_or(true, |v| v & 0xff_ffff == version & 0xff_ffff)
+    installed.is_none_or(|v| v & 0xff_ffff == version & 0xff_ffff)
 }
 
 /// `22.05.8` for 0x160508.

@@ -112,7 +112,7 @@ impl Sliced {
             sliced.has_includes = true;
         }
         sliced.always =
-            sliced.lines.iter().enumerate().filter(|(_, l)| l.hosts.as_ref().map_or(true, |h| hostlist::expand(h).is_err())).map(|(i, _)| i).collect();
+            sliced.lines.iter().enumerate().filter(|(_, l)| l.hosts.as_ref().is_none_or(|h| hostlist::expand(h).is_err())).map(|(i, _)| i).collect();
         sliced
     }
 
