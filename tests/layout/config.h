@@ -37,8 +37,8 @@
 #define HAVE___BUILTIN_BSWAP64 1
 
 /* Not defined on Debian's amd64 build: */
-/* --enable-front-end (tested by src/common/read_config.h 23.02-24.11; the
- * front-end mode is gone in 25.05) */
+/* --enable-front-end (tested by src/common/read_config.h 23.02-24.11;
+ * config.h.in has no such macro from 25.05 on) */
 /* #undef HAVE_FRONT_END */
 /* #undef HAVE_3D */
 /* #undef HAVE_NATIVE_CRAY */
