@@ -29,7 +29,11 @@
 //!   field and whether the field's type is compatible
 //!   (`__builtin_types_compatible_p`) with the type written in our header;
 //!   the value of every `#define` and enumerator.  The outputs are compared
-//!   line by line and every difference is listed with both values.
+//!   line by line and every difference is listed with both values.  A field
+//!   of the real struct that ours leaves out changes no offset when it fits
+//!   in padding (23.11's `buf_t.shadow`), so the real struct's member names
+//!   are also read from the preprocessed probe (`cc -E`) and every one must
+//!   be in ours.
 //!
 //! * **Our own names.**  A header may keep a typedef name that the release
 //!   no longer has (24.11 dropped `List`), so that the Rust code stays the
@@ -360,6 +364,11 @@ fn check_layout(series: &'static str) {
     let real_out = run_probe(&work, &real_exe);
     let ours_out = run_probe(&work, &ours_exe);
     let compared = compare_outputs(&real_out, &ours_out, &mut problems);
+    // 1b. no real field left out of ours (a left-out field that fits in
+    // padding changes no size or offset).
+    let pre = cc_output(&real_includes, &["-w".into(), "-E".into(), "-P".into()], &real_c, None);
+    assert!(pre.status.success(), "Slurm {name}: cc -E {} failed:\n{}", real_c.display(), String::from_utf8_lossy(&pre.stderr));
+    check_fields_complete(&header, &String::from_utf8_lossy(&pre.stdout), &mut problems);
 
     // 2. only Slurm's own headers, and only reviewed config.h macros.
     let slurm_headers = slurm_headers_used(&deps, &src, real_headers.len(), &mut problems);
@@ -931,6 +940,109 @@ fn run_probe(work: &TempDir, exe: &Path) -> String {
         panic!("{} failed: {:?}", exe.display(), out.status);
     }
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every field of each real struct must be in ours (ours having a field the
+/// real one lacks fails the probe's compile already).  The real fields come
+/// from the preprocessed probe: the last `} NAME;` definition's body.
+fn check_fields_complete(h: &Header, preprocessed: &str, problems: &mut Vec<String>) {
+    let tokens = tokenize_loose(preprocessed);
+    for st in &h.structs {
+        if st.name.starts_with("struct ") {
+            continue;
+        }
+        let Some(real) = struct_fields(&tokens, &st.name) else {
+            problems.push(format!("{}: no `}} {};` definition found in the preprocessed real headers", st.name, st.name));
+            continue;
+        };
+        let ours: BTreeSet<&str> = st.fields.iter().map(|f| f.name.as_str()).collect();
+        let missing: Vec<&str> = real.iter().map(String::as_str).filter(|f| !ours.contains(f)).collect();
+        if !missing.is_empty() {
+            problems.push(format!("{}: the real struct has field(s) ours lacks: {} (real fields: {})", st.name, missing.join(", "), real.join(", ")));
+        }
+    }
+}
+
+/// Like [`tokenize`], but any other character is a token of its own.
+fn tokenize_loose(code: &str) -> Vec<String> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c.is_ascii_alphanumeric() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            tokens.push(chars[start..i].iter().collect());
+        } else {
+            tokens.push(c.to_string());
+            i += 1;
+        }
+    }
+    tokens
+}
+
+/// The member names of the last `{ ... } NAME ;` in `tokens`.
+fn struct_fields(tokens: &[String], name: &str) -> Option<Vec<String>> {
+    let end = (2..tokens.len()).rev().find(|&i| tokens[i] == ";" && tokens[i - 1] == name && tokens[i - 2] == "}")? - 2;
+    let mut depth = 0;
+    let open = (0..=end).rev().find(|&i| {
+        match tokens[i].as_str() {
+            "}" => depth += 1,
+            "{" => depth -= 1,
+            _ => {}
+        }
+        depth == 0
+    })?;
+    let mut names = Vec::new();
+    member_names(&tokens[open + 1..end], &mut names);
+    Some(names)
+}
+
+fn member_names(body: &[String], names: &mut Vec<String>) {
+    for decl in split_top(body, ";") {
+        if decl.is_empty() {
+            continue;
+        }
+        if let Some(open) = decl.iter().position(|t| t == "{") {
+            // nested struct/union: its declarators follow the `}`; an
+            // anonymous one contributes its own members.
+            let close = matching(decl, open);
+            let after = &decl[close + 1..];
+            if after.is_empty() {
+                member_names(&decl[open + 1..close], names);
+            } else {
+                declarator_names(after, names);
+            }
+            continue;
+        }
+        let decl = match decl.iter().position(|t| t == "__attribute__") {
+            Some(a) => &decl[..a],
+            None => decl,
+        };
+        // Drop the type: declarator names are in the comma-separated parts.
+        declarator_names(decl, names);
+    }
+}
+
+fn declarator_names(decl: &[String], names: &mut Vec<String>) {
+    for part in split_top(decl, ",") {
+        if let Some(p) = part.windows(2).position(|w| w[0] == "(" && w[1] == "*") {
+            if let Some(n) = part[p + 2..].iter().find(|t| is_ident(t) && !matches!(t.as_str(), "const" | "volatile" | "restrict")) {
+                names.push(n.clone());
+            }
+            continue;
+        }
+        // the last identifier before any `[`, `:` (bit-field) or `=`
+        let cut = part.iter().position(|t| t == "[" || t == ":" || t == "=").unwrap_or(part.len());
+        if let Some(n) = part[..cut].iter().rev().find(|t| is_ident(t)) {
+            names.push(n.clone());
+        }
+    }
 }
 
 fn compare_outputs(real: &str, ours: &str, problems: &mut Vec<String>) -> usize {
