@@ -83,9 +83,11 @@
 //! * The installed series (Debian 12: 22.05) uses Debian's source package:
 //!   `$GRES_RS_SLURM_SRC` (a directory containing `slurm-wlm-22.05.*`, or
 //!   such a directory itself), else `/var/cache/slurm-gpu-gres/src`, else
-//!   `/work/slurm-src`.  If no tree of the installed version is found and we
-//!   are root, `apt-get source slurm-wlm` fetches it into the cache directory
-//!   (adding a `deb-src` entry and running `apt-get update` if apt has none).
+//!   `/work/slurm-src`.  If no tree of the installed version is found, the
+//!   upstream tarball of exactly that version (below) is used if there is
+//!   one; else, if we are root, `apt-get source slurm-wlm` fetches the tree
+//!   into the cache directory (adding a `deb-src` entry and running
+//!   `apt-get update` if apt has none).
 //! * Every other series uses the newest upstream tarball of the series,
 //!   `slurm-<MM>-<mm>-<micro>-<rel>.tar.xz`, in `$GRES_RS_SLURM_TARBALLS`,
 //!   else `/work/shared/slurm-src`.  Its SHA-256 must match the directory's
@@ -1283,11 +1285,37 @@ enum SourceLookup {
 
 /// The installed series: Debian's source package of the installed version.
 /// Any other series: the upstream tarball of the series.
+/// Without a local Debian tree of the installed version, an upstream
+/// tarball of exactly that version is used before trying `apt-get source`
+/// (Debian 13's 24.11.5 source cannot be fetched from the archive).
 fn find_source(series: &Series) -> SourceLookup {
     match installed_version() {
-        Some(v) if series.is(v) => find_slurm_source(v),
-        _ => tarball_source(series),
+        Some(v) if series.is(v) => {
+            if search_bases(&source_bases(), v, &mut Vec::new()).is_none() {
+                if let SourceLookup::Found(tree) = tarball_source(series, Some(v.2)) {
+                    println!(
+                        "layout: Slurm {}: no Debian source of the installed {} found; using the upstream tarball of that version",
+                        series.name,
+                        fmt_version(v)
+                    );
+                    return SourceLookup::Found(tree);
+                }
+            }
+            find_slurm_source(v)
+        }
+        _ => tarball_source(series, None),
     }
+}
+
+/// Where Debian source trees are looked for, in order.
+fn source_bases() -> Vec<PathBuf> {
+    let mut bases: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = std::env::var_os(SRC_ENV).filter(|v| !v.is_empty()) {
+        bases.push(dir.into());
+    }
+    bases.push(CACHE_DIR.into());
+    bases.push(FALLBACK_SRC_DIR.into());
+    bases
 }
 
 /// `slurm-24-11-5-1.tar.xz` -> Some((5, 1)) for series 24.11.
@@ -1298,7 +1326,8 @@ fn tarball_micro(file: &str, series: &Series) -> Option<(u32, u32)> {
     Some((micro.parse().ok()?, rel.parse().ok()?))
 }
 
-fn tarball_source(series: &Series) -> SourceLookup {
+/// The newest tarball of the series, or the one of release `micro`.
+fn tarball_source(series: &Series, micro: Option<u32>) -> SourceLookup {
     let dir = std::env::var_os(TARBALL_ENV).filter(|v| !v.is_empty()).map_or_else(|| PathBuf::from(TARBALL_DIR), PathBuf::from);
     let newest = fs::read_dir(&dir)
         .into_iter()
@@ -1308,6 +1337,7 @@ fn tarball_source(series: &Series) -> SourceLookup {
             let name = e.file_name().to_string_lossy().into_owned();
             tarball_micro(&name, series).map(|v| (v, e.path()))
         })
+        .filter(|((m, _), _)| micro.is_none() || micro == Some(*m))
         .max();
     let Some((_, tarball)) = newest else {
         return SourceLookup::Skip(format!("no tarball slurm-{}-{:02}-<micro>-<rel>.tar.xz in {} (${TARBALL_ENV})", series.major, series.minor, dir.display()));
@@ -1380,12 +1410,7 @@ fn writable(dir: &Path) -> bool {
 }
 
 fn find_slurm_source(installed: Version) -> SourceLookup {
-    let mut bases: Vec<PathBuf> = Vec::new();
-    if let Some(dir) = std::env::var_os(SRC_ENV).filter(|v| !v.is_empty()) {
-        bases.push(dir.into());
-    }
-    bases.push(CACHE_DIR.into());
-    bases.push(FALLBACK_SRC_DIR.into());
+    let bases = source_bases();
 
     let mut others: Vec<String> = Vec::new();
     if let Some(found) = search_bases(&bases, installed, &mut others) {
