@@ -1,9 +1,13 @@
-//! ABI layout test: `crates/slurm-abi/slurm-headers/22.05/slurm_gres_abi.h` against the real
-//! Slurm 22.05 source and against slurmd's `libslurmfull.so`.
+//! ABI layout test: every `crates/slurm-abi/slurm-headers/<series>/slurm_gres_abi.h` against
+//! the real internal headers of that Slurm release series and against its
+//! `libslurmfull.so`.
 //!
-//! Our header re-declares the part of Slurm's *internal* ABI that the GRES
+//! Our headers re-declare the part of Slurm's *internal* ABI that the GRES
 //! plugins touch.  Nothing links those declarations to Slurm's, so this test
-//! compares them mechanically:
+//! compares them mechanically, series by series: `layout_<series>` checks a
+//! header against the real source of its release, `exports_<series>` checks
+//! it against that release's `libslurmfull.so` (e.g. `layout_24_11`,
+//! `exports_24_11`).  Every failure names the series and the header.
 //!
 //! * **One source of truth.**  The list of structs, fields, typedefs,
 //!   constants and functions to check is parsed out of our header itself
@@ -14,25 +18,39 @@
 //!   function is declared in a Slurm header not yet included by the probe,
 //!   the test says which header to add to [`REAL_HEADERS`].
 //!
-//! * **Layouts and constants** (`header_matches_real_slurm_22_05_headers`).
-//!   Two C programs are generated from the parsed header and compiled with
-//!   `cc` in a temporary directory: one against the real internal headers
-//!   (include path: a generated dir holding `config.h` — a copy of
-//!   `tests/layout/config.h` — and `slurm/slurm_version.h` made from the
+//! * **Layouts and constants** (`layout_<series>`).  Two C programs are
+//!   generated from the parsed header and compiled with `cc` in a temporary
+//!   directory: one against the real internal headers (include path: a
+//!   generated dir holding `config.h` — a copy of the series' reviewed
+//!   config.h, see below — and `slurm/slurm_version.h` made from the
 //!   source's META; the source root; the source's `slurm/`), one against our
 //!   header.  Both print the same `key = value` lines: `sizeof`/`_Alignof` of
 //!   every struct, enum and typedef; `offsetof`/`sizeof`/`_Alignof` of every
 //!   field and whether the field's type is compatible
 //!   (`__builtin_types_compatible_p`) with the type written in our header;
 //!   the value of every `#define` and enumerator.  The outputs are compared
-//!   line by line and every difference is listed.
+//!   line by line and every difference is listed with both values.  A field
+//!   of the real struct that ours leaves out changes no offset when it fits
+//!   in padding (23.11's `buf_t.shadow`), so the real struct's member names
+//!   are also read from the preprocessed probe (`cc -E`) and every one must
+//!   be in ours.
+//!
+//! * **Our own names.**  A header may keep a typedef name that the release
+//!   no longer has (24.11 dropped `List`), so that the Rust code stays the
+//!   same for every series: such names are listed in
+//!   `#define GRES_ABI_OWN_TYPEDEFS name ...`.  The probe then checks that
+//!   the real headers do *not* declare them, and declares them itself (with
+//!   our header's definition, in terms of the real types) after the real
+//!   headers, so that everything using them is checked against the real
+//!   types.
 //!
 //! * **Prototypes.**  `-aux-info` on the real-headers compile lists every
 //!   function the real headers declare.  For each function of our header the
 //!   real declaration is looked up under the same name, or, for `slurm_X`,
-//!   under `X` (libslurmfull exports `slurm_X` as an alias of `X`; the alias
-//!   is verified by comparing the two symbols' addresses in `nm` output).  A
-//!   third C file includes the real headers and, for each such function, does
+//!   under `X` (libslurmfull exports `slurm_X` as an alias of `X`; when a
+//!   libslurmfull of the series is at hand, the alias is verified by
+//!   comparing the two symbols' addresses in `nm` output).  A third C file
+//!   includes the real headers and, for each such function, does
 //!   `typedef RET proto_F(PARAMS);` with *our* prototype text (our typedef
 //!   names — List, buf_t, bitstr_t, ... — resolve to the real ones there;
 //!   they are checked separately above) followed by
@@ -40,30 +58,53 @@
 //!   proto_F), "proto:F")`.  The same assertions against our own header are
 //!   compiled into the our-header program as a check of the parser.
 //!
-//! * **Exports** (`header_functions_are_exported_by_libslurmfull`).  Every
-//!   function our header declares must be a defined dynamic function symbol
-//!   of slurmd's `libslurmfull.so` (`nm -D --defined-only`), or `dlopen()` of
-//!   our plugins would fail.
+//! * **Exports** (`exports_<series>`).  Every function our header declares
+//!   must be a defined dynamic function symbol of the series'
+//!   `libslurmfull.so` (`nm -D --defined-only`), or `dlopen()` of our plugins
+//!   would fail.  The library is `$GRES_RS_LIBSLURMFULL_<series>` (e.g.
+//!   `GRES_RS_LIBSLURMFULL_24_11=/srv/trixie/usr/lib/x86_64-linux-gnu/slurm-wlm/libslurmfull.so`),
+//!   else the installed one when the installed Slurm is of that series.
+//!   Without either the check prints `SKIP` and passes (also under
+//!   `CI=true`: no such library exists on the build hosts yet).  A library
+//!   that does not carry the series' version string fails the check.
 //!
-//! * **Guards.**  The Slurm source must be the version installed
-//!   (`SLURM_VERSION_NUMBER` of `/usr/include/slurm/slurm_version.h` against
-//!   the source's META; the Debian revision of `slurmd` against
-//!   `debian/changelog` is a warning).  The probe must not pick up any
-//!   `/usr/include/slurm` header.  Every `config.h.in` macro that an included
-//!   Slurm header tests in a conditional must be reviewed in
+//! * **Guards.**  The Slurm source must be of the series (META), and for the
+//!   installed series the version installed (`SLURM_VERSION_NUMBER` of
+//!   `/usr/include/slurm/slurm_version.h` against the source's META; the
+//!   Debian revision of `slurmd` against `debian/changelog` is a warning).
+//!   The probe must not pick up any `/usr/include/slurm` header.  Every
+//!   `config.h.in` macro that an included Slurm header tests in a
+//!   conditional must be reviewed in the series' config.h:
+//!   `tests/layout/<series>/config.h` if it exists, else the shared
 //!   `tests/layout/config.h`.
 //!
-//! Finding the source: `$GRES_RS_SLURM_SRC` (a directory containing
-//! `slurm-wlm-22.05.*`, or such a directory itself), else
-//! `/var/cache/slurm-gpu-gres/src`, else `/work/slurm-src`.  If no tree of
-//! the installed version is found and we are root, `apt-get source
-//! slurm-wlm` fetches it into the cache directory (adding a `deb-src` entry
-//! and running `apt-get update` if apt has none).  Not root and no source:
-//! the test prints `SKIP` and passes, unless `CI=true`, where it fails.
+//! Finding the source:
 //!
-//! Run: `cargo test --test layout -- --nocapture`.  Set
-//! `GRES_RS_LAYOUT_KEEP=1` to keep the generated C files (the path is
-//! printed); they are also kept when a check fails.
+//! * The installed series (Debian 12: 22.05) uses Debian's source package:
+//!   `$GRES_RS_SLURM_SRC` (a directory containing `slurm-wlm-22.05.*`, or
+//!   such a directory itself), else `/var/cache/slurm-gpu-gres/src`, else
+//!   `/work/slurm-src`.  If no tree of the installed version is found, the
+//!   upstream tarball of exactly that version (below) is used if there is
+//!   one; else, if we are root, `apt-get source slurm-wlm` fetches the tree
+//!   into the cache directory (adding a `deb-src` entry and running
+//!   `apt-get update` if apt has none).
+//! * Every other series uses the newest upstream tarball of the series,
+//!   `slurm-<MM>-<mm>-<micro>-<rel>.tar.xz`, in `$GRES_RS_SLURM_TARBALLS`,
+//!   else `/work/shared/slurm-src`.  Its SHA-256 must match the directory's
+//!   `SHA256SUMS` when that lists it.  It is extracted once into
+//!   `/var/cache/slurm-gpu-gres/src/<tarball stem>` (or, if that cannot be
+//!   written, the same name under the temporary directory), with a marker
+//!   file holding the checksum; later runs reuse the tree while the marker
+//!   matches.  `configure` is not run: the reviewed config.h stands in for
+//!   the generated one, and `slurm_version.h` is made from META.
+//!
+//! No source for a series: the test prints `SKIP` and passes, unless
+//! `CI=true`, where it fails.
+//!
+//! Run: `cargo test --test layout -- --nocapture` (one series:
+//! `cargo test --test layout 24_11`).  Set `GRES_RS_LAYOUT_KEEP=1` to keep
+//! the generated C files (the path is printed); they are also kept when a
+//! check fails.
 
 use gres_test_harness as harness;
 
@@ -73,94 +114,238 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const HEADER: &str = "crates/slurm-abi/slurm-headers/22.05/slurm_gres_abi.h";
+const HEADERS_DIR: &str = "crates/slurm-abi/slurm-headers";
+const HEADER_FILE: &str = "slurm_gres_abi.h";
 const CONFIG_H: &str = "tests/layout/config.h";
 const LIBSLURMFULL: &str = "/usr/lib/x86_64-linux-gnu/slurm-wlm/libslurmfull.so";
+const LIBSLURMFULL_ENV: &str = "GRES_RS_LIBSLURMFULL_";
 const INSTALLED_VERSION_H: &str = "/usr/include/slurm/slurm_version.h";
 const SRC_ENV: &str = "GRES_RS_SLURM_SRC";
 const CACHE_DIR: &str = "/var/cache/slurm-gpu-gres/src";
 const FALLBACK_SRC_DIR: &str = "/work/slurm-src";
-/// Source package directories look like `slurm-wlm-22.05.8`.
-const SRC_DIR_PREFIX: &str = "slurm-wlm-22.05.";
+const TARBALL_ENV: &str = "GRES_RS_SLURM_TARBALLS";
+const TARBALL_DIR: &str = "/work/shared/slurm-src";
+/// Written into an extracted tarball tree: the tarball's SHA-256.
+const TARBALL_MARKER: &str = ".gres-rs-tarball-sha256";
+/// The `#define` of our headers that lists our own typedef names.
+const OWN_TYPEDEFS: &str = "GRES_ABI_OWN_TYPEDEFS";
 
 /// Real Slurm headers (relative to the source root) that declare what our
-/// header re-declares.  gres.h pulls in most of the others already.
-const REAL_HEADERS: &[&str] = &[
-    "src/common/gres.h",
-    "src/common/gpu.h",
-    "src/common/list.h",
-    "src/common/bitstring.h",
-    "src/common/pack.h",
-    "src/common/env.h",
-    "src/common/log.h",
-    "src/common/hostlist.h",
-    "src/common/xmalloc.h",
-    "src/common/xstring.h",
+/// header re-declares.  gres.h pulls in most of the others already.  Each
+/// entry lists where the file lives in successive releases (gres.h and gpu.h
+/// moved from src/common/ to src/interfaces/ in 23.02); the first that
+/// exists is used.
+const REAL_HEADERS: &[&[&str]] = &[
+    &["src/common/gres.h", "src/interfaces/gres.h"],
+    &["src/common/gpu.h", "src/interfaces/gpu.h"],
+    &["src/common/list.h"],
+    &["src/common/bitstring.h"],
+    &["src/common/pack.h"],
+    &["src/common/env.h"],
+    &["src/common/log.h"],
+    &["src/common/hostlist.h"],
+    &["src/common/xmalloc.h"],
+    &["src/common/xstring.h"],
 ];
 
 // ---------------------------------------------------------------------------
-// Tests
+// Tests: one pair per release series
 // ---------------------------------------------------------------------------
 
+macro_rules! series_tests {
+    ($($series:literal => $layout:ident, $exports:ident;)*) => {
+        /// Every series with a test pair, oldest first.
+        const SERIES: &[&str] = &[$($series),*];
+        $(
+            #[test]
+            fn $layout() {
+                check_layout($series);
+            }
+
+            #[test]
+            fn $exports() {
+                check_exports($series);
+            }
+        )*
+    };
+}
+
+series_tests! {
+    "22.05" => layout_22_05, exports_22_05;
+    "23.02" => layout_23_02, exports_23_02;
+    "23.11" => layout_23_11, exports_23_11;
+    "24.05" => layout_24_05, exports_24_05;
+    "24.11" => layout_24_11, exports_24_11;
+    "25.05" => layout_25_05, exports_25_05;
+    "25.11" => layout_25_11, exports_25_11;
+    "26.05" => layout_26_05, exports_26_05;
+}
+
+/// A header without a test pair would never be checked.
 #[test]
-fn header_functions_are_exported_by_libslurmfull() {
-    let header = parse_header(&repo_root().join(HEADER));
-    assert!(!header.functions.is_empty(), "parsed no function from {HEADER}");
-    if !Path::new(LIBSLURMFULL).exists() {
-        skip_or_fail(&format!(
-            "{LIBSLURMFULL} not found (is slurmd installed?); cannot check that \
-             the functions of {HEADER} are exported"
-        ));
-        return;
+fn every_header_has_a_test() {
+    let dir = repo_root().join(HEADERS_DIR);
+    let mut untested = Vec::new();
+    for entry in fs::read_dir(&dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display())).flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.path().join(HEADER_FILE).is_file() && !SERIES.contains(&name.as_str()) {
+            untested.push(name);
+        }
     }
-    let symbols = dynamic_function_symbols(Path::new(LIBSLURMFULL));
+    assert!(untested.is_empty(), "{HEADERS_DIR}/<series>/{HEADER_FILE} without a test in tests/layout.rs (add it to series_tests!): {untested:?}");
+}
+
+/// One release series: its header, reviewed config.h and libslurmfull.
+struct Series {
+    /// `24.11`
+    name: &'static str,
+    major: u32,
+    minor: u32,
+    /// Relative to the repository root, for messages.
+    header: String,
+    config_h: String,
+}
+
+impl Series {
+    /// None (after printing why) when the series has no header.
+    fn new(name: &'static str) -> Option<Series> {
+        let (major, minor) = name.split_once('.').map(|(a, b)| (a.parse().unwrap(), b.parse().unwrap())).expect("series is MAJOR.MINOR");
+        let header = format!("{HEADERS_DIR}/{name}/{HEADER_FILE}");
+        if !repo_root().join(&header).is_file() {
+            println!("layout: SKIP: Slurm {name}: {header} does not exist");
+            return None;
+        }
+        let own = format!("tests/layout/{name}/config.h");
+        let config_h = if repo_root().join(&own).is_file() { own } else { CONFIG_H.to_string() };
+        Some(Series { name, major, minor, header, config_h })
+    }
+
+    fn header_path(&self) -> PathBuf {
+        repo_root().join(&self.header)
+    }
+
+    fn is(&self, v: Version) -> bool {
+        (v.0, v.1) == (self.major, self.minor)
+    }
+
+    /// `GRES_RS_LIBSLURMFULL_24_11`
+    fn lib_env(&self) -> String {
+        format!("{LIBSLURMFULL_ENV}{}", self.name.replace('.', "_"))
+    }
+
+    /// The libslurmfull.so of this series: the env override, else the
+    /// installed one if the installed Slurm is of this series.
+    fn libslurmfull(&self) -> Result<PathBuf, String> {
+        let env = self.lib_env();
+        if let Some(p) = std::env::var_os(&env).filter(|v| !v.is_empty()) {
+            let p = PathBuf::from(p);
+            assert!(p.is_file(), "Slurm {}: ${env} is {}, which is not a file", self.name, p.display());
+            return Ok(p);
+        }
+        match installed_version() {
+            Some(v) if self.is(v) && Path::new(LIBSLURMFULL).exists() => Ok(LIBSLURMFULL.into()),
+            Some(v) if self.is(v) => Err(format!("{LIBSLURMFULL} not found (is slurmd installed?) and ${env} is not set")),
+            installed => Err(format!(
+                "no Slurm {} libslurmfull.so: set ${env} to one (the installed Slurm is {})",
+                self.name,
+                installed.map_or("none".into(), fmt_version)
+            )),
+        }
+    }
+}
+
+fn check_exports(series: &'static str) {
+    let Some(series) = Series::new(series) else { return };
+    let header = parse_header(&series.header_path());
+    let name = series.name;
+    let hdr = &series.header;
+    assert!(!header.functions.is_empty(), "Slurm {name}: parsed no function from {hdr}");
+    let lib = match series.libslurmfull() {
+        Ok(lib) => lib,
+        Err(why) => {
+            // Not even CI has a libslurmfull of every series yet.
+            println!("layout: SKIP: Slurm {name}: {why}; cannot check that the functions of {hdr} are exported");
+            return;
+        }
+    };
+    assert!(
+        library_has_version(&lib, name),
+        "Slurm {name}: {} does not contain a {name}.<micro> version string: not a libslurmfull.so of Slurm {name}?",
+        lib.display()
+    );
+    let symbols = dynamic_function_symbols(&lib);
     let missing: Vec<&str> = header.functions.iter().map(|f| f.name.as_str()).filter(|name| !symbols.contains_key(*name)).collect();
-    println!("layout: {} functions of {HEADER} checked against the dynamic symbols of {LIBSLURMFULL}", header.functions.len());
+    println!("layout: Slurm {name}: {} functions of {hdr} checked against the dynamic symbols of {}", header.functions.len(), lib.display());
     assert!(
         missing.is_empty(),
-        "functions declared in {HEADER} but not defined (nm -D --defined-only) in \
-         {LIBSLURMFULL}:\n  {}",
+        "Slurm {name}: functions declared in {hdr} but not defined (nm -D --defined-only) in \
+         {}:\n  {}",
+        lib.display(),
         missing.join("\n  ")
     );
 }
 
-#[test]
-fn header_matches_real_slurm_22_05_headers() {
-    let root = repo_root();
-    let header_path = root.join(HEADER);
-    let header = parse_header(&header_path);
-    header.assert_plausible();
+/// Whether `lib` holds a string `SERIES.N` (Slurm's version string, e.g.
+/// `24.11.5`), not preceded by a digit.
+fn library_has_version(lib: &Path, series: &str) -> bool {
+    let bytes = fs::read(lib).unwrap_or_else(|e| panic!("read {}: {e}", lib.display()));
+    let pat = format!("{series}.");
+    let pat = pat.as_bytes();
+    bytes.windows(pat.len() + 1).enumerate().any(|(i, w)| w.starts_with(pat) && w[pat.len()].is_ascii_digit() && (i == 0 || !bytes[i - 1].is_ascii_digit()))
+}
 
-    let Some(installed) = installed_version() else {
-        skip_or_fail(&format!(
-            "{INSTALLED_VERSION_H} not found (libslurm-dev not installed); cannot \
-             tell which Slurm source to compare {HEADER} with"
-        ));
-        return;
-    };
-    let src = match find_slurm_source(installed) {
+fn check_layout(series: &'static str) {
+    let started = std::time::Instant::now();
+    let Some(series) = Series::new(series) else { return };
+    let name = series.name;
+    let hdr = series.header.as_str();
+    let root = repo_root();
+    let header_path = series.header_path();
+    let header = parse_header(&header_path);
+    header.assert_plausible(hdr);
+
+    let src = match find_source(&series) {
         SourceLookup::Found(src) => src,
         SourceLookup::Skip(why) => {
-            skip_or_fail(&why);
+            skip_or_fail(&format!("Slurm {name}: {why}"));
             return;
         }
     };
-    println!("layout: Slurm source {}", src.display());
+    match source_version(&src) {
+        Some(v) if series.is(v) => println!("layout: Slurm {name}: source {} ({})", src.display(), fmt_version(v)),
+        v => panic!("Slurm {name}: source {} is version {}, not {name}", src.display(), v.map_or("unknown".into(), fmt_version)),
+    }
+    let real_headers = real_headers(&src);
 
-    let work = TempDir::new("gres-layout");
+    let work = TempDir::new(&format!("gres-layout-{}", name.replace('.', "_")));
     let gen = work.path.join("gen");
     fs::create_dir_all(gen.join("slurm")).unwrap();
-    fs::copy(root.join(CONFIG_H), gen.join("config.h")).unwrap();
+    fs::copy(root.join(&series.config_h), gen.join("config.h")).unwrap();
     fs::write(gen.join("slurm/slurm_version.h"), slurm_version_h(&src)).unwrap();
     let real_includes = [gen.clone(), src.clone(), src.join("slurm")];
     let our_includes = [header_path.parent().unwrap().to_path_buf()];
 
     let mut problems: Vec<String> = Vec::new();
 
+    // 0. our own typedef names must not be the release's.
+    if !header.own_typedefs.is_empty() {
+        let own_c = work.path.join("own_real.c");
+        fs::write(&own_c, gen_own_names_check(&header, &real_headers)).unwrap();
+        let out = cc_output(&real_includes, &["-w".into(), "-fsyntax-only".into()], &own_c, None);
+        if !out.status.success() {
+            problems.push(format!(
+                "{OWN_TYPEDEFS} lists {}, but the real headers declare (some of) them: drop them from \
+                 {OWN_TYPEDEFS} (the real declaration is then checked as usual):\n{}",
+                header.own_typedefs.join(", "),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+
     // 1. layouts and constants, real headers vs ours.
     let real_c = work.path.join("real.c");
     let ours_c = work.path.join("ours.c");
-    fs::write(&real_c, gen_layout_program(&header, Side::Real)).unwrap();
+    fs::write(&real_c, gen_layout_program(&header, Side::Real(&real_headers))).unwrap();
     fs::write(&ours_c, gen_layout_program(&header, Side::Ours)).unwrap();
     let deps = work.path.join("real.d");
     let aux = work.path.join("real.aux");
@@ -168,9 +353,10 @@ fn header_matches_real_slurm_22_05_headers() {
     let ours_exe = work.path.join("ours");
     let mut args = vec!["-w".to_string(), "-MD".into(), "-MF".into(), s(&deps)];
     args.extend(["-aux-info".into(), s(&aux)]);
-    cc(&work, &real_includes, &args, &real_c, Some(&real_exe), "probe against the real Slurm headers");
+    cc(&work, hdr, &real_includes, &args, &real_c, Some(&real_exe), &format!("probe against the real Slurm {name} headers"));
     cc(
         &work,
+        hdr,
         &our_includes,
         &["-Wall".into(), "-Wextra".into(), "-Werror".into()],
         &ours_c,
@@ -180,21 +366,31 @@ fn header_matches_real_slurm_22_05_headers() {
     let real_out = run_probe(&work, &real_exe);
     let ours_out = run_probe(&work, &ours_exe);
     let compared = compare_outputs(&real_out, &ours_out, &mut problems);
+    // 1b. no real field left out of ours (a left-out field that fits in
+    // padding changes no size or offset).
+    let pre = cc_output(&real_includes, &["-w".into(), "-E".into(), "-P".into()], &real_c, None);
+    assert!(pre.status.success(), "Slurm {name}: cc -E {} failed:\n{}", real_c.display(), String::from_utf8_lossy(&pre.stderr));
+    check_fields_complete(&header, &String::from_utf8_lossy(&pre.stdout), &mut problems);
 
     // 2. only Slurm's own headers, and only reviewed config.h macros.
-    let slurm_headers = slurm_headers_used(&deps, &src, &mut problems);
-    check_config_macros(&src, &slurm_headers, &root.join(CONFIG_H), &mut problems);
+    let slurm_headers = slurm_headers_used(&deps, &src, real_headers.len(), &mut problems);
+    check_config_macros(&src, &slurm_headers, &root.join(&series.config_h), &series.config_h, &mut problems);
 
     // 3. prototypes.
     let declared = aux_info_functions(&aux, &src);
-    let symbols = Path::new(LIBSLURMFULL).exists().then(|| dynamic_function_symbols(Path::new(LIBSLURMFULL)));
+    let lib = series.libslurmfull().ok();
+    let symbols = lib.as_ref().map(|l| dynamic_function_symbols(l));
     let mut checks: Vec<(&Function, String)> = Vec::new();
     let mut unchecked: Vec<String> = Vec::new();
+    let mut aliases_unverified = 0;
     for f in &header.functions {
         match resolve_real_name(f, &declared) {
             Some(real) => {
                 if real != f.name {
-                    check_alias(&f.name, &real, symbols.as_ref(), &mut problems);
+                    match (&lib, &symbols) {
+                        (Some(lib), Some(symbols)) => check_alias(&f.name, &real, lib, symbols, &mut problems),
+                        _ => aliases_unverified += 1,
+                    }
                 }
                 checks.push((f, real));
             }
@@ -209,18 +405,18 @@ fn header_matches_real_slurm_22_05_headers() {
         }
     }
     let protos_c = work.path.join("protos_real.c");
-    fs::write(&protos_c, gen_proto_check(&checks)).unwrap();
+    fs::write(&protos_c, gen_proto_check(&header, &checks, &real_headers)).unwrap();
     let out = cc_output(&real_includes, &["-w".into(), "-fsyntax-only".into()], &protos_c, None);
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let mut named = 0;
         for line in stderr.lines() {
             if let Some(rest) = line.split("static assertion failed: \"proto:").nth(1) {
-                let name = rest.trim_end_matches('"');
-                let f = header.functions.iter().find(|f| f.name == name).unwrap();
-                let real = &checks.iter().find(|(g, _)| g.name == name).unwrap().1;
+                let fname = rest.trim_end_matches('"');
+                let f = header.functions.iter().find(|f| f.name == fname).unwrap();
+                let real = &checks.iter().find(|(g, _)| g.name == fname).unwrap().1;
                 let decl = declared.get(real).map(String::as_str).unwrap_or("?");
-                problems.push(format!("prototype of {name} differs from the real one:\n      ours: {}\n      real: {decl}", f.prototype()));
+                problems.push(format!("prototype of {fname} differs from the real one:\n      ours: {}\n      real: {decl}", f.prototype()));
                 named += 1;
             }
         }
@@ -230,27 +426,42 @@ fn header_matches_real_slurm_22_05_headers() {
     }
 
     println!(
-        "layout: {} structs, {} typedefs, {} enums, {} defines; {compared} values compared",
+        "layout: Slurm {name}: {} structs, {} typedefs ({} our own), {} enums, {} defines; {compared} values compared",
         header.structs.len(),
         header.aliases.len(),
+        header.own_typedefs.len(),
         header.enums.len(),
         header.defines.len()
     );
     println!(
-        "layout: {} prototypes compared with the real declarations{}",
+        "layout: Slurm {name}: {} prototypes compared with the real declarations{}{}",
         checks.len(),
-        if unchecked.is_empty() { String::new() } else { format!("; not declared in any Slurm header, existence only: {}", unchecked.join(", ")) }
+        if unchecked.is_empty() { String::new() } else { format!("; not declared in any Slurm header, existence only: {}", unchecked.join(", ")) },
+        if aliases_unverified == 0 {
+            String::new()
+        } else {
+            format!("; {aliases_unverified} slurm_X = X aliases not verified (no libslurmfull.so of {name}: ${})", series.lib_env())
+        }
     );
+    println!("layout: Slurm {name}: checked in {:.1} s", started.elapsed().as_secs_f64());
     if !problems.is_empty() {
         work.keep();
         panic!(
-            "{HEADER} does not match Slurm {} ({} problem(s); generated files kept in {}):\n  - {}",
+            "Slurm {name}: {hdr} does not match Slurm {} ({} problem(s); generated files kept in {}):\n  - {}",
             src.display(),
             problems.len(),
             work.path.display(),
             problems.join("\n  - ")
         );
     }
+}
+
+/// The first existing path of each [`REAL_HEADERS`] entry.
+fn real_headers(src: &Path) -> Vec<&'static str> {
+    REAL_HEADERS
+        .iter()
+        .map(|alts| *alts.iter().find(|p| src.join(p).is_file()).unwrap_or_else(|| panic!("none of {alts:?} exists in {}", src.display())))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -264,6 +475,9 @@ struct Header {
     aliases: Vec<Alias>,
     defines: Vec<String>,
     functions: Vec<Function>,
+    /// Typedef names of ours that the release does not have
+    /// (`#define GRES_ABI_OWN_TYPEDEFS List ...`).
+    own_typedefs: Vec<String>,
 }
 
 /// A struct or union definition.  `name` is how C code names the type: the
@@ -314,17 +528,30 @@ impl Function {
 
 impl Header {
     /// Guards against a parser regression silently checking nothing.
-    fn assert_plausible(&self) {
+    fn assert_plausible(&self, hdr: &str) {
         for must in ["gres_slurmd_conf_t", "gres_device_t", "gres_job_state_t", "gres_step_state_t"] {
-            assert!(self.structs.iter().any(|s| s.name == must), "parser found no struct {must} in {HEADER}: {self:#?}");
+            assert!(self.structs.iter().any(|s| s.name == must), "parser found no struct {must} in {hdr}: {self:#?}");
         }
         assert!(self.structs.iter().all(|s| !s.fields.is_empty()), "struct without fields: {self:#?}");
         assert!(self.defines.iter().any(|d| d.starts_with("GRES_CONF_")), "no GRES_CONF_*: {self:#?}");
         assert!(!self.enums.is_empty() && !self.functions.is_empty(), "{self:#?}");
+        for own in &self.own_typedefs {
+            assert!(self.aliases.iter().any(|a| &a.name == own), "{hdr}: {OWN_TYPEDEFS} names {own}, which is no typedef of the header");
+        }
     }
 }
 
+thread_local! {
+    /// The header being parsed, for the parser's messages.
+    static PARSING: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+fn parsing() -> String {
+    PARSING.with(|p| p.borrow().clone())
+}
+
 fn parse_header(path: &Path) -> Header {
+    PARSING.with(|p| *p.borrow_mut() = path.strip_prefix(repo_root()).unwrap_or(path).display().to_string());
     let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let text = strip_comments(&text).replace("\\\n", " ");
     let mut header = Header::default();
@@ -363,6 +590,10 @@ fn parse_directive(d: &str, header: &mut Header) {
     let after = &rest[name.len()..];
     if after.starts_with('(') || after.trim().is_empty() {
         return; // function-like macro or include guard: no value to compare
+    }
+    if name == OWN_TYPEDEFS {
+        header.own_typedefs.extend(after.split_whitespace().map(str::to_string));
+        return;
     }
     header.defines.push(name);
 }
@@ -412,7 +643,7 @@ fn tokenize(code: &str) -> Vec<String> {
             tokens.push(c.to_string());
             i += 1;
         } else {
-            panic!("{HEADER}: tokenizer does not handle {c:?} (extend tests/layout.rs)");
+            panic!("{}: tokenizer does not handle {c:?} (extend tests/layout.rs)", parsing());
         }
     }
     tokens
@@ -460,7 +691,7 @@ fn matching(tokens: &[String], open: usize) -> usize {
             }
         }
     }
-    panic!("{HEADER}: unbalanced {o}");
+    panic!("{}: unbalanced {o}", parsing());
 }
 
 fn join(tokens: &[String]) -> String {
@@ -468,7 +699,7 @@ fn join(tokens: &[String]) -> String {
 }
 
 fn parse_statement(stmt: &[String], header: &mut Header) {
-    let unsupported = || -> ! { panic!("{HEADER}: unsupported declaration (extend tests/layout.rs): {}", join(stmt)) };
+    let unsupported = || -> ! { panic!("{}: unsupported declaration (extend tests/layout.rs): {}", parsing(), join(stmt)) };
     let is_typedef = stmt[0] == "typedef";
     let body = if is_typedef { &stmt[1..] } else { stmt };
     if let Some(open) = body.iter().position(|t| t == "{") {
@@ -490,7 +721,7 @@ fn parse_statement(stmt: &[String], header: &mut Header) {
                 .into_iter()
                 .filter(|e| !e.is_empty())
                 .map(|e| {
-                    assert!(is_ident(&e[0]), "{HEADER}: bad enumerator {}", join(e));
+                    assert!(is_ident(&e[0]), "{}: bad enumerator {}", parsing(), join(e));
                     e[0].clone()
                 })
                 .collect();
@@ -528,7 +759,7 @@ fn parse_statement(stmt: &[String], header: &mut Header) {
 /// Splits one declaration (`char *path`, `int (*f)(char *a)`, `int a[4]`)
 /// into the declared name and the type name left when the name is removed.
 fn parse_declarator(decl: &[String]) -> (String, String) {
-    let bad = |why: &str| -> ! { panic!("{HEADER}: {why} in `{}` (extend tests/layout.rs)", join(decl)) };
+    let bad = |why: &str| -> ! { panic!("{}: {why} in `{}` (extend tests/layout.rs)", parsing(), join(decl)) };
     if split_top(decl, ",").len() > 1 {
         bad("several declarators");
     }
@@ -561,24 +792,47 @@ fn parse_declarator(decl: &[String]) -> (String, String) {
 // ---------------------------------------------------------------------------
 
 #[derive(Clone, Copy, PartialEq)]
-enum Side {
-    Real,
+enum Side<'a> {
+    /// Against the real headers (the paths of [`real_headers`]).
+    Real(&'a [&'a str]),
     Ours,
+}
+
+/// `#include`s of the real headers, then our own typedef names, defined as
+/// our header defines them (in terms of the real types).
+fn real_prelude(h: &Header, real_headers: &[&str]) -> String {
+    let mut c = String::from("#include \"config.h\"\n");
+    for hdr in real_headers {
+        writeln!(c, "#include \"{hdr}\"").unwrap();
+    }
+    for own in &h.own_typedefs {
+        let a = h.aliases.iter().find(|a| &a.name == own).unwrap();
+        writeln!(c, "typedef {} {own}; /* ours: {OWN_TYPEDEFS} */", a.ty).unwrap();
+    }
+    c
+}
+
+/// Compiles only if the real headers declare none of our own typedef names
+/// (a file-scope variable of the same name clashes with a typedef).
+fn gen_own_names_check(h: &Header, real_headers: &[&str]) -> String {
+    let mut c = String::from("/* generated by tests/layout.rs; do not edit */\n#include \"config.h\"\n");
+    for hdr in real_headers {
+        writeln!(c, "#include \"{hdr}\"").unwrap();
+    }
+    for own in &h.own_typedefs {
+        writeln!(c, "static int {own} __attribute__((unused));").unwrap();
+    }
+    c
 }
 
 /// The layout probe.  Both sides print the same keys in the same order; only
 /// the includes differ.
-fn gen_layout_program(h: &Header, side: Side) -> String {
+fn gen_layout_program(h: &Header, side: Side<'_>) -> String {
     let mut c = String::new();
     c.push_str("/* generated by tests/layout.rs; do not edit */\n");
     c.push_str("#include <stdio.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <stdbool.h>\n");
     match side {
-        Side::Real => {
-            c.push_str("#include \"config.h\"\n");
-            for hdr in REAL_HEADERS {
-                writeln!(c, "#include \"{hdr}\"").unwrap();
-            }
-        }
+        Side::Real(real_headers) => c.push_str(&real_prelude(h, real_headers)),
         Side::Ours => c.push_str("#include \"slurm_gres_abi.h\"\n"),
     }
     c.push_str("\n#define P(key, value) printf(\"%s = %lld\\n\", key, (long long)(value))\n");
@@ -638,11 +892,9 @@ fn proto_assert(f: &Function, real_name: &str) -> String {
     format!("typedef {} proto_{}({});\n_Static_assert(COMPAT(__typeof__({real_name}), proto_{}), \"proto:{}\");", f.ret, f.name, f.params, f.name, f.name)
 }
 
-fn gen_proto_check(checks: &[(&Function, String)]) -> String {
-    let mut c = String::from("/* generated by tests/layout.rs; do not edit */\n#include \"config.h\"\n");
-    for hdr in REAL_HEADERS {
-        writeln!(c, "#include \"{hdr}\"").unwrap();
-    }
+fn gen_proto_check(h: &Header, checks: &[(&Function, String)], real_headers: &[&str]) -> String {
+    let mut c = String::from("/* generated by tests/layout.rs; do not edit */\n");
+    c.push_str(&real_prelude(h, real_headers));
     c.push_str("#define COMPAT(a, ...) __builtin_types_compatible_p(a, __VA_ARGS__)\n\n");
     for (f, real) in checks {
         writeln!(c, "{}", proto_assert(f, real)).unwrap();
@@ -666,7 +918,7 @@ fn cc_output(includes: &[PathBuf], extra: &[String], src: &Path, exe: Option<&Pa
     cmd.output().unwrap_or_else(|e| panic!("cannot run cc: {e}"))
 }
 
-fn cc(work: &TempDir, includes: &[PathBuf], extra: &[String], src: &Path, exe: Option<&Path>, what: &str) {
+fn cc(work: &TempDir, hdr: &str, includes: &[PathBuf], extra: &[String], src: &Path, exe: Option<&Path>, what: &str) {
     let out = cc_output(includes, extra, src, exe);
     if !out.status.success() {
         work.keep();
@@ -675,7 +927,7 @@ fn cc(work: &TempDir, includes: &[PathBuf], extra: &[String], src: &Path, exe: O
         errors.dedup();
         panic!(
             "cc failed on the {what}: {}\n\
-             (a struct, field, typedef or constant of {HEADER} that the real headers lack \
+             (a struct, field, typedef or constant of {hdr} that the real headers lack \
              shows up here as an error)\n{}\n\nfull compiler output:\n{stderr}",
             src.display(),
             errors.join("\n"),
@@ -690,6 +942,109 @@ fn run_probe(work: &TempDir, exe: &Path) -> String {
         panic!("{} failed: {:?}", exe.display(), out.status);
     }
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every field of each real struct must be in ours (ours having a field the
+/// real one lacks fails the probe's compile already).  The real fields come
+/// from the preprocessed probe: the last `} NAME;` definition's body.
+fn check_fields_complete(h: &Header, preprocessed: &str, problems: &mut Vec<String>) {
+    let tokens = tokenize_loose(preprocessed);
+    for st in &h.structs {
+        if st.name.starts_with("struct ") {
+            continue;
+        }
+        let Some(real) = struct_fields(&tokens, &st.name) else {
+            problems.push(format!("{}: no `}} {};` definition found in the preprocessed real headers", st.name, st.name));
+            continue;
+        };
+        let ours: BTreeSet<&str> = st.fields.iter().map(|f| f.name.as_str()).collect();
+        let missing: Vec<&str> = real.iter().map(String::as_str).filter(|f| !ours.contains(f)).collect();
+        if !missing.is_empty() {
+            problems.push(format!("{}: the real struct has field(s) ours lacks: {} (real fields: {})", st.name, missing.join(", "), real.join(", ")));
+        }
+    }
+}
+
+/// Like [`tokenize`], but any other character is a token of its own.
+fn tokenize_loose(code: &str) -> Vec<String> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c.is_ascii_alphanumeric() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            tokens.push(chars[start..i].iter().collect());
+        } else {
+            tokens.push(c.to_string());
+            i += 1;
+        }
+    }
+    tokens
+}
+
+/// The member names of the last `{ ... } NAME ;` in `tokens`.
+fn struct_fields(tokens: &[String], name: &str) -> Option<Vec<String>> {
+    let end = (2..tokens.len()).rev().find(|&i| tokens[i] == ";" && tokens[i - 1] == name && tokens[i - 2] == "}")? - 2;
+    let mut depth = 0;
+    let open = (0..=end).rev().find(|&i| {
+        match tokens[i].as_str() {
+            "}" => depth += 1,
+            "{" => depth -= 1,
+            _ => {}
+        }
+        depth == 0
+    })?;
+    let mut names = Vec::new();
+    member_names(&tokens[open + 1..end], &mut names);
+    Some(names)
+}
+
+fn member_names(body: &[String], names: &mut Vec<String>) {
+    for decl in split_top(body, ";") {
+        if decl.is_empty() {
+            continue;
+        }
+        if let Some(open) = decl.iter().position(|t| t == "{") {
+            // nested struct/union: its declarators follow the `}`; an
+            // anonymous one contributes its own members.
+            let close = matching(decl, open);
+            let after = &decl[close + 1..];
+            if after.is_empty() {
+                member_names(&decl[open + 1..close], names);
+            } else {
+                declarator_names(after, names);
+            }
+            continue;
+        }
+        let decl = match decl.iter().position(|t| t == "__attribute__") {
+            Some(a) => &decl[..a],
+            None => decl,
+        };
+        // Drop the type: declarator names are in the comma-separated parts.
+        declarator_names(decl, names);
+    }
+}
+
+fn declarator_names(decl: &[String], names: &mut Vec<String>) {
+    for part in split_top(decl, ",") {
+        if let Some(p) = part.windows(2).position(|w| w[0] == "(" && w[1] == "*") {
+            if let Some(n) = part[p + 2..].iter().find(|t| is_ident(t) && !matches!(t.as_str(), "const" | "volatile" | "restrict")) {
+                names.push(n.clone());
+            }
+            continue;
+        }
+        // the last identifier before any `[`, `:` (bit-field) or `=`
+        let cut = part.iter().position(|t| t == "[" || t == ":" || t == "=").unwrap_or(part.len());
+        if let Some(n) = part[..cut].iter().rev().find(|t| is_ident(t)) {
+            names.push(n.clone());
+        }
+    }
 }
 
 fn compare_outputs(real: &str, ours: &str, problems: &mut Vec<String>) -> usize {
@@ -763,15 +1118,15 @@ fn resolve_real_name(f: &Function, declared: &HashMap<String, String>) -> Option
 
 /// When our `slurm_X` was checked against the real `X`, both symbols must be
 /// the same function in libslurmfull.so.
-fn check_alias(ours: &str, real: &str, symbols: Option<&HashMap<String, String>>, problems: &mut Vec<String>) {
-    let Some(symbols) = symbols else { return };
+fn check_alias(ours: &str, real: &str, lib: &Path, symbols: &HashMap<String, String>, problems: &mut Vec<String>) {
     match (symbols.get(ours), symbols.get(real)) {
         (Some(a), Some(b)) if a == b => {}
         (Some(_), Some(_)) => problems.push(format!(
-            "{ours} and {real} are different functions in {LIBSLURMFULL}; the prototype \
-             check compared {ours} with {real}'s declaration"
+            "{ours} and {real} are different functions in {}; the prototype \
+             check compared {ours} with {real}'s declaration",
+            lib.display()
         )),
-        // A missing symbol is reported by header_functions_are_exported_by_libslurmfull.
+        // A missing symbol is reported by exports_<series>.
         _ => {}
     }
 }
@@ -828,7 +1183,7 @@ fn dynamic_function_symbols(lib: &Path) -> HashMap<String, String> {
 /// Slurm headers the real probe included, from its `-MD` dependency file;
 /// flags any header taken from the installed /usr/include/slurm instead of
 /// the source tree.
-fn slurm_headers_used(deps: &Path, src: &Path, problems: &mut Vec<String>) -> Vec<PathBuf> {
+fn slurm_headers_used(deps: &Path, src: &Path, included: usize, problems: &mut Vec<String>) -> Vec<PathBuf> {
     let text = fs::read_to_string(deps).unwrap().replace("\\\n", " ");
     let mut used = Vec::new();
     for word in text.split_whitespace().filter(|w| !w.ends_with(':')) {
@@ -839,13 +1194,13 @@ fn slurm_headers_used(deps: &Path, src: &Path, problems: &mut Vec<String>) -> Ve
             problems.push(format!("the real probe included the installed {word} instead of the source's"));
         }
     }
-    assert!(used.len() >= REAL_HEADERS.len(), "dependency file {} lists too few Slurm headers", deps.display());
+    assert!(used.len() >= included, "dependency file {} lists too few Slurm headers", deps.display());
     used
 }
 
 /// Every config.h.in macro tested by a conditional in an included Slurm
 /// header must be reviewed (defined or listed as `#undef`) in config.h.
-fn check_config_macros(src: &Path, used: &[PathBuf], config_h: &Path, problems: &mut Vec<String>) {
+fn check_config_macros(src: &Path, used: &[PathBuf], config_h: &Path, config_rel: &str, problems: &mut Vec<String>) {
     let config_names: BTreeSet<String> =
         fs::read_to_string(src.join("config.h.in")).unwrap().lines().filter_map(|l| l.strip_prefix("#undef ")).map(|n| n.trim().to_string()).collect();
     let reviewed: BTreeSet<String> = fs::read_to_string(config_h)
@@ -881,8 +1236,9 @@ fn check_config_macros(src: &Path, used: &[PathBuf], config_h: &Path, problems: 
     }
     for (name, files) in missing {
         problems.push(format!(
-            "config macro {name} is tested by {} but not reviewed in {CONFIG_H}: add its value \
-             for Debian's amd64 build (or a `/* #undef {name} */` line)",
+            "config macro {name} is tested by {} but not reviewed in {config_rel}: add its value \
+             for Debian's amd64 build (or a `/* #undef {name} */` line); if the other series do \
+             not test it, put it in a tests/layout/<series>/config.h of its own",
             files.into_iter().collect::<Vec<_>>().join(", ")
         ));
     }
@@ -927,13 +1283,134 @@ enum SourceLookup {
     Skip(String),
 }
 
-fn find_slurm_source(installed: Version) -> SourceLookup {
+/// The installed series: Debian's source package of the installed version.
+/// Any other series: the upstream tarball of the series.
+/// Without a local Debian tree of the installed version, an upstream
+/// tarball of exactly that version is used before trying `apt-get source`
+/// (Debian 13's 24.11.5 source cannot be fetched from the archive).
+fn find_source(series: &Series) -> SourceLookup {
+    match installed_version() {
+        Some(v) if series.is(v) => {
+            if search_bases(&source_bases(), v, &mut Vec::new()).is_none() {
+                if let SourceLookup::Found(tree) = tarball_source(series, Some(v.2)) {
+                    println!(
+                        "layout: Slurm {}: no Debian source of the installed {} found; using the upstream tarball of that version",
+                        series.name,
+                        fmt_version(v)
+                    );
+                    return SourceLookup::Found(tree);
+                }
+            }
+            find_slurm_source(v)
+        }
+        _ => tarball_source(series, None),
+    }
+}
+
+/// Where Debian source trees are looked for, in order.
+fn source_bases() -> Vec<PathBuf> {
     let mut bases: Vec<PathBuf> = Vec::new();
     if let Some(dir) = std::env::var_os(SRC_ENV).filter(|v| !v.is_empty()) {
         bases.push(dir.into());
     }
     bases.push(CACHE_DIR.into());
     bases.push(FALLBACK_SRC_DIR.into());
+    bases
+}
+
+/// `slurm-24-11-5-1.tar.xz` -> Some((5, 1)) for series 24.11.
+fn tarball_micro(file: &str, series: &Series) -> Option<(u32, u32)> {
+    let rest = file.strip_prefix(&format!("slurm-{}-{:02}-", series.major, series.minor))?;
+    let rest = rest.strip_suffix(".tar.xz")?;
+    let (micro, rel) = rest.split_once('-')?;
+    Some((micro.parse().ok()?, rel.parse().ok()?))
+}
+
+/// The newest tarball of the series, or the one of release `micro`.
+fn tarball_source(series: &Series, micro: Option<u32>) -> SourceLookup {
+    let dir = std::env::var_os(TARBALL_ENV).filter(|v| !v.is_empty()).map_or_else(|| PathBuf::from(TARBALL_DIR), PathBuf::from);
+    let newest = fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            tarball_micro(&name, series).map(|v| (v, e.path()))
+        })
+        .filter(|((m, _), _)| micro.is_none() || micro == Some(*m))
+        .max();
+    let Some((_, tarball)) = newest else {
+        return SourceLookup::Skip(format!("no tarball slurm-{}-{:02}-<micro>-<rel>.tar.xz in {} (${TARBALL_ENV})", series.major, series.minor, dir.display()));
+    };
+    let sha = sha256(&tarball);
+    let file_name = tarball.file_name().unwrap().to_string_lossy().into_owned();
+    if let Ok(sums) = fs::read_to_string(dir.join("SHA256SUMS")) {
+        let listed = sums.lines().find_map(|l| {
+            let (sum, name) = l.split_once(char::is_whitespace)?;
+            (name.trim().trim_start_matches('*') == file_name).then(|| sum.to_string())
+        });
+        match listed {
+            Some(sum) if sum == sha => {}
+            Some(sum) => panic!("{}: SHA-256 is {sha}, but {}/SHA256SUMS says {sum}", tarball.display(), dir.display()),
+            None => println!("layout: WARNING: {file_name} is not listed in {}/SHA256SUMS", dir.display()),
+        }
+    }
+    let stem = file_name.strip_suffix(".tar.xz").unwrap();
+    let cache = if fs::create_dir_all(CACHE_DIR).is_ok() && writable(Path::new(CACHE_DIR)) {
+        PathBuf::from(CACHE_DIR)
+    } else {
+        let tmp = std::env::temp_dir().join("gres-rs-slurm-src");
+        fs::create_dir_all(&tmp).unwrap_or_else(|e| panic!("mkdir {}: {e}", tmp.display()));
+        tmp
+    };
+    let target = cache.join(stem);
+    let extracted = |dir: &Path| fs::read_to_string(dir.join(TARBALL_MARKER)).is_ok_and(|m| m.trim() == sha) && dir.join("META").is_file();
+    if extracted(&target) {
+        return SourceLookup::Found(target);
+    }
+    println!("layout: extracting {} into {}", tarball.display(), target.display());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let tmp = cache.join(format!(".extract-{stem}-{}-{nanos}", std::process::id()));
+    fs::create_dir_all(&tmp).unwrap();
+    let out = Command::new("tar").arg("-xf").arg(&tarball).arg("-C").arg(&tmp).output().unwrap_or_else(|e| panic!("cannot run tar: {e}"));
+    if !out.status.success() {
+        let _ = fs::remove_dir_all(&tmp);
+        panic!("tar -xf {} failed:\n{}", tarball.display(), String::from_utf8_lossy(&out.stderr));
+    }
+    // git archive --prefix=<tag>/: one top directory.
+    let tops: Vec<PathBuf> = fs::read_dir(&tmp).unwrap().flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    let [top] = tops.as_slice() else {
+        panic!("{} does not hold exactly one top directory: {tops:?}", tarball.display());
+    };
+    fs::write(top.join(TARBALL_MARKER), format!("{sha}\n")).unwrap();
+    if target.exists() {
+        let _ = fs::remove_dir_all(&target);
+    }
+    // A concurrent run may win the rename; its tree is as good.
+    if let Err(e) = fs::rename(top, &target) {
+        if !extracted(&target) {
+            panic!("rename {} to {}: {e}", top.display(), target.display());
+        }
+    }
+    let _ = fs::remove_dir_all(&tmp);
+    SourceLookup::Found(target)
+}
+
+fn sha256(file: &Path) -> String {
+    let out = Command::new("sha256sum").arg(file).output().unwrap_or_else(|e| panic!("cannot run sha256sum: {e}"));
+    assert!(out.status.success(), "sha256sum {} failed", file.display());
+    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_string()
+}
+
+fn writable(dir: &Path) -> bool {
+    let probe = dir.join(format!(".write-test-{}", std::process::id()));
+    let ok = fs::write(&probe, b"").is_ok();
+    let _ = fs::remove_file(&probe);
+    ok
+}
+
+fn find_slurm_source(installed: Version) -> SourceLookup {
+    let bases = source_bases();
 
     let mut others: Vec<String> = Vec::new();
     if let Some(found) = search_bases(&bases, installed, &mut others) {
@@ -946,7 +1423,7 @@ fn find_slurm_source(installed: Version) -> SourceLookup {
     if !is_root() {
         if others.is_empty() {
             return SourceLookup::Skip(format!(
-                "no Slurm {wanted} source found (looked for {SRC_DIR_PREFIX}* in ${SRC_ENV}, \
+                "no Slurm {wanted} source found (looked for slurm-wlm-{wanted} in ${SRC_ENV}, \
                  {CACHE_DIR}, {FALLBACK_SRC_DIR}) and not root, so it cannot be fetched with \
                  `apt-get source slurm-wlm`; run as root once or set {SRC_ENV}"
             ));
