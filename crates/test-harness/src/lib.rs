@@ -32,6 +32,7 @@
 //! `GRES_RS_TMPDIR` moves the temp dirs (default /tmp), `CI=true` or
 //! `GRES_RS_REQUIRE_SLURM=1` turn "skipped" into failures.
 
+pub mod chroot;
 pub mod fsutil;
 pub mod gpu;
 pub mod nvml_stub;
