@@ -111,19 +111,28 @@ fi
 MIRROR="${MIRROR:-http://deb.debian.org/debian}"
 
 TMP="$BASE/.$SUITE.tmp.$$"
+BUILDER=
 cleanup() {
+    # The builder's whole process group (debootstrap, apt, dpkg) first, so
+    # nothing writes into the directory being removed.
+    if [ -n "$BUILDER" ] && kill -0 "$BUILDER" 2>/dev/null; then
+        kill -TERM -- "-$BUILDER" 2>/dev/null || true
+        wait "$BUILDER" 2>/dev/null || true
+    fi
     if [ -n "${TMP:-}" ] && [ -e "$TMP" ]; then
         log "build incomplete; removing $TMP"
-        rm -rf --one-file-system "$TMP"
+        rm -rf --one-file-system "$TMP" "$TMP.debootstrap.log"
     fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
 mkdir "$TMP"
 log "building from $MIRROR into $TMP"
 start=$(date +%s)
 
-# Everything below runs in a private mount namespace.
-unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
+# Everything below runs in a private mount namespace, in a process group
+# of its own (setsid execs: $BUILDER is its leader).
+setsid unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
     suite=$1 dir=$2 mirror=$3; shift 3
     debootstrap --variant=minbase "$suite" "$dir" "$mirror" >"$dir.debootstrap.log" 2>&1 || {
         tail -n 30 "$dir.debootstrap.log" >&2
@@ -142,7 +151,10 @@ unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
     chroot "$dir" apt-get install -y -qq "$@" >/dev/null
     chroot "$dir" apt-get clean
     rm -rf "$dir"/var/lib/apt/lists/*_Packages "$dir"/var/lib/apt/lists/*_InRelease "$dir"/var/lib/apt/lists/*_Release
-' debian-chroot "$SUITE" "$TMP" "$MIRROR" "${PKGS[@]}"
+' debian-chroot "$SUITE" "$TMP" "$MIRROR" "${PKGS[@]}" &
+BUILDER=$!
+wait "$BUILDER"
+BUILDER=
 
 VERSION="$(slurm_version "$TMP")"
 if [ -z "$VERSION" ] || ! has_slurmd "$TMP"; then
