@@ -180,7 +180,19 @@ fn run_release(test: &str, suite: &str) {
         assert_eq!(env.get(k).copied(), Some("0,1"), "{k}:\n{out}");
     }
     assert_eq!(env.get("SLURM_GPUS_ON_NODE").copied(), Some("2"), "{out}");
+
+    // A task's child that leaves the step (new session, reparented): seen
+    // from the host its cwd and files carry the chroot's prefix, so only
+    // its mount namespace (slurmd's) marks it; stopping must end it.
+    let out = c.srun(&["-n1", "/bin/sh", "-c", "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo STRAY=$!"]).expect_ok("srun leaving a process");
+    let stray: u32 =
+        out.stdout.lines().find_map(|l| l.strip_prefix("STRAY=")).and_then(|p| p.trim().parse().ok()).unwrap_or_else(|| panic!("no STRAY= pid:\n{out}"));
+    assert!(harness::process::pid_alive(stray), "the stray {stray} is already gone:\n{out}");
     drop(c);
+    assert!(!harness::process::pid_alive(stray), "the cluster's stray process {stray} outlived it");
+    for pid in [slurmd, slurmctld] {
+        assert!(!harness::process::pid_alive(pid), "daemon {pid} outlived the cluster");
+    }
     eprintln!("{test}: Slurm {version} passed in {:.1?}", t0.elapsed());
 }
 
