@@ -142,6 +142,8 @@ fn run_release(test: &str, suite: &str) {
     if host_gpu.is_file() {
         assert!(chroot::mapping_of(slurmd, &host_gpu).expect("maps").is_none(), "slurmd maps the host's {}", host_gpu.display());
     }
+    let full = root.resolve(root.libslurmfull()).unwrap_or_else(|| panic!("no {} in the chroot", root.libslurmfull().display()));
+    assert!(chroot::mapping_of(slurmd, &full).expect("maps").is_some(), "slurmd does not map the chroot's {}", full.display());
     let by_slurmd = mapped_stock_plugins(&root, slurmd);
     assert!(by_slurmd.contains("gres_gpu.so"), "slurmd (pid {slurmd}) does not map the chroot's gres_gpu.so; it maps {by_slurmd:?}");
     assert_eq!(by_slurmd, loaded_row(&version, "slurmd (maps)"), "plugins slurmd maps vs. stock-{version}-loaded.tsv");
