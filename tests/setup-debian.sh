@@ -7,6 +7,11 @@
 # ${GRES_RS_SLURM_SRC:-/var/cache/slurm-gpu-gres/src}. Starts no daemon
 # (package installs run under a policy-rc.d that forbids service starts).
 #
+# Then builds (or reuses) the test bed's chroots of the other Debian Slurm
+# releases, trixie (24.11) and sid (26.05), with tests/testbed/debian-chroot.sh
+# under /var/cache/slurm-gpu-gres/chroot (about a minute each the first
+# time, nothing when present; GRES_RS_NO_CHROOTS=1 skips them).
+#
 # Prints, as its last line, `GRES_RS_SLURM_SRC=<dir of the unpacked source>`.
 set -euo pipefail
 
@@ -135,6 +140,15 @@ if ! command -v cargo >/dev/null 2>&1; then
         log "cargo not found (need a Rust toolchain >= 1.80, e.g. via rustup, in \$HOME/.cargo/bin)"
         exit 1
     fi
+fi
+
+# --- 5. test-bed chroots (Slurm 24.11 in trixie, 26.05 in sid) ---------------
+if [ "${GRES_RS_NO_CHROOTS:-0}" = 1 ]; then
+    log "GRES_RS_NO_CHROOTS=1: no test-bed chroots"
+else
+    for suite in trixie sid; do
+        "${SUDO[@]}" bash "$(dirname "$0")/testbed/debian-chroot.sh" "$suite" >&2
+    done
 fi
 
 echo "GRES_RS_SLURM_SRC=$SRC_DIR"

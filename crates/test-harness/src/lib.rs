@@ -32,6 +32,7 @@
 //! `GRES_RS_TMPDIR` moves the temp dirs (default /tmp), `CI=true` or
 //! `GRES_RS_REQUIRE_SLURM=1` turn "skipped" into failures.
 
+pub mod chroot;
 pub mod fsutil;
 pub mod gpu;
 pub mod nvml_stub;
@@ -415,6 +416,10 @@ pub struct ClusterConfig {
     /// built from Debian's source), copied into a directory that PluginDir
     /// names just before Debian's.
     pub extra_stock_plugins: Vec<PathBuf>,
+    /// Run every daemon and client inside this Debian chroot (another
+    /// Slurm release, [`chroot`]) instead of on the host; `None`: the host.
+    /// The cluster's directory is bind-mounted at the same path inside.
+    pub chroot: Option<chroot::Chroot>,
 }
 
 impl Default for ClusterConfig {
@@ -460,6 +465,28 @@ impl ClusterConfig {
             start_timeout: Duration::from_secs(60),
             plugin_build_dir: None,
             extra_stock_plugins: Vec::new(),
+            chroot: None,
+        }
+    }
+
+    /// Runs the cluster inside `root` (its Slurm release and stock plugins).
+    pub fn in_chroot(mut self, root: chroot::Chroot) -> Self {
+        self.chroot = Some(root);
+        self
+    }
+
+    /// The stock plugin directory of the daemons: Debian's on the host,
+    /// or the chroot's (a path inside it).
+    pub fn stock_plugin_dir(&self) -> PathBuf {
+        self.chroot.as_ref().map(|r| r.stock_plugin_dir()).unwrap_or_else(stock_plugin_dir)
+    }
+
+    /// A `Command` for a Slurm (or other) program on the host, or inside
+    /// the chroot with the cluster's directory `dir` visible.
+    fn program(&self, prog: &str, dir: &Path) -> Command {
+        match &self.chroot {
+            None => Command::new(tool(prog)),
+            Some(r) => r.command(r.tool(prog).unwrap_or_else(|| PathBuf::from(prog)), &[dir.to_path_buf()]),
         }
     }
 
@@ -602,7 +629,7 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
     let fake_gpus = fsutil::make_fake_gpu_nodes(&l.dev, c.fake_gpus).map_err(e("creating fake GPU device nodes"))?;
 
     // Our plugins, installed under the names slurmd loads (temp + rename).
-    let mut stock = stock_plugin_dir().to_string_lossy().into_owned();
+    let mut stock = c.stock_plugin_dir().to_string_lossy().into_owned();
     if !c.extra_stock_plugins.is_empty() {
         let extra = l.root.join("stock-extra");
         fs::create_dir_all(&extra).map_err(e("creating stock-extra"))?;
@@ -876,7 +903,11 @@ impl Cluster {
     /// IDLE; for Ours verifies the daemons mapped our files. Retries with
     /// new ports if one was taken meanwhile.
     pub fn try_start(config: ClusterConfig) -> Result<Cluster, String> {
-        if let Some(p) = prereq_problems().first() {
+        let problems = match &config.chroot {
+            Some(r) => r.problems(),
+            None => prereq_problems(),
+        };
+        if let Some(p) = problems.first() {
             return Err(format!("prerequisite missing: {p}"));
         }
         let guard = lock_clusters();
@@ -946,12 +977,12 @@ impl Cluster {
     /// Wraps a daemon in `setpriv --pdeathsig TERM` so it also dies if
     /// the test process is killed outright (setpriv execs: same PID).
     fn daemon_cmd(&self, prog: &str, user: Option<&str>) -> Command {
-        let mut cmd = Command::new(tool("setpriv"));
+        let mut cmd = self.config.program("setpriv", &self.layout.root);
         cmd.arg("--pdeathsig").arg("TERM");
         if let Some(u) = user {
             cmd.arg(format!("--reuid={u}")).arg(format!("--regid={u}")).arg("--init-groups");
         }
-        cmd.arg(tool(prog));
+        cmd.arg(self.config.chroot.as_ref().and_then(|r| r.tool(prog)).unwrap_or_else(|| tool(prog)));
         clean_env(&mut cmd, &self.layout);
         cmd.current_dir(&self.layout.root);
         cmd
@@ -961,7 +992,11 @@ impl Cluster {
         let start = Instant::now();
         let deadline = start + self.config.start_timeout;
         // --- munged, as the munge user, own key + socket
-        let (muid, mgid) = fsutil::user_ids("munge").ok_or("no munge user")?;
+        let munge_ids = match &self.config.chroot {
+            Some(r) => r.user_ids("munge"),
+            None => fsutil::user_ids("munge"),
+        };
+        let (muid, mgid) = munge_ids.ok_or("no munge user")?;
         let m = &self.layout.munge;
         fs::create_dir_all(m).map_err(|e| e.to_string())?;
         let key = m.join("munge.key");
@@ -1163,7 +1198,7 @@ impl Cluster {
 
     /// A `Command` for a Slurm client tool with this cluster's environment.
     pub fn command(&self, prog: &str) -> Command {
-        let mut cmd = Command::new(tool(prog));
+        let mut cmd = self.config.program(prog, &self.layout.root);
         clean_env(&mut cmd, &self.layout);
         cmd.current_dir(&self.layout.jobs);
         cmd
@@ -1335,6 +1370,9 @@ impl Cluster {
             let _ = self.scancel(&["--full", "-u", "root"]);
             self.wait_no_jobs(Duration::from_secs(10));
         }
+        // In a chroot each daemon has a mount namespace of its own, which
+        // its slurmstepds and job tasks inherit: the strays' other mark.
+        let namespaces = if self.config.chroot.is_some() { self.chroot_namespaces() } else { Vec::new() };
         for d in [Daemon::Slurmd, Daemon::Slurmctld] {
             let c = match d {
                 Daemon::Slurmd => self.slurmd.as_mut(),
@@ -1347,7 +1385,8 @@ impl Cluster {
         // Stray slurmstepd / job tasks of this cluster (identified by their
         // use of our private dir), deepest first not needed: TERM then KILL.
         for _ in 0..3 {
-            let pids = process::pids_using_dir(&self.layout.root);
+            let mut pids = process::pids_using_dir(&self.layout.root);
+            pids.extend(namespaces.iter().flat_map(|ns| chroot::pids_in_mount_namespace(*ns)).filter(|p| !pids.contains(p)).collect::<Vec<_>>());
             let pids: Vec<u32> = pids.into_iter().filter(|p| Some(*p) != self.munged.as_ref().map(|c| c.id())).collect();
             if pids.is_empty() {
                 break;
@@ -1369,6 +1408,16 @@ impl Cluster {
         self._guard = None;
     }
 
+    /// The mount namespaces of the chroot-run slurmd and slurmctld (none
+    /// shared with this process).
+    fn chroot_namespaces(&self) -> Vec<u64> {
+        let own = chroot::mount_namespace(std::process::id());
+        let mut v: Vec<u64> =
+            [Daemon::Slurmd, Daemon::Slurmctld].iter().filter_map(|d| self.pid(*d)).filter_map(chroot::mount_namespace).filter(|ns| Some(*ns) != own).collect();
+        v.dedup();
+        v
+    }
+
     // ----- slurmd -G -------------------------------------------------------
 
     /// Runs `slurmd -G -N <node>` (prints the node's GRES config and exits)
@@ -1381,13 +1430,16 @@ impl Cluster {
             Err(e) => panic!("slurmd -G setup failed: {e}"),
         };
         let l = &p.layout;
+        // Slurm 24.11 and later authenticate before `-G`: in a chroot, run
+        // `slurmd -G` with Cluster::run on a started cluster instead.
+        assert!(config.chroot.is_none() || config.slurmd_g_wrapper.is_empty(), "slurmd_g: slurmd_g_wrapper runs on the host only, not in a chroot");
         let mut cmd = match config.slurmd_g_wrapper.split_first() {
             Some((program, args)) => {
                 let mut cmd = Command::new(program);
                 cmd.args(args).arg(tool("slurmd"));
                 cmd
             }
-            None => Command::new(tool("slurmd")),
+            None => config.program("slurmd", &l.root),
         };
         clean_env(&mut cmd, l);
         cmd.current_dir(&l.root);

@@ -1,0 +1,371 @@
+//! Other Slurm releases for the test bed: Debian chroots built by
+//! `tests/testbed/debian-chroot.sh <suite>` under
+//! `$GRES_RS_CHROOT_DIR` (default `/var/cache/slurm-gpu-gres/chroot`), and
+//! commands run inside them.
+//!
+//! A command made by [`Chroot::command`] runs as
+//! `unshare --mount --propagation private` + a few mounts + `chroot(8)`:
+//! the mounts (`/proc`, `/sys` with `/sys/fs/cgroup`, `/dev`, a tmpfs on
+//! `/tmp` and `/run`, the host's `/etc/hosts` and `/etc/resolv.conf`, and
+//! the caller's directories at the same paths) live only in that process's
+//! own mount namespace and vanish when its last process exits.  Every
+//! `exec` keeps the PID (`unshare` without `--fork`, `sh -c 'exec ...'`,
+//! `chroot`), and the PID namespace is the host's, so the child's PID is
+//! the PID of the program inside: stopping by PID works as on the host.
+//!
+//! ```ignore
+//! use gres_test_harness::{chroot, ClusterConfig, Cluster, PluginSet};
+//! for rel in chroot::RELEASES {
+//!     let Some(root) = rel.chroot() else { continue };   // host or not built
+//!     let out = root.command("/usr/sbin/slurmd", &[]).arg("-V").output().unwrap();
+//!     let c = Cluster::start(ClusterConfig::gpus(PluginSet::Stock, 2).in_chroot(root));
+//! }
+//! ```
+
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where `tests/testbed/debian-chroot.sh` puts its chroots (override:
+/// `GRES_RS_CHROOT_DIR`).
+pub fn chroot_base() -> PathBuf {
+    std::env::var_os("GRES_RS_CHROOT_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/cache/slurm-gpu-gres/chroot"))
+}
+
+/// The file `debian-chroot.sh` writes last (package versions); a chroot
+/// directory without it is unfinished and never used.
+pub const STAMP: &str = ".gres-rs-chroot-stamp";
+
+/// One Debian release of the test bed and the Slurm it ships.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Release {
+    /// Debian suite: `bookworm` (the host), `trixie`, `sid`.
+    pub suite: &'static str,
+    /// e.g. "Debian 13".
+    pub debian: &'static str,
+    /// The Slurm version Debian ships there (what the chroot is expected
+    /// to hold; [`Chroot::slurm_version`] reads the real one).
+    pub slurm: &'static str,
+    /// True for the release of the host itself (no chroot).
+    pub host: bool,
+}
+
+/// The Debian test-bed releases: 22.05.8 on the host itself (Debian 12),
+/// 24.11.5 in a trixie chroot, 26.05.5 in a sid chroot.
+pub const RELEASES: [Release; 3] = [
+    Release { suite: "bookworm", debian: "Debian 12", slurm: "22.05.8", host: true },
+    Release { suite: "trixie", debian: "Debian 13", slurm: "24.11.5", host: false },
+    Release { suite: "sid", debian: "Debian unstable", slurm: "26.05.5", host: false },
+];
+
+/// The releases that run in a chroot (trixie, sid).
+pub fn chroot_releases() -> impl Iterator<Item = Release> {
+    RELEASES.into_iter().filter(|r| !r.host)
+}
+
+impl Release {
+    /// Where its chroot is (or would be); `None` for the host's release.
+    pub fn chroot_dir(&self) -> Option<PathBuf> {
+        (!self.host).then(|| chroot_base().join(self.suite))
+    }
+
+    /// Its chroot when built and finished; `None` for the host's release
+    /// and for a chroot not built (see [`Release::open`] for why).
+    pub fn chroot(&self) -> Option<Chroot> {
+        self.open().ok()
+    }
+
+    /// Its chroot, or why there is none.
+    pub fn open(&self) -> Result<Chroot, String> {
+        match self.chroot_dir() {
+            None => Err(format!("{} ({}) is the host's release, not a chroot", self.suite, self.debian)),
+            Some(d) => Chroot::open(&d),
+        }
+    }
+}
+
+/// A finished chroot of `debian-chroot.sh`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chroot {
+    root: PathBuf,
+}
+
+/// The multiarch triplet of Debian's library paths.
+fn triplet() -> &'static str {
+    if cfg!(target_arch = "aarch64") {
+        "aarch64-linux-gnu"
+    } else {
+        "x86_64-linux-gnu"
+    }
+}
+
+impl Chroot {
+    /// The chroot at `root` when it is finished (has its stamp, slurmd and
+    /// slurm_version.h).
+    pub fn open(root: &Path) -> Result<Chroot, String> {
+        let c = Chroot { root: root.to_path_buf() };
+        if !root.join(STAMP).is_file() {
+            return Err(format!("{} is not a finished test-bed chroot (no {STAMP}; build it with tests/testbed/debian-chroot.sh)", root.display()));
+        }
+        if !c.resolve("/usr/sbin/slurmd").is_some_and(|p| p.is_file()) {
+            return Err(format!("{} has no /usr/sbin/slurmd", root.display()));
+        }
+        c.slurm_version()?;
+        Ok(c)
+    }
+
+    /// The chroot's directory on the host.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The host path of a path inside the chroot.
+    pub fn host_path(&self, inside: impl AsRef<Path>) -> PathBuf {
+        let inside = inside.as_ref();
+        self.root.join(inside.strip_prefix("/").unwrap_or(inside))
+    }
+
+    /// Its Slurm version, e.g. "24.11.5", from `SLURM_VERSION_NUMBER` of
+    /// its `/usr/include/slurm/slurm_version.h` (libslurm-dev; Debian's
+    /// header has no version string).
+    pub fn slurm_version(&self) -> Result<String, String> {
+        let (a, b, c) = self.slurm_version_triple()?;
+        Ok(format!("{a}.{b:02}.{c}"))
+    }
+
+    /// (major, minor, micro) of [`Chroot::slurm_version`].
+    pub fn slurm_version_triple(&self) -> Result<(u32, u32, u32), String> {
+        let h = self.host_path("/usr/include/slurm/slurm_version.h");
+        let text = fs::read_to_string(&h).map_err(|e| format!("reading {}: {e}", h.display()))?;
+        let n = text
+            .lines()
+            .find_map(|l| l.strip_prefix("#define SLURM_VERSION_NUMBER"))
+            .and_then(|v| u32::from_str_radix(v.trim().trim_start_matches("0x"), 16).ok())
+            .ok_or_else(|| format!("{} has no SLURM_VERSION_NUMBER", h.display()))?;
+        Ok((n >> 16 & 0xff, n >> 8 & 0xff, n & 0xff))
+    }
+
+    /// The host path of `inside` with its symbolic links resolved inside
+    /// the chroot (Debian's `/usr/sbin/slurmd` links to the absolute
+    /// `/etc/alternatives/slurmd`, which on the host names the host's);
+    /// `None` when it does not exist there.
+    pub fn resolve(&self, inside: impl AsRef<Path>) -> Option<PathBuf> {
+        let mut cur = PathBuf::from("/");
+        let mut todo: Vec<std::ffi::OsString> = inside
+            .as_ref()
+            .components()
+            .rev()
+            .filter_map(|c| match c {
+                std::path::Component::Normal(n) => Some(n.to_os_string()),
+                std::path::Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect();
+        let mut links = 0;
+        while let Some(name) = todo.pop() {
+            if name == ".." {
+                cur.pop();
+                continue;
+            }
+            let next = cur.join(&name);
+            let host = self.host_path(&next);
+            let md = fs::symlink_metadata(&host).ok()?;
+            if md.file_type().is_symlink() {
+                links += 1;
+                if links > 40 {
+                    return None;
+                }
+                let target = fs::read_link(&host).ok()?;
+                if target.is_absolute() {
+                    cur = PathBuf::from("/");
+                }
+                todo.extend(target.components().rev().filter_map(|c| match c {
+                    std::path::Component::Normal(n) => Some(n.to_os_string()),
+                    std::path::Component::ParentDir => Some("..".into()),
+                    _ => None,
+                }));
+            } else {
+                cur = next;
+            }
+        }
+        Some(self.host_path(&cur))
+    }
+
+    /// Debian's stock plugin directory, as a path inside the chroot (what
+    /// `PluginDir=` names); [`Chroot::host_path`] gives it on the host.
+    pub fn stock_plugin_dir(&self) -> PathBuf {
+        PathBuf::from(format!("/usr/lib/{}/slurm-wlm", triplet()))
+    }
+
+    /// Its `libslurmfull.so`, as a path inside the chroot.
+    pub fn libslurmfull(&self) -> PathBuf {
+        self.stock_plugin_dir().join("libslurmfull.so")
+    }
+
+    /// The package versions the stamp records (`<package> <version>` lines).
+    pub fn stamp(&self) -> String {
+        fs::read_to_string(self.root.join(STAMP)).unwrap_or_default()
+    }
+
+    /// A program of the chroot, as a path inside it (the sbin and bin
+    /// dirs searched on the host side); `None` when it has none.
+    pub fn tool(&self, name: &str) -> Option<PathBuf> {
+        ["/usr/sbin", "/usr/bin", "/sbin", "/bin"].iter().map(|d| Path::new(d).join(name)).find(|p| self.resolve(p).is_some_and(|h| h.is_file()))
+    }
+
+    /// (uid, gid) of a user of the chroot's own `/etc/passwd` (its munge
+    /// user's ids are not the host's).
+    pub fn user_ids(&self, name: &str) -> Option<(u32, u32)> {
+        let pw = fs::read_to_string(self.host_path("/etc/passwd")).ok()?;
+        pw.lines().find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            if f.len() >= 4 && f[0] == name {
+                Some((f[2].parse().ok()?, f[3].parse().ok()?))
+            } else {
+                None
+            }
+        })
+    }
+
+    /// Everything missing for running clusters in this chroot (empty when
+    /// all is fine).
+    pub fn problems(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if super::fsutil::euid() != Some(0) {
+            v.push("not running as root (chroot and mount need root)".to_string());
+        }
+        for t in ["unshare", "chroot", "mount"] {
+            if !super::tool(t).is_file() {
+                v.push(format!("host tool `{t}` not found (util-linux, coreutils)"));
+            }
+        }
+        for t in ["slurmd", "slurmctld", "srun", "sbatch", "scontrol", "squeue", "scancel", "munged", "setpriv", "sh"] {
+            if self.tool(t).is_none() {
+                v.push(format!("`{t}` not found in chroot {}", self.root.display()));
+            }
+        }
+        if !self.resolve(self.stock_plugin_dir().join("gres_gpu.so")).is_some_and(|p| p.is_file()) {
+            v.push(format!("chroot {} has no stock gres_gpu.so", self.root.display()));
+        }
+        if self.user_ids("munge").is_none() {
+            v.push(format!("chroot {} has no munge user", self.root.display()));
+        }
+        v
+    }
+
+    /// A `Command` running `prog` (a path inside the chroot, or a name
+    /// its PATH finds) inside the chroot, in a private mount namespace
+    /// where each of `binds` (absolute host directories or files) is
+    /// visible at the same path.  The caller adds `prog`'s arguments,
+    /// environment and working directory as usual; the working directory
+    /// must be visible inside (one of `binds`, or `/`).
+    ///
+    /// Mounted in the namespace, in this order: `/proc` (a new proc
+    /// mount of the host's PID namespace), `/sys` and `/dev` (recursive
+    /// binds: `/sys/fs/cgroup`, `/dev/pts`, `/dev/shm`), tmpfs on `/tmp`
+    /// and `/run` (the chroot's own stay empty; mount points for `binds`
+    /// under them cost nothing), the host's `/etc/hosts` and
+    /// `/etc/resolv.conf` (the node's host name resolves as on the host),
+    /// then `binds`.  A bind whose mount point is missing in the chroot
+    /// gets one made (outside `/tmp` and `/run` that directory stays in
+    /// the chroot, empty).
+    pub fn command(&self, prog: impl AsRef<OsStr>, binds: &[PathBuf]) -> Command {
+        let mut cmd = Command::new(super::tool("unshare"));
+        cmd.args(["--mount", "--propagation", "private", "--"]).arg("/bin/sh").arg("-c").arg(SETUP_SCRIPT).arg("chroot-setup");
+        cmd.arg(&self.root).arg(super::tool("chroot")).arg(binds.len().to_string());
+        cmd.args(binds);
+        cmd.arg(prog.as_ref());
+        cmd
+    }
+}
+
+/// Run by the host's `/bin/sh` inside the new mount namespace: `$1` the
+/// chroot, `$2` the host's chroot(8), `$3` the number of binds, then the
+/// binds, then the program and its arguments.  The working directory is
+/// taken inside by the chroot's own `sh` (chroot(8) changes to `/`).
+const SETUP_SCRIPT: &str = r#"set -e
+root=$1 chroot=$2 n=$3
+shift 3
+cwd=$(pwd)
+mount -t proc proc "$root/proc"
+mount --rbind /sys "$root/sys"
+mount --rbind /dev "$root/dev"
+mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
+mount -t tmpfs -o mode=755 tmpfs "$root/run"
+for f in /etc/hosts /etc/resolv.conf; do
+    if [ -f "$f" ]; then
+        [ -e "$root$f" ] || : >"$root$f"
+        mount --bind "$f" "$root$f"
+    fi
+done
+while [ "$n" -gt 0 ]; do
+    b=$1
+    shift
+    n=$((n - 1))
+    if [ -d "$b" ]; then
+        mkdir -p "$root$b"
+    else
+        mkdir -p "$root$(dirname "$b")"
+        [ -e "$root$b" ] || : >"$root$b"
+    fi
+    mount --rbind "$b" "$root$b"
+done
+exec "$chroot" "$root" /bin/sh -c 'cd "$1" 2>/dev/null || cd /; shift; exec "$@"' chroot-cwd "$cwd" "$@"
+"#;
+
+/// The mount namespace of a process (the inode of `/proc/<pid>/ns/mnt`).
+pub fn mount_namespace(pid: u32) -> Option<u64> {
+    fs::metadata(format!("/proc/{pid}/ns/mnt")).ok().map(|m| m.ino())
+}
+
+/// Live PIDs (other than this process) in mount namespace `ns`: a
+/// chroot-run daemon and everything it started (slurmstepd, job tasks).
+pub fn pids_in_mount_namespace(ns: u64) -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(rd) = fs::read_dir("/proc") else { return Vec::new() };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+        .filter(|&p| p != me && super::process::pid_alive(p) && mount_namespace(p) == Some(ns))
+        .collect()
+}
+
+/// One file mapping of `/proc/<pid>/maps`: the device (major, minor), inode
+/// and path as the kernel shows them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    pub dev: (u32, u32),
+    pub inode: u64,
+    pub path: String,
+}
+
+/// The file mappings of a process, one per distinct file.
+pub fn mappings(pid: u32) -> Result<Vec<Mapping>, String> {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| format!("cannot read /proc/{pid}/maps: {e}"))?;
+    let mut v: Vec<Mapping> = Vec::new();
+    for line in maps.lines() {
+        // address perms offset dev inode path
+        let mut f = line.split_whitespace();
+        let (Some(_), Some(_), Some(_), Some(dev), Some(inode)) = (f.next(), f.next(), f.next(), f.next(), f.next()) else { continue };
+        let Some(i) = line.find(" /") else { continue };
+        let path = line[i + 1..].trim().to_string();
+        let Some((ma, mi)) = dev.split_once(':') else { continue };
+        let (Ok(ma), Ok(mi), Ok(inode)) = (u32::from_str_radix(ma, 16), u32::from_str_radix(mi, 16), inode.parse::<u64>()) else { continue };
+        let m = Mapping { dev: (ma, mi), inode, path };
+        if !v.contains(&m) {
+            v.push(m);
+        }
+    }
+    Ok(v)
+}
+
+/// The mapping of `pid` that is the host file `host_file` (same device
+/// and inode, whatever path the kernel shows for it), if any.
+pub fn mapping_of(pid: u32, host_file: &Path) -> Result<Option<Mapping>, String> {
+    let md = fs::metadata(host_file).map_err(|e| format!("{}: {e}", host_file.display()))?;
+    let dev = md.dev();
+    // glibc's major()/minor() encoding of st_dev
+    let (ma, mi) = ((((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff)) as u32, (((dev >> 12) & 0xffff_ff00) | (dev & 0xff)) as u32);
+    Ok(mappings(pid)?.into_iter().find(|m| m.inode == md.ino() && m.dev == (ma, mi)))
+}

@@ -1,0 +1,175 @@
+#!/bin/bash
+# Builds, or reuses, a Debian chroot holding another Slurm release for the
+# test bed (crates/test-harness/src/chroot.rs):
+#
+#   tests/testbed/debian-chroot.sh trixie   # Debian 13, Slurm 24.11
+#   tests/testbed/debian-chroot.sh sid      # Debian unstable, Slurm 26.05
+#
+# The chroot is ${GRES_RS_CHROOT_DIR:-/var/cache/slurm-gpu-gres/chroot}/<suite>.
+# It is built in a temporary directory next to it and renamed into place only
+# once complete, with a stamp file (.gres-rs-chroot-stamp) recording the
+# package versions: a directory without the stamp is never used, and an
+# interrupted run leaves only a temporary directory that the next run removes.
+# The whole build (debootstrap, apt-get) runs in a private mount namespace,
+# so the /proc and /sys that debootstrap mounts inside the target vanish with
+# it, even when the build is killed.  Package scripts start no daemon (a
+# policy-rc.d inside the chroot forbids it).
+#
+# Idempotent; needs root.  Installs debootstrap on the host when missing.
+# Prints, as its last line, `<suite> <chroot dir> <Slurm version>`.
+set -euo pipefail
+
+SUITE="${1:-}"
+case "$SUITE" in
+    trixie | sid) ;;
+    *)
+        echo "usage: $0 trixie|sid" >&2
+        exit 2
+        ;;
+esac
+BASE="${GRES_RS_CHROOT_DIR:-/var/cache/slurm-gpu-gres/chroot}"
+TARGET="$BASE/$SUITE"
+STAMP_NAME=.gres-rs-chroot-stamp
+# What the test bed needs inside: the Slurm daemons and clients, munge, the
+# headers (slurm_version.h, the version the harness reads), and the tools the
+# harness and the jobs call (setpriv, mount from util-linux; kill, ps).
+PKGS=(slurmd slurmctld slurm-client munge libslurm-dev coreutils procps util-linux mount bash)
+export DEBIAN_FRONTEND=noninteractive LC_ALL=C
+
+log() { echo "debian-chroot[$SUITE]: $*" >&2; }
+
+if [ "$(id -u)" -ne 0 ]; then
+    log "must run as root"
+    exit 1
+fi
+
+# "24.11.5" from SLURM_VERSION_NUMBER (0x180b05) of the chroot's libslurm-dev.
+slurm_version() {
+    local n
+    n="$(sed -nE 's/^#define SLURM_VERSION_NUMBER[[:space:]]+(0x[0-9a-fA-F]+).*/\1/p' "$1/usr/include/slurm/slurm_version.h" 2>/dev/null)"
+    [ -n "$n" ] && printf '%d.%02d.%d\n' $((n >> 16 & 255)) $((n >> 8 & 255)) $((n & 255))
+}
+
+# slurmd is an alternatives symlink with an absolute target: look inside.
+has_slurmd() {
+    chroot "$1" test -x /usr/sbin/slurmd 2>/dev/null
+}
+
+ready() {
+    [ -f "$TARGET/$STAMP_NAME" ] && has_slurmd "$TARGET" && [ -n "$(slurm_version "$TARGET")" ]
+}
+
+report() {
+    log "reusing $TARGET ($(grep -E '^(built|slurmd) ' "$TARGET/$STAMP_NAME" | tr '\n' ' '))"
+    echo "$SUITE $TARGET $(slurm_version "$TARGET")"
+}
+
+if ready; then
+    report
+    exit 0
+fi
+
+mkdir -p "$BASE"
+# One builder per suite at a time.
+exec 9>"$BASE/.$SUITE.lock"
+flock 9
+if ready; then
+    report
+    exit 0
+fi
+
+# Leftovers of interrupted builds (their mounts died with their namespace).
+for old in "$BASE/.$SUITE.tmp."*; do
+    [ -e "$old" ] || continue
+    if findmnt -rn -o TARGET | grep -qF "$old"; then
+        log "$old still has mounts; not removing it"
+        exit 1
+    fi
+    log "removing unfinished build $old"
+    rm -rf --one-file-system "$old"
+done
+# A target without a stamp was not made by this script: refuse to guess.
+if [ -e "$TARGET" ]; then
+    log "$TARGET exists but has no $STAMP_NAME (not a finished build of this script); remove it first"
+    exit 1
+fi
+
+if ! command -v debootstrap >/dev/null 2>&1; then
+    log "installing debootstrap on the host"
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends debootstrap
+fi
+
+# The Debian mirror this machine uses (deb822 or one-line sources).
+MIRROR="${GRES_RS_DEBIAN_MIRROR:-}"
+if [ -z "$MIRROR" ]; then
+    MIRROR="$(sed -nE 's|^URIs:[[:space:]]*(\S+/debian)/?$|\1|p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1 || true)"
+fi
+if [ -z "$MIRROR" ]; then
+    MIRROR="$(sed -nE 's|^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?(\S+/debian)/?[[:space:]].*|\2|p' /etc/apt/sources.list 2>/dev/null | head -n1 || true)"
+fi
+MIRROR="${MIRROR:-http://deb.debian.org/debian}"
+
+TMP="$BASE/.$SUITE.tmp.$$"
+BUILDER=
+cleanup() {
+    # The builder's whole process group (debootstrap, apt, dpkg) first, so
+    # nothing writes into the directory being removed.
+    if [ -n "$BUILDER" ] && kill -0 "$BUILDER" 2>/dev/null; then
+        kill -TERM -- "-$BUILDER" 2>/dev/null || true
+        wait "$BUILDER" 2>/dev/null || true
+    fi
+    if [ -n "${TMP:-}" ] && [ -e "$TMP" ]; then
+        log "build incomplete; removing $TMP"
+        rm -rf --one-file-system "$TMP" "$TMP.debootstrap.log"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+mkdir "$TMP"
+log "building from $MIRROR into $TMP"
+start=$(date +%s)
+
+# Everything below runs in a private mount namespace, in a process group
+# of its own (setsid execs: $BUILDER is its leader).
+setsid unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
+    suite=$1 dir=$2 mirror=$3; shift 3
+    debootstrap --variant=minbase "$suite" "$dir" "$mirror" >"$dir.debootstrap.log" 2>&1 || {
+        tail -n 30 "$dir.debootstrap.log" >&2
+        exit 1
+    }
+    rm -f "$dir.debootstrap.log"
+    # The snapshot of sid reachable here has an expired Release file.
+    printf "Acquire::Check-Valid-Until \"false\";\nAPT::Install-Recommends \"false\";\n" >"$dir/etc/apt/apt.conf.d/90gres-rs-testbed"
+    printf "#!/bin/sh\n# slurm-gpu-gres test bed: no service starts in this chroot\nexit 101\n" >"$dir/usr/sbin/policy-rc.d"
+    chmod 755 "$dir/usr/sbin/policy-rc.d"
+    # Mount points for the host files the harness binds (chroot.rs).
+    [ -e "$dir/etc/hosts" ] || printf "127.0.0.1\tlocalhost\n::1\tlocalhost\n" >"$dir/etc/hosts"
+    [ -e "$dir/etc/resolv.conf" ] || : >"$dir/etc/resolv.conf"
+    mountpoint -q "$dir/proc" || mount -t proc proc "$dir/proc"
+    chroot "$dir" apt-get update -qq
+    chroot "$dir" apt-get install -y -qq "$@" >/dev/null
+    chroot "$dir" apt-get clean
+    rm -rf "$dir"/var/lib/apt/lists/*_Packages "$dir"/var/lib/apt/lists/*_InRelease "$dir"/var/lib/apt/lists/*_Release
+' debian-chroot "$SUITE" "$TMP" "$MIRROR" "${PKGS[@]}" &
+BUILDER=$!
+wait "$BUILDER"
+BUILDER=
+
+VERSION="$(slurm_version "$TMP")"
+if [ -z "$VERSION" ] || ! has_slurmd "$TMP"; then
+    log "the build has no slurm_version.h or slurmd"
+    exit 1
+fi
+{
+    echo "suite $SUITE"
+    echo "mirror $MIRROR"
+    echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "slurm_version $VERSION"
+    chroot "$TMP" dpkg-query -W -f='${Package} ${Version}\n' "${PKGS[@]}"
+} >"$TMP/$STAMP_NAME.tmp"
+mv "$TMP/$STAMP_NAME.tmp" "$TMP/$STAMP_NAME"
+mv -T "$TMP" "$TARGET"
+TMP=
+log "built $TARGET in $(($(date +%s) - start)) s"
+echo "$SUITE $TARGET $VERSION"
