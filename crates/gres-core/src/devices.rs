@@ -107,18 +107,29 @@ pub fn stat_device(path: &str) -> Result<DevStat, String> {
 /// `stat()`ed or are not device nodes are left out with a problem; a file
 /// named twice is a fatal problem.  Outside slurmd (`in_slurmd == false`)
 /// no file is touched and the list stays empty, as the stock plugin does.
+/// [`DeviceList::files`] stays empty: see [`build_device_list_with_files`].
 pub fn build_device_list(records: &[GresRecord], name: &str, in_slurmd: bool, stat: &dyn Fn(&str) -> Result<DevStat, String>) -> DeviceList {
+    build(records, name, in_slurmd, stat, false)
+}
+
+/// [`build_device_list`], and every file with what it is in
+/// [`DeviceList::files`], for [`same_devices`].
+pub fn build_device_list_with_files(records: &[GresRecord], name: &str, in_slurmd: bool, stat: &dyn Fn(&str) -> Result<DevStat, String>) -> DeviceList {
+    build(records, name, in_slurmd, stat, true)
+}
+
+fn build(records: &[GresRecord], name: &str, in_slurmd: bool, stat: &dyn Fn(&str) -> Result<DevStat, String>, keep_files: bool) -> DeviceList {
     let mut out = DeviceList::default();
     let mut seen: HashSet<String> = HashSet::new();
     let mut max_dev_num: i32 = -1;
     let mut duplicate_reported = false;
 
-    for slot in record_files(records, name) {
+    each_record_file(records, name, |slot| {
         let slot = match slot {
             Ok(slot) => slot,
             Err((file, e)) => {
                 out.problems.push(DeviceProblem { fatal: false, message: format!("can't parse gres.conf file record ({file}): {e}") });
-                continue;
+                return;
             }
         };
         let one = slot.path;
@@ -150,9 +161,11 @@ pub fn build_device_list(records: &[GresRecord], name: &str, in_slurmd: bool, st
             out.problems.push(DeviceProblem { fatal: true, message: format!("{name} duplicate device file name ({one})") });
             duplicate_reported = true;
         }
-        let id = id.unwrap_or_else(|| FileId::Path(normalize_path(&one)));
-        out.files.push(FileUse { record: slot.record, gpu: slot.gpu, path: one, multiple: slot.multiple, id });
-    }
+        if keep_files {
+            let id = id.unwrap_or_else(|| FileId::Path(normalize_path(&one)));
+            out.files.push(FileUse { record: slot.record, gpu: slot.gpu, path: one, multiple: slot.multiple, id });
+        }
+    });
     // Files without a number get numbers past the largest one.
     for dev in out.devices.iter_mut() {
         if dev.dev_num == -1 {
@@ -196,7 +209,7 @@ pub fn normalize_path(path: &str) -> String {
 }
 
 /// One file of one GPU (or other device) of a GRES, numbered as
-/// [`build_device_list`] numbers them.
+/// [`build_device_list_with_files`] numbers them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileUse {
     /// Index of the record in the list given.
@@ -221,10 +234,9 @@ struct RecordFile {
     multiple: bool,
 }
 
-/// The files of GRES `name`'s records with `File`, in order; `Err` for a
-/// record whose `File` does not expand (its value and why).
-fn record_files<'a>(records: &'a [GresRecord], name: &str) -> Vec<Result<RecordFile, (&'a str, HostlistError)>> {
-    let mut out = Vec::new();
+/// Each file of GRES `name`'s records with `File`, in order, to `f`;
+/// `Err` for a record whose `File` does not expand (its value and why).
+fn each_record_file<'a>(records: &'a [GresRecord], name: &str, mut f: impl FnMut(Result<RecordFile, (&'a str, HostlistError)>)) {
     let mut gpu: u32 = 0;
     for (record, rec) in records.iter().enumerate() {
         if rec.name != name || !rec.flags.has(ConfFlags::HAS_FILE) {
@@ -232,15 +244,15 @@ fn record_files<'a>(records: &'a [GresRecord], name: &str) -> Vec<Result<RecordF
         }
         let Some(record_file) = rec.file.as_deref() else { continue };
         let files = match hostlist::expand(record_file) {
-            Ok(f) => f,
+            Ok(files) => files,
             Err(e) => {
-                out.push(Err((record_file, e)));
+                f(Err((record_file, e)));
                 continue;
             }
         };
         let multiple = rec.flags.has(ConfFlags::HAS_MULT);
         for path in files {
-            out.push(Ok(RecordFile { record, gpu, path, multiple }));
+            f(Ok(RecordFile { record, gpu, path, multiple }));
             if !multiple {
                 gpu += 1;
             }
@@ -249,7 +261,6 @@ fn record_files<'a>(records: &'a [GresRecord], name: &str) -> Vec<Result<RecordF
             gpu += 1;
         }
     }
-    out
 }
 
 /// Two GPUs that are one device: every file of one of them is a file of
@@ -288,10 +299,21 @@ impl SameDevice {
 /// named twice in the same spelling, which stops slurmd already
 /// ([`build_device_list`]).
 pub fn same_devices(uses: &[FileUse]) -> Vec<SameDevice> {
-    // The usual node: no file is used twice, so no GPU can be another's.
-    let mut all: Vec<&FileId> = uses.iter().map(|u| &u.id).collect();
-    all.sort_unstable();
-    if all.windows(2).all(|w| w[0] != w[1]) {
+    // The usual nodes: every GPU has a file no other GPU uses (no file is
+    // used twice, or MIG instances sharing their GPU's device node but each
+    // with its own capability files), so no GPU's files can all be
+    // another's.
+    let mut by_file: Vec<(&FileId, u32)> = uses.iter().map(|u| (&u.id, u.gpu)).collect();
+    by_file.sort_unstable();
+    let mut has_own_file: Vec<u32> = Vec::new();
+    for group in by_file.chunk_by(|a, b| a.0 == b.0) {
+        if group.iter().all(|&(_, gpu)| gpu == group[0].1) {
+            has_own_file.push(group[0].1);
+        }
+    }
+    has_own_file.sort_unstable();
+    has_own_file.dedup();
+    if uses.iter().all(|u| has_own_file.binary_search(&u.gpu).is_ok()) {
         return Vec::new();
     }
     // The files of each GPU, in order, and the set of their identities.
@@ -443,7 +465,7 @@ mod tests {
     /// found in the records `(file, MultipleFiles)`.
     fn pairs(recs: &[(&str, bool)]) -> Vec<(u32, String, u32, String)> {
         let records: Vec<GresRecord> = recs.iter().map(|(f, m)| rec("gpu", f, if *m { ConfFlags::HAS_MULT } else { 0 })).collect();
-        let uses = build_device_list(&records, "gpu", true, &id_stat).files;
+        let uses = build_device_list_with_files(&records, "gpu", true, &id_stat).files;
         same_devices(&uses).into_iter().map(|s| (s.first.gpu, s.first.path, s.second.gpu, s.second.path)).collect()
     }
 
@@ -469,7 +491,7 @@ mod tests {
             rec("gpu", "/dev/nvidia2,/gone/x", ConfFlags::HAS_MULT),
             rec("gpu", "/dev/nvidia3", 0),
         ];
-        let uses = build_device_list(&records, "gpu", true, &id_stat).files;
+        let uses = build_device_list_with_files(&records, "gpu", true, &id_stat).files;
         let got: Vec<_> = uses.iter().map(|u| (u.record, u.gpu, u.path.as_str(), u.multiple)).collect();
         assert_eq!(
             got,
@@ -484,13 +506,29 @@ mod tests {
         assert_eq!(uses[0].id, FileId::Device { block: false, major: 195, minor: 0 });
         assert_eq!(uses[3].id, FileId::Path("/gone/x".into()));
         // Outside slurmd the same files, by name.
-        let by_name = build_device_list(&records, "gpu", false, &id_stat).files;
+        let by_name = build_device_list_with_files(&records, "gpu", false, &id_stat).files;
         assert_eq!(by_name.iter().map(|u| (u.record, u.gpu, u.path.as_str(), u.multiple)).collect::<Vec<_>>(), got);
-        let list = build_device_list(&records, "gpu", true, &id_stat);
+        let list = build_device_list_with_files(&records, "gpu", true, &id_stat);
         let idx: Vec<_> = list.devices.iter().map(|d| (d.index, d.path.as_str())).collect();
         assert_eq!(idx, vec![(0, "/dev/nvidia0"), (1, "/dev/nvidia1"), (2, "/dev/nvidia2"), (3, "/dev/nvidia3")]);
         // Without stat: names only.
-        assert!(build_device_list(&records, "gpu", false, &id_stat).files.iter().all(|u| matches!(&u.id, FileId::Path(p) if *p == u.path)));
+        assert!(build_device_list_with_files(&records, "gpu", false, &id_stat).files.iter().all(|u| matches!(&u.id, FileId::Path(p) if *p == u.path)));
+    }
+
+    #[test]
+    fn the_list_without_files_is_the_same_list() {
+        let records = vec![
+            rec("gpu", "/dev/nvidia[0-1]", 0),
+            rec("gpu", "/dev/nvidia0", 0),
+            rec("gpu", "/dev/nvidia2,/gone/x", ConfFlags::HAS_MULT),
+            rec("gpu", "/data/regular", 0),
+        ];
+        for in_slurmd in [true, false] {
+            let with = build_device_list_with_files(&records, "gpu", in_slurmd, &id_stat);
+            let without = build_device_list(&records, "gpu", in_slurmd, &id_stat);
+            assert!(without.files.is_empty());
+            assert_eq!((&with.devices, &with.problems), (&without.devices, &without.problems));
+        }
     }
 
     #[test]
@@ -558,7 +596,7 @@ mod tests {
     #[test]
     fn log_message_names_both_records() {
         let records = vec![rec("gpu", "/dev/nvidia[0-1]", ConfFlags::HAS_MULT), rec("gpu", "/dev/nvidia1,/dev/nvidia0", ConfFlags::HAS_MULT)];
-        let found = same_devices(&build_device_list(&records, "gpu", true, &id_stat).files);
+        let found = same_devices(&build_device_list_with_files(&records, "gpu", true, &id_stat).files);
         assert_eq!(found.len(), 1);
         assert_eq!(
             found[0].log_message(&records),
@@ -566,7 +604,7 @@ mod tests {
              two jobs could be given one GPU"
         );
         let records = vec![rec("gpu", "/dev/nvidia0", 0), rec("gpu", "/links/g0", 0)];
-        let found = same_devices(&build_device_list(&records, "gpu", true, &id_stat).files);
+        let found = same_devices(&build_device_list_with_files(&records, "gpu", true, &id_stat).files);
         assert_eq!(
             found[0].log_message(&records),
             "/links/g0 (GPU 1, File=/links/g0) is the same device as /dev/nvidia0 (GPU 0, File=/dev/nvidia0): two jobs could be given one GPU"

@@ -1066,7 +1066,7 @@ fn device_problems(list: &devices::DeviceList, plugin: &str, places: &Places, p:
 /// only when `input.stat` is given).
 fn device_list(records: &[GresRecord], name: &str, input: &NodeInput<'_>) -> devices::DeviceList {
     let no_stat = |_: &str| -> Result<DevStat, String> { Err(String::new()) };
-    devices::build_device_list(records, name, input.stat.is_some(), input.stat.unwrap_or(&no_stat))
+    devices::build_device_list_with_files(records, name, input.stat.is_some(), input.stat.unwrap_or(&no_stat))
 }
 
 fn device_load(records: &[GresRecord], name: &str, plugin: &str, input: &NodeInput<'_>, places: &Places, p: &mut Prediction) -> Result<(), ()> {

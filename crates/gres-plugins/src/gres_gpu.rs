@@ -39,7 +39,7 @@ pub(crate) fn report_device_problems(list: &DeviceList, plugin_name: &str) -> Re
 /// fatal problem the device list is left as it was.
 fn load_config(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>) -> Result<GpuDevices, String> {
     super::gpu_detect::merge_detected_gpus(host, cfg, records, GresGpu::PLUGIN_NAME)?;
-    let list = devices::build_device_list(records, GresGpu::GRES_NAME, cfg.in_slurmd, &devices::stat_device);
+    let list = devices::build_device_list_with_files(records, GresGpu::GRES_NAME, cfg.in_slurmd, &devices::stat_device);
     if cfg.in_slurmd {
         // Stock says nothing here; two jobs could then be given one GPU.
         for same in devices::same_devices(&list.files) {
