@@ -3,7 +3,7 @@
 //! format string), prefixed with the plugin type like Slurm's plugins
 //! (`gres/gpu: ...`), and only formatted when slurmd's log level wants them.
 //!
-//! Levels and the special targets are described in [`crate::log`].
+//! Levels and the special targets are described in [`gres_log`].
 
 use super::sys;
 use gres_log as targets;
