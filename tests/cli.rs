@@ -156,6 +156,29 @@ fn help_reads_like_a_man_page() {
 }
 
 #[test]
+fn man_pages_and_completions_from_the_help_definitions() {
+    let d = temp_dir("generate");
+    let man = d.0.join("man");
+    let out = gres_rs(&["generate", "man", man.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut pages: Vec<String> = fs::read_dir(&man).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    pages.sort();
+    assert_eq!(pages, ["gres-rs-check.1", "gres-rs-detect.1", "gres-rs-install.1", "gres-rs-status.1", "gres-rs.1"]);
+    let check = fs::read_to_string(man.join("gres-rs-check.1")).unwrap();
+    assert!(check.contains(".TH gres-rs-check 1") && check.contains("no\\-device\\-check") && check.contains("EXIT STATUS"), "{check}");
+    // The hidden command has no page.
+    assert!(!fs::read_to_string(man.join("gres-rs.1")).unwrap().contains("gres\\-rs\\-generate"));
+
+    let comp = d.0.join("completions");
+    let out = gres_rs(&["generate", "completions", comp.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for (file, has) in [("gres-rs.bash", "--no-device-check"), ("_gres-rs", "--no-device-check"), ("gres-rs.fish", "no-device-check")] {
+        let body = fs::read_to_string(comp.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(body.contains(has) && body.contains("status"), "{file}:\n{body}");
+    }
+}
+
+#[test]
 fn examples_are_clean() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
     let mut checked = 0;

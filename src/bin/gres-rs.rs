@@ -13,6 +13,8 @@
 mod check;
 #[path = "gres-rs/detect.rs"]
 mod detect;
+#[path = "gres-rs/generate.rs"]
+mod generate;
 #[path = "gres-rs/host.rs"]
 mod host;
 #[path = "gres-rs/install.rs"]
@@ -21,6 +23,8 @@ mod install;
 mod render;
 #[path = "gres-rs/sliced.rs"]
 mod sliced;
+#[path = "gres-rs/status.rs"]
+mod status;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -157,6 +161,28 @@ EXIT STATUS
         root's, writable by others, the package manager's)
     2   usage error, file missing, DIR not writable";
 
+const STATUS_LONG_ABOUT: &str = "\
+For each slurmd, slurmstepd and slurmctld process of this host: which
+gres/gpu, gres/mps, gres/shard and gpu plugin files it has mapped (from
+/proc/<pid>/maps), whether each is ours (libgres_rs.so mapped from the same
+directory) or stock, the Slurm release of its plugin_version, and whether
+the file mapped is still the file installed at that path: a plugin replaced
+or removed since the daemon started is marked, since the daemon runs the
+old one until it is restarted.
+
+Reading another process's maps needs root (or the same user); where a
+process cannot be looked at, the line says why.  A mapped file that was
+replaced is read through /proc/<pid>/map_files (root only).
+
+EXAMPLES
+    gres-rs status
+    gres-rs status --format json
+
+EXIT STATUS
+    0   a daemon of this host runs our plugins
+    1   no daemon runs them (stock plugins only, or no daemon running)
+    2   no daemon could be looked at (permissions), or /proc is unreadable";
+
 #[derive(Parser, Debug)]
 #[command(name = "gres-rs", version, about = "Check, detect and install Slurm 22.05 GPU GRES configurations", long_about = LONG_ABOUT)]
 struct Cli {
@@ -175,6 +201,45 @@ enum Command {
     /// Install the plugin files where slurmd loads them
     #[command(long_about = INSTALL_LONG_ABOUT)]
     Install(InstallArgs),
+    /// Show which plugin files the running slurmd, slurmstepd and slurmctld have loaded
+    #[command(long_about = STATUS_LONG_ABOUT)]
+    Status(StatusArgs),
+    /// Write the man pages or the shell completions into a directory (for packaging)
+    #[command(hide = true)]
+    Generate(GenerateArgs),
+}
+
+/// Output formats of `status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StatusFormat {
+    Text,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// Output format
+    #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
+    pub format: StatusFormat,
+}
+
+/// What `generate` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GenerateWhat {
+    /// gres-rs.1 and gres-rs-<command>.1
+    Man,
+    /// bash, zsh and fish completions
+    Completions,
+}
+
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    /// What to write
+    #[arg(value_enum)]
+    pub what: GenerateWhat,
+    /// Directory to write into (made if missing)
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 /// Output formats of `check`.
@@ -267,6 +332,8 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(&args),
         Command::Detect(args) => detect::run(&args),
         Command::Install(args) => install::run(&args),
+        Command::Status(args) => status::run(&args),
+        Command::Generate(args) => generate::run(&args),
     };
     ExitCode::from(code)
 }

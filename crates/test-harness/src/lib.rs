@@ -324,6 +324,9 @@ pub enum PluginSet {
     /// Like `Ours` but only the named plugins (e.g. `["gres_gpu"]`) are
     /// installed; the rest come from Debian's dir. Useful to bisect.
     OursOnly(Vec<String>),
+    /// All four of ours, already installed in this directory (by the
+    /// Debian package): `PluginDir=<dir>:<Debian's dir>`, nothing copied.
+    Installed(PathBuf),
 }
 
 impl PluginSet {
@@ -333,6 +336,7 @@ impl PluginSet {
             PluginSet::Stock => vec![],
             PluginSet::Ours => OUR_PLUGINS.iter().map(|s| s.to_string()).collect(),
             PluginSet::OursOnly(v) => v.clone(),
+            PluginSet::Installed(_) => OUR_PLUGINS.iter().map(|s| s.to_string()).collect(),
         }
     }
     pub fn label(&self) -> String {
@@ -340,6 +344,7 @@ impl PluginSet {
             PluginSet::Stock => "stock".into(),
             PluginSet::Ours => "ours".into(),
             PluginSet::OursOnly(v) => format!("ours[{}]", v.join(",")),
+            PluginSet::Installed(d) => format!("ours in {}", d.display()),
         }
     }
 }
@@ -642,6 +647,8 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
     let ours = c.plugins.ours();
     let (plugin_dir_setting, our_dir) = if ours.is_empty() {
         (stock, None)
+    } else if let PluginSet::Installed(dir) = &c.plugins {
+        (format!("{}:{stock}", dir.display()), Some(dir.clone()))
     } else {
         let names: Vec<&str> = ours.iter().map(|s| s.as_str()).collect();
         let built = match &c.plugin_build_dir {

@@ -1,0 +1,157 @@
+//! The Debian package, as an admin uses it: `packaging/debian/build-deb.sh`
+//! builds it from this checkout, `apt-get install ./<deb>` installs it, a
+//! test cluster with `PluginDir=` from the package runs jobs with our
+//! plugins, `gres-rs status` says so (and says stock once the directory is
+//! out of `PluginDir` and the daemons restarted), `man gres-rs-check`
+//! works, and `apt-get remove` leaves nothing behind.
+//!
+//! Installs a package on this machine, so it runs only as root with the
+//! test bed's Slurm (tests/run.sh); a package installed before the test is
+//! left installed, one the test installed is removed, pass or fail.
+
+use gres_test_harness as harness;
+
+use harness::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const PACKAGE: &str = "slurm-gpu-gres";
+
+fn run(cmd: &mut Command) -> (bool, String) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+fn installed() -> bool {
+    run(Command::new("dpkg-query").args(["-W", "-f=${Status}", PACKAGE])).1.contains("install ok installed")
+}
+
+/// Removes the package at the end if this test installed it.
+struct Uninstall(bool);
+
+impl Drop for Uninstall {
+    fn drop(&mut self) {
+        if self.0 && installed() {
+            let _ = Command::new("apt-get").args(["purge", "-y", "-q", PACKAGE]).env("DEBIAN_FRONTEND", "noninteractive").status();
+        }
+    }
+}
+
+fn multiarch() -> String {
+    let (ok, out) = run(Command::new("dpkg-architecture").arg("-qDEB_HOST_MULTIARCH"));
+    assert!(ok, "dpkg-architecture: {out}");
+    out.trim().to_string()
+}
+
+fn gres_rs_status() -> (Option<i32>, String) {
+    let out = Command::new("/usr/bin/gres-rs").arg("status").output().expect("run /usr/bin/gres-rs status");
+    (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+fn status_lines_of(text: &str, pid: u32) -> String {
+    let head = format!("(pid {pid}):");
+    let mut lines = text.lines().skip_while(|l| !l.ends_with(&head));
+    let mut out = String::new();
+    if let Some(h) = lines.next() {
+        out.push_str(h);
+        out.push('\n');
+        for l in lines.take_while(|l| l.starts_with("  ")) {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn env_value(env_output: &str, key: &str) -> Option<String> {
+    env_output.lines().find_map(|l| l.strip_prefix(&format!("{key}=")).map(|v| v.to_string()))
+}
+
+#[test]
+fn the_debian_package_installs_runs_jobs_and_removes_cleanly() {
+    if !require_slurm("the_debian_package_installs_runs_jobs_and_removes_cleanly") {
+        return;
+    }
+    let was_installed = installed();
+    let root = workspace_root();
+    let out_dir = target_dir().join("debian-test");
+    let built = Command::new("bash").arg(root.join("packaging/debian/build-deb.sh")).arg(&out_dir).current_dir(&root).output().expect("run build-deb.sh");
+    let (stdout, stderr) = (String::from_utf8_lossy(&built.stdout), String::from_utf8_lossy(&built.stderr));
+    assert!(built.status.success(), "build-deb.sh failed:\n{stdout}{stderr}");
+    // Its last line on standard output is the package.
+    let deb = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+    assert!(deb.is_file() && deb.extension().is_some_and(|e| e == "deb"), "build-deb.sh printed no .deb:\n{stdout}{stderr}");
+
+    // Depends pins the upstream release slurmd checks.
+    let (_, fields) = run(Command::new("dpkg-deb").args(["-f"]).arg(&deb).args(["Version", "Depends"]));
+    let slurm = slurm_version_installed();
+    assert!(fields.contains(&format!("+slurm{slurm}-1")), "{fields}");
+    assert!(fields.contains(&format!("slurm-wlm-basic-plugins (>= {slurm})")) && fields.contains("slurm-wlm-basic-plugins (<< "), "{fields}");
+
+    let _cleanup = Uninstall(!was_installed);
+    let (ok, inst) = run(Command::new("apt-get").args(["install", "-y", "-q"]).arg(&deb).env("DEBIAN_FRONTEND", "noninteractive"));
+    assert!(ok, "apt-get install {}:\n{inst}", deb.display());
+    let plugin_dir = PathBuf::from(format!("/usr/lib/{}/slurm-gpu-gres", multiarch()));
+    assert!(inst.contains(&format!("PluginDir={}:", plugin_dir.display())), "postinst prints the PluginDir= line:\n{inst}");
+    for f in ["gres_gpu.so", "gres_mps.so", "gres_shard.so", "gpu_nvml.so", LIBRARY_FILE] {
+        assert!(plugin_dir.join(f).is_file(), "{} missing after install", plugin_dir.join(f).display());
+    }
+    // No file of the package belongs to another package.
+    let (_, list) = run(Command::new("dpkg").args(["-L", PACKAGE]));
+    for path in list.lines().filter(|p| Path::new(p).is_file()) {
+        let (_, owners) = run(Command::new("dpkg").args(["-S", path]));
+        assert!(owners.lines().all(|l| l.starts_with(&format!("{PACKAGE}:"))), "{path} is also another package's: {owners}");
+    }
+
+    // The man pages from the same definitions as --help.
+    let (ok, man) = run(Command::new("man").args(["-P", "cat", "gres-rs-check"]).env("MANWIDTH", "100"));
+    assert!(ok && man.contains("--no-device-check") && man.contains("EXIT STATUS"), "man gres-rs-check:\n{man}");
+
+    // A cluster whose PluginDir starts with the package's directory.
+    let mut c = Cluster::start(ClusterConfig::gpus(PluginSet::Installed(plugin_dir.clone()), 4));
+    c.assert_ours_loaded(&["gres_gpu", "gres_mps", "gres_shard"]);
+    let job = c.srun(&["--gres=gpu:2", "env"]).expect_ok("srun --gres=gpu:2 env");
+    assert_eq!(env_value(&job.stdout, "CUDA_VISIBLE_DEVICES").as_deref(), Some("0,1"), "{job}");
+    let slurmd = c.pid(Daemon::Slurmd).expect("slurmd pid");
+    let (code, status) = gres_rs_status();
+    assert_eq!(code, Some(0), "gres-rs status with ours loaded:\n{status}");
+    let ours = status_lines_of(&status, slurmd);
+    for t in ["gres/gpu", "gres/mps", "gres/shard"] {
+        let want = format!("  {t:<12} ours   Slurm {slurm}");
+        assert!(ours.lines().any(|l| l.starts_with(&want) && l.contains(&plugin_dir.display().to_string())), "{want} in:\n{ours}");
+    }
+    c.stop();
+
+    // Out of PluginDir and restarted: stock.
+    let mut c = Cluster::start(ClusterConfig::gpus(PluginSet::Stock, 4));
+    let slurmd = c.pid(Daemon::Slurmd).expect("slurmd pid");
+    let (_, status) = gres_rs_status();
+    let stock = status_lines_of(&status, slurmd);
+    let want = format!("  gres/gpu     stock  Slurm {slurm}");
+    assert!(stock.lines().any(|l| l.starts_with(&want)), "{want} in:\n{stock}");
+    assert!(!stock.contains(" ours "), "{stock}");
+    c.stop();
+
+    if !was_installed {
+        let (ok, rm) = run(Command::new("apt-get").args(["remove", "-y", "-q", PACKAGE]).env("DEBIAN_FRONTEND", "noninteractive"));
+        assert!(ok, "apt-get remove:\n{rm}");
+        assert!(rm.contains("To roll back") || rm.contains("roll back"), "prerm says how to roll back:\n{rm}");
+        assert!(!plugin_dir.exists(), "{} left after removal", plugin_dir.display());
+        assert!(!Path::new("/usr/bin/gres-rs").exists(), "/usr/bin/gres-rs left after removal");
+        assert!(!installed());
+        // Removed, only dpkg's record of its maintainer scripts is left
+        // ("rc"); purging leaves nothing.
+        let (ok, purge) = run(Command::new("apt-get").args(["purge", "-y", "-q", PACKAGE]).env("DEBIAN_FRONTEND", "noninteractive"));
+        assert!(ok, "apt-get purge:\n{purge}");
+        let (_, state) = run(Command::new("dpkg-query").args(["-W", "-f=${db:Status-Abbrev}", PACKAGE]));
+        assert!(state.trim().is_empty() || state.contains("no packages found"), "dpkg still knows {PACKAGE}: {state}");
+    }
+}
+
+/// The installed slurmd's release, e.g. "22.05.8".
+fn slurm_version_installed() -> String {
+    let (ok, out) = run(Command::new("slurmd").arg("-V"));
+    assert!(ok, "slurmd -V: {out}");
+    out.split_whitespace().last().unwrap_or_default().to_string()
+}
