@@ -155,3 +155,44 @@ fn slurm_version_installed() -> String {
     assert!(ok, "slurmd -V: {out}");
     out.split_whitespace().last().unwrap_or_default().to_string()
 }
+
+/// The RPM spec, for sites that build Slurm's RPMs from SchedMD's tarball:
+/// rpm's own parser takes it for a given release (the release is in the
+/// package's release and in its exact requirements), rpmlint finds no
+/// error, and rpmbuild makes the source package.  The binary build
+/// (`rpmbuild -bb`, a full release build of the workspace) is verified by
+/// hand (README).
+#[test]
+fn the_rpm_spec_parses_lints_and_makes_a_source_package() {
+    let have = |tool: &str| Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
+    if !have("rpmspec") || !have("rpmbuild") {
+        assert!(!strict_mode(), "rpmspec/rpmbuild missing (tests/setup-debian.sh installs rpm)");
+        eprintln!("the_rpm_spec_parses_lints_and_makes_a_source_package: no rpmspec/rpmbuild: skipped");
+        return;
+    }
+    let spec = workspace_root().join("packaging/rpm/slurm-gpu-gres.spec");
+    let (ok, parsed) = run(Command::new("rpmspec").arg("-P").arg(&spec).args(["--define", "slurm_version 24.05.8"]));
+    assert!(ok, "rpmspec -P:\n{parsed}");
+    for want in ["Release:        1.slurm24.05.8", "BuildRequires:  slurm-devel = 24.05.8", "Requires:       slurm = 24.05.8", "%{_libdir}/slurm-gpu-gres"] {
+        let want = want.replace("%{_libdir}", "/usr/lib64");
+        assert!(parsed.contains(&want), "{want} not in the parsed spec:\n{parsed}");
+    }
+    if have("rpmlint") {
+        let (_, lint) = run(Command::new("rpmlint").arg(&spec));
+        assert!(lint.contains(" 0 errors"), "rpmlint:\n{lint}");
+    }
+    let top = target_dir().join("rpm-test");
+    let _ = std::fs::remove_dir_all(&top);
+    std::fs::create_dir_all(top.join("SOURCES")).unwrap();
+    let tarball = top.join("SOURCES/slurm-gpu-gres-0.1.0.tar.gz");
+    let (ok, out) =
+        run(Command::new("git").arg("-C").arg(workspace_root()).args(["archive", "--prefix=slurm-gpu-gres-0.1.0/", "-o"]).arg(&tarball).arg("HEAD"));
+    assert!(ok, "git archive: {out}");
+    let (ok, out) = run(Command::new("rpmbuild")
+        .args(["-bs", "--nodeps", "--define"])
+        .arg(format!("_topdir {}", top.display()))
+        .args(["--define", "slurm_version 24.05.8"])
+        .arg(&spec));
+    assert!(ok, "rpmbuild -bs:\n{out}");
+    assert!(top.join("SRPMS/slurm-gpu-gres-0.1.0-1.slurm24.05.8.src.rpm").is_file(), "no source RPM:\n{out}");
+}
