@@ -82,9 +82,11 @@ install -m 0644 "$work/completions/gres-rs.fish" "$root/usr/share/fish/vendor_co
 
 # MPS scripts and node configurations.
 install -d -m 0755 "$root$share/mps" "$root$share/examples"
-for f in examples/mps/*.sh; do
+for f in examples/mps/mps-prolog.sh examples/mps/mps-epilog.sh examples/mps/mps-task-prolog.sh; do
     install -m 0755 "$f" "$root$share/mps/$(basename "$f")"
 done
+# Sourced by the three, never run.
+install -m 0644 examples/mps/mps-common.sh "$root$share/mps/mps-common.sh"
 install -m 0644 examples/mps/README.md "$root$share/mps/README.md"
 for d in a100-mig h100-nvlink mps-mixed shards typed-multi-model; do
     [ -d "examples/$d" ] || continue
