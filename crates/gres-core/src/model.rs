@@ -22,6 +22,14 @@ impl ConfFlags {
     pub const SHARED: u32 = 1 << 9;
     pub const ONE_SHARING: u32 = 1 << 10;
     pub const ENV_ONEAPI: u32 = 1 << 11;
+    /// `GRES_CONF_EXPLICIT` (23.02 on; `Flags=explicit`).
+    pub const EXPLICIT: u32 = 1 << 12;
+    /// Bit 14: `GRES_CONF_GLOBAL_INDEX` (23.11.4 – 25.11) or
+    /// `GRES_CONF_UUID` (26.05; `Flags=env_uuid`); see
+    /// [`crate::behaviour::ConfBit14`].
+    pub const BIT14: u32 = 1 << 14;
+    /// `GRES_CONF_MIG` (25.11 on): a MIG record of gpu/nvml.
+    pub const MIG: u32 = 1 << 17;
     /// Every `ENV_*` bit that selects an environment variable.
     pub const ENV_SET: u32 = Self::ENV_NVML | Self::ENV_RSMI | Self::ENV_OPENCL | Self::ENV_ONEAPI;
 

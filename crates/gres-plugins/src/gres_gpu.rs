@@ -172,7 +172,7 @@ mod tests {
             let usable = Bitmap::from_indices(2, &[1]);
             let none = |_: &str| None;
             let req = SetEnv { alloc: Some(&alloc), gres_cnt: 1, flags: InternalFlags(0), current: &none };
-            set_env(&STATE, &TestHost, EnvTarget::Task { usable: Some(&usable) }, &req)
+            set_env(&STATE, &TestHost::default(), EnvTarget::Task { usable: Some(&usable) }, &req)
         });
     }
 }

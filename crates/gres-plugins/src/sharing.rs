@@ -209,7 +209,7 @@ mod tests {
         let mps = GresRecord { name: "mps".into(), count: 300, cpu_cnt: 4, ..Default::default() };
         let mut records = vec![gpus(), mps];
         let cfg = NodeConfig { cpu_cnt: 4, in_slurmd: false };
-        node_config_load(SharedKind::Mps, &STATE, &TestHost, cfg, &mut records).unwrap();
+        node_config_load(SharedKind::Mps, &STATE, &TestHost::default(), cfg, &mut records).unwrap();
         assert_eq!(records.len(), 4);
         assert_eq!(STATE.lock().data().counts, vec![SharedDev { id: 0, count: 150 }, SharedDev { id: 1, count: 150 }]);
         let generation = devices_generation(&STATE);
@@ -217,7 +217,7 @@ mod tests {
         // A broken configuration leaves records and state as they were.
         let mut bad = vec![GresRecord { name: "mps".into(), count: 1, ..Default::default() }];
         let before = bad.clone();
-        assert!(node_config_load(SharedKind::Mps, &STATE, &TestHost, cfg, &mut bad).is_err());
+        assert!(node_config_load(SharedKind::Mps, &STATE, &TestHost::default(), cfg, &mut bad).is_err());
         assert_eq!(bad, before);
         assert_eq!(STATE.lock().data().counts.len(), 2);
         assert_eq!(devices_generation(&STATE), generation);
@@ -240,7 +240,7 @@ mod tests {
         let alloc = Bitmap::from_indices(2, &[1]);
         let none = |_: &str| None;
         let req = SetEnv { alloc: Some(&alloc), gres_cnt: 200, flags: InternalFlags(0), current: &none };
-        let change = set_env(SharedKind::Mps, &STEPD, &TestHost, EnvTarget::Step, &req);
+        let change = set_env(SharedKind::Mps, &STEPD, &TestHost::default(), EnvTarget::Step, &req);
         assert!(change.ops.contains(&EnvOp::Set("CUDA_VISIBLE_DEVICES".into(), "1".into())));
         assert!(change.ops.contains(&EnvOp::Set("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), "16".into())));
 
@@ -268,7 +268,7 @@ mod tests {
             let usable = Bitmap::from_indices(2, &[1]);
             let none = |_: &str| None;
             let req = SetEnv { alloc: Some(&alloc), gres_cnt: 50, flags: InternalFlags(0), current: &none };
-            set_env(SharedKind::Mps, &STATE, &TestHost, EnvTarget::Task { usable: Some(&usable) }, &req)
+            set_env(SharedKind::Mps, &STATE, &TestHost::default(), EnvTarget::Task { usable: Some(&usable) }, &req)
         });
     }
 

@@ -361,7 +361,7 @@ impl Env<'_> {
                 }
             }
         } else if local && autodetect == AutoDetect::Nvml && !self.args.no_detect {
-            system = slurm_gpu_gres::nvml::system_gpu_list(&StandaloneHost, NodeConfig { cpu_cnt: cpus, in_slurmd: true }, &Default::default());
+            system = slurm_gpu_gres::nvml::system_gpu_list(&StandaloneHost::default(), NodeConfig { cpu_cnt: cpus, in_slurmd: true }, &Default::default());
         }
         if self.fake_path.is_none() {
             problems.extend(self.autodetect_problems(autodetect, local, system.is_some()));
