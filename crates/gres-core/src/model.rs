@@ -376,6 +376,9 @@ pub struct GresDevice {
     pub minor: u32,
     pub path: String,
     pub unique_id: Option<String>,
+    /// A MIG device: its record had `GRES_CONF_MIG` (`GRES_DEV_MIG` of the
+    /// releases that have it; see [`crate::behaviour::UniqueIdInEnv`]).
+    pub mig: bool,
 }
 
 /// Slurm's `NO_VAL`, the major/minor of a device whose `stat()` failed.
@@ -409,7 +412,16 @@ pub struct GpuEnergy {
 #[doc(hidden)]
 pub fn test_devices(n: u32) -> Vec<GresDevice> {
     (0..n)
-        .map(|i| GresDevice { index: i, dev_num: i as i32, dev_type: DevType::Char, major: 195, minor: i, path: format!("/dev/nvidia{i}"), unique_id: None })
+        .map(|i| GresDevice {
+            index: i,
+            dev_num: i as i32,
+            dev_type: DevType::Char,
+            major: 195,
+            minor: i,
+            path: format!("/dev/nvidia{i}"),
+            unique_id: None,
+            mig: false,
+        })
         .collect()
 }
 

@@ -11,6 +11,7 @@
 //!   rules of [`super::env`], by [`shared_env`] and [`shared_epilog_env`];
 //! - what slurmd hands to slurmstepd, by [`write_stepd`] and [`read_stepd`].
 
+use super::behaviour::UniqueIdInEnv;
 use super::devices::{self, DevStat};
 use super::env::{self, EnvChange, EnvOp, EnvState, GpuEnvRequest, Scope, GPUS_ON_NODE_VAR};
 use super::fake_gpus::{to_log_line, to_parsable};
@@ -379,6 +380,9 @@ pub struct SharedEnvRequest<'a> {
     /// The node's `ENV_*` flags.
     pub node_flags: ConfFlags,
     pub use_local_dev_index: bool,
+    /// When a device's `unique_id` replaces its index in the vendor
+    /// variables.
+    pub unique_id_in_env: UniqueIdInEnv,
 }
 
 /// The environment changes plus lines to log.
@@ -428,6 +432,7 @@ pub fn shared_env(req: &SharedEnvRequest<'_>, state: &mut EnvState, current: &dy
         flags: gpu_flags,
         node_flags: req.kind.env_flags(req.node_flags),
         use_local_dev_index: req.use_local_dev_index,
+        unique_id_in_env: req.unique_id_in_env,
     };
     // gpu_env also sets CUDA_DEVICE_ORDER with the device variables.
     out.change = env::gpu_env(&gpu_req, state, current);
@@ -949,6 +954,7 @@ mod tests {
                 flags: InternalFlags(flags),
                 node_flags: self.node_flags,
                 use_local_dev_index: self.local,
+                unique_id_in_env: UniqueIdInEnv::Always,
             };
             let snapshot = env.clone();
             let out = shared_env(&req, st, &|k| snapshot.get(k).cloned());
@@ -1044,6 +1050,7 @@ mod tests {
                         flags: InternalFlags(0),
                         node_flags: node.node_flags,
                         use_local_dev_index: false,
+                        unique_id_in_env: UniqueIdInEnv::Always,
                     };
                     let snapshot = env.clone();
                     let c = env::gpu_env(&req, &mut EnvState::default(), &|k| snapshot.get(k).cloned());

@@ -63,7 +63,7 @@ pub fn read_devices(r: &mut dyn WireReader) -> Result<Vec<GresDevice>, WireError
         let minor = r.u32("device minor")?;
         let path = r.string("device path")?.unwrap_or_default();
         let unique_id = r.string("device unique id")?;
-        out.push(GresDevice { index, dev_num, dev_type, major, minor, path, unique_id });
+        out.push(GresDevice { index, dev_num, dev_type, major, minor, path, unique_id, mig: false });
     }
     Ok(out)
 }
@@ -131,8 +131,17 @@ mod tests {
 
     fn sample() -> Vec<GresDevice> {
         vec![
-            GresDevice { index: 0, dev_num: 0, dev_type: DevType::Char, major: 195, minor: 0, path: "/dev/nvidia0".into(), unique_id: None },
-            GresDevice { index: 1, dev_num: 1, dev_type: DevType::Char, major: 195, minor: 1, path: "/dev/nvidia1".into(), unique_id: Some("MIG-1".into()) },
+            GresDevice { index: 0, dev_num: 0, dev_type: DevType::Char, major: 195, minor: 0, path: "/dev/nvidia0".into(), unique_id: None, mig: false },
+            GresDevice {
+                index: 1,
+                dev_num: 1,
+                dev_type: DevType::Char,
+                major: 195,
+                minor: 1,
+                path: "/dev/nvidia1".into(),
+                unique_id: Some("MIG-1".into()),
+                mig: false,
+            },
         ]
     }
 

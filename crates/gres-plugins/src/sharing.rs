@@ -65,7 +65,9 @@ pub fn devices_generation(state: &'static SharedState) -> u64 {
 pub fn set_env(kind: SharedKind, state: &'static SharedState, host: &dyn Host, target: EnvTarget<'_>, req: &SetEnv<'_>) -> EnvChange {
     let Some(mut st) = state.lock_for_env(&target) else { return EnvChange::default() };
     let mut job_state = EnvState::default();
-    let (data, scope, env_state) = st.for_env(target, &mut job_state);
+    let (data, scope, kept) = st.for_env(target, &mut job_state);
+    let mut fresh = EnvState::default();
+    let env_state = if host.behaviour().stateless_env { &mut fresh } else { kept };
     let request = SharedEnvRequest {
         kind,
         devices: &data.devices,
@@ -76,6 +78,7 @@ pub fn set_env(kind: SharedKind, state: &'static SharedState, host: &dyn Host, t
         flags: req.flags,
         node_flags: data.node_flags,
         use_local_dev_index: host.use_local_device_index(),
+        unique_id_in_env: host.behaviour().unique_id_in_env,
     };
     let out = sharing::shared_env(&request, env_state, req.current);
     super::log_lines(&out.logs);
