@@ -50,8 +50,11 @@ fn load(kind: SharedKind, host: &dyn Host, cfg: NodeConfig, records: &mut Vec<Gr
     let (result, logs) = sharing::load(&input);
     super::log_lines(&logs);
     let loaded = result?;
+    // The node flags of the whole list, as the release forms them (bit 14
+    // too where it means UUID: gres/shard then names devices by UUID).
+    let node_flags = devices::node_env_flags_for(&loaded.records, host.behaviour());
     *records = loaded.records;
-    Ok(SharedDevices { devices: loaded.devices, counts: loaded.counts, node_flags: loaded.node_flags })
+    Ok(SharedDevices { devices: loaded.devices, counts: loaded.counts, node_flags })
 }
 
 pub fn devices(state: &'static SharedState) -> Vec<GresDevice> {
@@ -204,6 +207,25 @@ mod tests {
 
     fn nvidia(n: u32) -> Vec<GresDevice> {
         crate::core::model::test_devices(n)
+    }
+
+    /// Where bit 14 means UUID (`Flags=env_uuid`), gres/shard's node flags
+    /// carry it; elsewhere they do not.
+    #[test]
+    fn shard_node_flags_carry_uuid_where_the_release_does() {
+        use crate::core::behaviour::{Behaviour, ConfBit14};
+        static STATE: SharedState = SharedState::new(SharedDevices::NONE);
+        let node_flags = |behaviour: Behaviour| {
+            let gpu = GresRecord { flags: ConfFlags(ConfFlags::HAS_FILE | ConfFlags::ENV_NVML | ConfFlags::BIT14), ..gpus() };
+            let shard = GresRecord { name: "shard".into(), count: 4, cpu_cnt: 4, ..Default::default() };
+            let mut records = vec![gpu, shard];
+            let cfg = NodeConfig { cpu_cnt: 4, in_slurmd: false };
+            node_config_load(SharedKind::Shard, &STATE, &TestHost::new(behaviour), cfg, &mut records).unwrap();
+            STATE.lock().data().node_flags.0
+        };
+        assert_eq!(node_flags(Behaviour::BASELINE), ConfFlags::ENV_NVML);
+        assert_eq!(node_flags(Behaviour { conf_bit14: ConfBit14::GlobalIndex, ..Behaviour::BASELINE }), ConfFlags::ENV_NVML);
+        assert_eq!(node_flags(Behaviour { conf_bit14: ConfBit14::Uuid, ..Behaviour::BASELINE }), ConfFlags::ENV_NVML | ConfFlags::BIT14);
     }
 
     #[test]
