@@ -780,6 +780,7 @@ fn values_of_later_releases_name_their_release() {
     let out = check(&d, &["--node", "n1", "--no-device-check", "--slurm-release", "22.05.8", "--format", "json"]);
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["slurm_release"], "22.05.8");
     let problems: Vec<(String, String, u64, u64)> = v["nodes"][0]["problems"]
         .as_array()
         .unwrap()

@@ -95,6 +95,8 @@ struct Report {
     file_problems: Vec<Problem>,
     groups: Vec<Group>,
     entries: Vec<NodeEntry>,
+    /// The release checked for, as the messages name it.
+    release: String,
 }
 
 pub fn run(args: &CheckArgs) -> u8 {
@@ -157,6 +159,7 @@ fn name_releases(problems: &mut [Problem], target: &str) {
 
 fn check(args: &CheckArgs, report: &mut Report) -> Result<(), u8> {
     let (behaviour, release) = target_release(args)?;
+    report.release = release.clone();
     let result = check_as(args, &behaviour, report);
     name_releases(&mut report.file_problems, &release);
     for g in &mut report.groups {
@@ -410,7 +413,8 @@ impl Env<'_> {
                     return (outcome, Vec::new());
                 }
             }
-        } else if local && autodetect == AutoDetect::Nvml && !self.args.no_detect {
+        } else if local && matches!(autodetect, AutoDetect::Nvml | AutoDetect::Full) && !self.args.no_detect {
+            // AutoDetect=full probes gpu/nvml first.
             system = slurm_gpu_gres::nvml::system_gpu_list(
                 &StandaloneHost::new(*self.behaviour),
                 NodeConfig { cpu_cnt: cpus, in_slurmd: true },
@@ -504,6 +508,8 @@ struct Summary {
 
 #[derive(Serialize)]
 struct JsonReport {
+    /// The Slurm release gres.conf was read as.
+    slurm_release: String,
     slurm_conf: String,
     gres_conf: Option<String>,
     nodes: Vec<JsonNodes>,
@@ -539,6 +545,7 @@ fn output(args: &CheckArgs, report: &Report) -> u8 {
     let written = match args.format {
         CheckFormat::Json => {
             let json = JsonReport {
+                slurm_release: report.release.clone(),
                 slurm_conf: report.slurm_conf.display().to_string(),
                 gres_conf: report.gres_conf.as_ref().map(|p| p.display().to_string()),
                 nodes: report
