@@ -127,6 +127,10 @@ pub struct Behaviour {
     /// the count and the usable bitmap (docs/deviations.md, MPS/shard 1).
     /// Ours always take slurmd's order.
     pub shared_task_env_order_fixed: bool,
+    /// Each device of slurmd's message to slurmstepd ends with its
+    /// `gres_device_t.flags` (a u32; bit 0 `GRES_DEV_MIG` in 25.11), from
+    /// 25.11.0 (`_gres_device_pack`, `src/interfaces/gres.c`).
+    pub device_flags_on_wire: bool,
     /// Stock `prep_set_env` refuses a node index equal to the node count,
     /// from 25.11.0 (`>=` instead of `>`); ours always does
     /// (docs/deviations.md, MPS/shard 5).
@@ -157,6 +161,7 @@ impl Behaviour {
         flag_env_uuid: false,
         stateless_env: false,
         shared_task_env_order_fixed: false,
+        device_flags_on_wire: false,
         prep_node_index_checked: false,
     };
 

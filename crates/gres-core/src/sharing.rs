@@ -563,7 +563,12 @@ fn read_u64(r: &mut dyn WireReader, what: &'static str) -> Result<u64, WireError
 /// The stock plugins' message: the devices, the node's flags (shard only),
 /// then the count and the device number of each GPU.
 pub fn write_stepd(w: &mut dyn WireWriter, kind: SharedKind, info: &StepdInfo) {
-    wire::write_devices(w, &info.devices);
+    write_stepd_as(w, kind, info, &crate::behaviour::Behaviour::BASELINE)
+}
+
+/// [`write_stepd`] in the layout of the release that behaves as `behaviour`.
+pub fn write_stepd_as(w: &mut dyn WireWriter, kind: SharedKind, info: &StepdInfo, behaviour: &crate::behaviour::Behaviour) {
+    wire::write_devices_as(w, &info.devices, behaviour);
     if kind == SharedKind::Shard {
         w.u32(info.node_flags.0);
     }
@@ -576,7 +581,12 @@ pub fn write_stepd(w: &mut dyn WireWriter, kind: SharedKind, info: &StepdInfo) {
 }
 
 pub fn read_stepd(r: &mut dyn WireReader, kind: SharedKind) -> Result<StepdInfo, WireError> {
-    let devices = wire::read_devices(r)?;
+    read_stepd_as(r, kind, &crate::behaviour::Behaviour::BASELINE)
+}
+
+/// [`read_stepd`] in the layout of the release that behaves as `behaviour`.
+pub fn read_stepd_as(r: &mut dyn WireReader, kind: SharedKind, behaviour: &crate::behaviour::Behaviour) -> Result<StepdInfo, WireError> {
+    let devices = wire::read_devices_as(r, behaviour)?;
     let node_flags = if kind == SharedKind::Shard { ConfFlags(r.u32("node flags")?) } else { ConfFlags(0) };
     let n = r.u32("shared device count")?;
     if (n as usize).saturating_mul(SHARED_DEV_BYTES) > r.remaining() {

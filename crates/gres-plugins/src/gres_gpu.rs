@@ -91,14 +91,14 @@ impl GresPlugin for GresGpu {
         set_env(&STATE, host, target, req)
     }
 
-    fn send_stepd(w: &mut dyn WireWriter) {
+    fn send_stepd_as(behaviour: &crate::core::behaviour::Behaviour, w: &mut dyn WireWriter) {
         let st = STATE.lock();
-        wire::write_gpu(w, &st.data().devices, st.data().node_flags);
+        wire::write_gpu_as(w, &st.data().devices, st.data().node_flags, behaviour);
     }
 
-    fn recv_stepd(r: &mut dyn WireReader) -> Result<(), WireError> {
+    fn recv_stepd_as(behaviour: &crate::core::behaviour::Behaviour, r: &mut dyn WireReader) -> Result<(), WireError> {
         let mut st = STATE.lock();
-        match wire::read_gpu(r) {
+        match wire::read_gpu_as(r, behaviour) {
             Ok((devices, node_flags)) => {
                 st.replace(GpuDevices { devices, node_flags });
                 Ok(())

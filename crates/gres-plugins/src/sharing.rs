@@ -88,16 +88,21 @@ pub fn set_env(kind: SharedKind, state: &'static SharedState, host: &dyn Host, t
     out.change
 }
 
-pub fn send_stepd(kind: SharedKind, state: &'static SharedState, w: &mut dyn WireWriter) {
+pub fn send_stepd(kind: SharedKind, state: &'static SharedState, w: &mut dyn WireWriter, behaviour: &crate::core::behaviour::Behaviour) {
     let st = state.lock();
     let data = st.data();
     let info = StepdInfo { devices: data.devices.clone(), node_flags: data.node_flags, counts: data.counts.clone() };
-    sharing::write_stepd(w, kind, &info);
+    sharing::write_stepd_as(w, kind, &info, behaviour);
 }
 
-pub fn recv_stepd(kind: SharedKind, state: &'static SharedState, r: &mut dyn WireReader) -> Result<(), WireError> {
+pub fn recv_stepd(
+    kind: SharedKind,
+    state: &'static SharedState,
+    r: &mut dyn WireReader,
+    behaviour: &crate::core::behaviour::Behaviour,
+) -> Result<(), WireError> {
     let mut st = state.lock();
-    match sharing::read_stepd(r, kind) {
+    match sharing::read_stepd_as(r, kind, behaviour) {
         Ok(info) => {
             st.replace(SharedDevices { devices: info.devices, counts: info.counts, node_flags: info.node_flags });
             Ok(())
@@ -157,11 +162,14 @@ macro_rules! sharing_gres_plugin {
             fn set_env(host: &dyn $crate::Host, target: $crate::EnvTarget<'_>, req: &$crate::SetEnv<'_>) -> $crate::core::env::EnvChange {
                 $crate::sharing::set_env(KIND, &STATE, host, target, req)
             }
-            fn send_stepd(w: &mut dyn $crate::core::wire::WireWriter) {
-                $crate::sharing::send_stepd(KIND, &STATE, w)
+            fn send_stepd_as(behaviour: &$crate::core::behaviour::Behaviour, w: &mut dyn $crate::core::wire::WireWriter) {
+                $crate::sharing::send_stepd(KIND, &STATE, w, behaviour)
             }
-            fn recv_stepd(r: &mut dyn $crate::core::wire::WireReader) -> Result<(), $crate::core::wire::WireError> {
-                $crate::sharing::recv_stepd(KIND, &STATE, r)
+            fn recv_stepd_as(
+                behaviour: &$crate::core::behaviour::Behaviour,
+                r: &mut dyn $crate::core::wire::WireReader,
+            ) -> Result<(), $crate::core::wire::WireError> {
+                $crate::sharing::recv_stepd(KIND, &STATE, r, behaviour)
             }
             fn epilog_build_env(job: &$crate::core::model::JobAlloc) -> Option<$crate::core::model::EpilogInfo> {
                 $crate::sharing::epilog_build_env(job)
@@ -258,8 +266,8 @@ mod tests {
             node_flags: ConfFlags(0),
         });
         let mut w = MemWire::default();
-        send_stepd(SharedKind::Mps, &SLURMD, &mut w);
-        recv_stepd(SharedKind::Mps, &STEPD, &mut w).unwrap();
+        send_stepd(SharedKind::Mps, &SLURMD, &mut w, &crate::core::behaviour::Behaviour::BASELINE);
+        recv_stepd(SharedKind::Mps, &STEPD, &mut w, &crate::core::behaviour::Behaviour::BASELINE).unwrap();
         assert_eq!(super::devices(&STEPD), nvidia(2));
 
         let alloc = Bitmap::from_indices(2, &[1]);
@@ -271,10 +279,45 @@ mod tests {
 
         // A truncated message leaves no device behind.
         let mut w = MemWire::default();
-        send_stepd(SharedKind::Mps, &SLURMD, &mut w);
+        send_stepd(SharedKind::Mps, &SLURMD, &mut w, &crate::core::behaviour::Behaviour::BASELINE);
         w.bytes.truncate(w.bytes.len() - 3);
-        assert!(recv_stepd(SharedKind::Mps, &STEPD, &mut w).is_err());
+        assert!(recv_stepd(SharedKind::Mps, &STEPD, &mut w, &crate::core::behaviour::Behaviour::BASELINE).is_err());
         assert!(super::devices(&STEPD).is_empty());
+    }
+
+    /// Where the release packs the device flags, a MIG device stays one in
+    /// slurmstepd, and a shard step on it is named by its UUID under the
+    /// MIG-only rule; with the baseline layout it is named by index.
+    #[test]
+    fn mig_mark_reaches_slurmstepd_where_the_release_packs_it() {
+        use crate::core::behaviour::{Behaviour, UniqueIdInEnv};
+        static SLURMD: SharedState = SharedState::new(SharedDevices::NONE);
+        static STEPD: SharedState = SharedState::new(SharedDevices::NONE);
+        let mut devices = nvidia(2);
+        devices[1].unique_id = Some("MIG-1".into());
+        devices[1].mig = true;
+        SLURMD.lock().replace(SharedDevices {
+            devices,
+            counts: vec![SharedDev { id: 0, count: 2 }, SharedDev { id: 1, count: 2 }],
+            node_flags: ConfFlags(ConfFlags::ENV_NVML),
+        });
+        let vendor = |behaviour: Behaviour| {
+            let mut w = MemWire::default();
+            send_stepd(SharedKind::Shard, &SLURMD, &mut w, &behaviour);
+            recv_stepd(SharedKind::Shard, &STEPD, &mut w, &behaviour).unwrap();
+            let alloc = Bitmap::from_indices(2, &[1]);
+            let none = |_: &str| None;
+            let req = SetEnv { alloc: Some(&alloc), gres_cnt: 1, flags: InternalFlags(0), current: &none };
+            let change = set_env(SharedKind::Shard, &STEPD, &TestHost::new(behaviour), EnvTarget::Step, &req);
+            change.ops.iter().find_map(|op| match op {
+                EnvOp::Set(k, v) if k == "CUDA_VISIBLE_DEVICES" => Some(v.clone()),
+                _ => None,
+            })
+        };
+        let mig_only = Behaviour { unique_id_in_env: UniqueIdInEnv::MigOnly, stateless_env: true, ..Behaviour::BASELINE };
+        assert_eq!(vendor(Behaviour { device_flags_on_wire: true, ..mig_only }), Some("MIG-1".into()));
+        assert_eq!(vendor(mig_only), Some("1".into()));
+        assert_eq!(vendor(Behaviour::BASELINE), Some("MIG-1".into()));
     }
 
     /// A task's call never waits for the state lock: in slurmstepd's

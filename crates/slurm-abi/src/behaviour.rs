@@ -59,6 +59,7 @@ pub fn for_release(major: u32, minor: u32, micro: u32) -> Option<Behaviour> {
         flag_env_uuid: at_least((26, 5, 0)),
         stateless_env: at_least((23, 2, 0)),
         shared_task_env_order_fixed: at_least((23, 2, 7)),
+        device_flags_on_wire: at_least((25, 11, 0)),
         prep_node_index_checked: at_least((25, 11, 0)),
     })
 }
@@ -133,6 +134,7 @@ mod tests {
             (b2511.unique_id_in_env, b2511.conf_bit14, b2511.merge_copied_flags),
             (UniqueIdInEnv::MigOnly, ConfBit14::GlobalIndex, ConfFlags(ConfFlags::EXPLICIT))
         );
+        assert!(b2511.device_flags_on_wire && !b(25, 5, 8).device_flags_on_wire && b(26, 5, 0).device_flags_on_wire);
         assert!(b2511.mig_conf_flag && b2511.nvml_whole_gpu_unique_id && !b2511.core_reads_fake_gpus && !b2511.flag_env_uuid);
         let b2605 = b(26, 5, 3);
         assert_eq!((b2605.unique_id_in_env, b2605.conf_bit14), (UniqueIdInEnv::UuidFlag, ConfBit14::Uuid));
