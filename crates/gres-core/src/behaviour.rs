@@ -6,7 +6,11 @@
 //! named in each field's comment is the first one with that behaviour, read
 //! from the source of every series (22.05.8, 23.02.8, 23.11.11, 24.05.8,
 //! 24.11.5, 25.05.8, 25.11.7, 26.05.3; mid-series changes from the notes'
-//! tag-by-tag check).
+//! tag-by-tag check).  Where a boundary is plugin or core code rather than
+//! a header define (the merge's copied flags, the unique_id gating,
+//! nvml's whole-GPU unique_id, who reads fake_gpus.conf, the prep index
+//! check), only the point release listed was read, and the change is taken
+//! to start with the series' first release: not checked tag by tag.
 //!
 //! [`Behaviour::default`] is Slurm 22.05's.
 
