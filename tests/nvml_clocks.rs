@@ -27,13 +27,13 @@ const RESET: &str = "nvmlDeviceResetApplicationsClocks";
 fn step_sets_and_resets_its_gpus() {
     let s = Standin::new("h100x8.conf");
     let usable = Bitmap::from_indices(8, &[1, 3]);
-    GpuNvml::step_freqs_init(&StandaloneHost, Some(&usable), Some("gpu:low,memory=high"), &s.paths());
+    GpuNvml::step_freqs_init(&StandaloneHost::default(), Some(&usable), Some("gpu:low,memory=high"), &s.paths());
     assert_eq!(sets(&s, SET), vec!["gpu1 2619 210", "gpu3 2619 210"]);
     assert!(sets(&s, RESET).is_empty());
-    GpuNvml::step_freqs_fini(&StandaloneHost, &s.paths());
+    GpuNvml::step_freqs_fini(&StandaloneHost::default(), &s.paths());
     assert_eq!(sets(&s, RESET), vec!["gpu1", "gpu3"]);
     // Nothing saved any more: a second fini does nothing.
-    GpuNvml::step_freqs_fini(&StandaloneHost, &s.paths());
+    GpuNvml::step_freqs_fini(&StandaloneHost::default(), &s.paths());
     assert_eq!(sets(&s, RESET).len(), 2);
 }
 
@@ -52,16 +52,16 @@ fn step_numbers_round_up_and_levels_pick() {
         ("gpu:verbose", "gpu0 2619 1980"),
     ] {
         let before = sets(&s, SET).len();
-        GpuNvml::step_freqs_init(&StandaloneHost, Some(&usable), Some(spec), &s.paths());
-        GpuNvml::step_freqs_fini(&StandaloneHost, &s.paths());
+        GpuNvml::step_freqs_init(&StandaloneHost::default(), Some(&usable), Some(spec), &s.paths());
+        GpuNvml::step_freqs_fini(&StandaloneHost::default(), &s.paths());
         assert_eq!(sets(&s, SET)[before..], [want.to_string()], "{spec}");
     }
     // No GPU part, no GPUs or no settings: nothing happens, nothing to reset.
     let calls = s.calls().len();
-    GpuNvml::step_freqs_init(&StandaloneHost, Some(&usable), Some("cpu:high"), &s.paths());
-    GpuNvml::step_freqs_init(&StandaloneHost, None, Some("gpu:low"), &s.paths());
-    GpuNvml::step_freqs_init(&StandaloneHost, Some(&usable), None, &s.paths());
-    GpuNvml::step_freqs_fini(&StandaloneHost, &s.paths());
+    GpuNvml::step_freqs_init(&StandaloneHost::default(), Some(&usable), Some("cpu:high"), &s.paths());
+    GpuNvml::step_freqs_init(&StandaloneHost::default(), None, Some("gpu:low"), &s.paths());
+    GpuNvml::step_freqs_init(&StandaloneHost::default(), Some(&usable), None, &s.paths());
+    GpuNvml::step_freqs_fini(&StandaloneHost::default(), &s.paths());
     assert_eq!(s.calls().len(), calls);
 }
 
@@ -121,6 +121,6 @@ fn no_driver() {
     assert_eq!(nvml::device_count(&s.paths()), None);
     assert_eq!(nvml::energy_read(0, &s.paths()), None);
     // The step goes on; the clocks are just not set.
-    GpuNvml::step_freqs_init(&StandaloneHost, Some(&Bitmap::from_indices(2, &[0])), Some("gpu:low"), &s.paths());
-    GpuNvml::step_freqs_fini(&StandaloneHost, &s.paths());
+    GpuNvml::step_freqs_init(&StandaloneHost::default(), Some(&Bitmap::from_indices(2, &[0])), Some("gpu:low"), &s.paths());
+    GpuNvml::step_freqs_fini(&StandaloneHost::default(), &s.paths());
 }

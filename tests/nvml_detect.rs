@@ -19,6 +19,9 @@ struct TestHost {
 }
 
 impl Host for TestHost {
+    fn behaviour(&self) -> &slurm_gpu_gres::core::behaviour::Behaviour {
+        &slurm_gpu_gres::core::behaviour::Behaviour::BASELINE
+    }
     fn autodetect_flags(&self) -> u32 {
         0
     }

@@ -41,13 +41,14 @@ pub const EXIT_USAGE: u8 = 2;
 
 const LONG_ABOUT: &str = "\
 NAME
-    gres-rs - check, detect and install Slurm 22.05 GPU GRES configurations
+    gres-rs - check, detect and install Slurm GPU GRES configurations
 
 DESCRIPTION
     gres-rs works with the memory-safe replacements of Slurm's gres/gpu,
     gres/mps, gres/shard and gpu/nvml plugins.  It reads slurm.conf and
-    gres.conf exactly as slurmd 22.05 does, so that a configuration can be
-    checked before a node is drained by it.
+    gres.conf exactly as the slurmd of the release the plugins are built
+    for does (`gres-rs --version`; `check --slurm-release` for another),
+    so that a configuration can be checked before a node is drained by it.
 
 EXAMPLES
     gres-rs check
@@ -71,6 +72,10 @@ Predict, for each node, the GRES table slurmd would configure: the same
 `slurmd -G` prints, after slurm.conf and gres.conf are merged and the GRES
 plugins have done their part (GPUs merged with fake_gpus.conf or NVML
 detection, MPS and shard counts spread over the GPUs).
+
+gres.conf is read as the Slurm release the plugins are built for reads
+it (--slurm-release for another): an AutoDetect= value or a Flags= word
+that release does not know is reported with the release it exists from.
 
 Then report every problem slurmd would only show as a log line or a
 drained node: counts that disagree with slurm.conf, File= that is not a
@@ -184,7 +189,7 @@ EXIT STATUS
     2   no daemon could be looked at (permissions), or /proc is unreadable";
 
 #[derive(Parser, Debug)]
-#[command(name = "gres-rs", version, about = "Check, detect and install Slurm 22.05 GPU GRES configurations", long_about = LONG_ABOUT)]
+#[command(name = "gres-rs", version, about = "Check, detect and install Slurm GPU GRES configurations", long_about = LONG_ABOUT)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -278,6 +283,9 @@ pub struct CheckArgs {
     /// Print only problems, not the GRES table
     #[arg(short, long)]
     pub quiet: bool,
+    /// Read gres.conf as this Slurm release does (MAJOR.MINOR or MAJOR.MINOR.MICRO, e.g. 24.11) [default: the release the plugins are built for]
+    #[arg(long, value_name = "RELEASE")]
+    pub slurm_release: Option<String>,
 }
 
 /// Output formats of `detect`.
@@ -326,8 +334,16 @@ pub struct InstallArgs {
     pub slurm_conf: Option<PathBuf>,
 }
 
+/// `--version`: ours, and the Slurm release the plugins are built for.
+fn version() -> &'static str {
+    let text = format!("{} (plugins for Slurm {})", env!("CARGO_PKG_VERSION"), slurm_gpu_gres::SLURM_VERSION);
+    Box::leak(text.into_boxed_str())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().version(version()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let code = match cli.command {
         Command::Check(args) => check::run(&args),
         Command::Detect(args) => detect::run(&args),

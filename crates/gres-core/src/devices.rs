@@ -153,6 +153,7 @@ fn build(records: &[GresRecord], name: &str, in_slurmd: bool, stat: &dyn Fn(&str
                         minor: st.minor,
                         path: one.clone(),
                         unique_id: records[slot.record].unique_id.clone(),
+                        mig: records[slot.record].flags.has(ConfFlags::MIG),
                     });
                 }
             }
@@ -367,9 +368,20 @@ pub fn same_devices(uses: &[FileUse]) -> Vec<SameDevice> {
 /// The env flags of the node: the union of the `ENV_*` bits of every
 /// record (if one record wants a variable, every record on the node does).
 pub fn node_env_flags(records: &[GresRecord]) -> ConfFlags {
+    node_env_flags_for(records, &crate::behaviour::Behaviour::BASELINE)
+}
+
+/// [`node_env_flags`] of the release that behaves as `behaviour`: where
+/// bit 14 means `GRES_CONF_UUID`, a record's bit 14 goes into the node
+/// flags too (`gres_common_set_env_types_on_node_flags`).
+pub fn node_env_flags_for(records: &[GresRecord], behaviour: &crate::behaviour::Behaviour) -> ConfFlags {
+    let mut keep = ConfFlags::ENV_SET;
+    if behaviour.conf_bit14 == crate::behaviour::ConfBit14::Uuid {
+        keep |= ConfFlags::BIT14;
+    }
     let mut flags = ConfFlags(0);
     for r in records {
-        flags.set(r.flags.0 & ConfFlags::ENV_SET);
+        flags.set(r.flags.0 & keep);
     }
     flags
 }
@@ -388,6 +400,26 @@ pub fn device_id_string(dev: &GresDevice) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bit 14 reaches the node flags only where it means UUID.
+    #[test]
+    fn node_flags_carry_bit_14_only_as_uuid() {
+        use crate::behaviour::{Behaviour, ConfBit14};
+        let records = [rec("gpu", "/dev/nvidia0", ConfFlags::ENV_NVML | ConfFlags::BIT14), rec("gpu", "/dev/nvidia1", ConfFlags::ENV_RSMI)];
+        let both = ConfFlags::ENV_NVML | ConfFlags::ENV_RSMI;
+        assert_eq!(node_env_flags(&records).0, both);
+        let global_index = Behaviour { conf_bit14: ConfBit14::GlobalIndex, ..Behaviour::BASELINE };
+        assert_eq!(node_env_flags_for(&records, &global_index).0, both);
+        let uuid = Behaviour { conf_bit14: ConfBit14::Uuid, ..Behaviour::BASELINE };
+        assert_eq!(node_env_flags_for(&records, &uuid).0, both | ConfFlags::BIT14);
+    }
+
+    #[test]
+    fn mig_records_make_mig_devices() {
+        let records = [rec("gpu", "/dev/nvidia0", ConfFlags::ENV_NVML | ConfFlags::MIG), rec("gpu", "/dev/nvidia1", ConfFlags::ENV_NVML)];
+        let list = build_device_list(&records, "gpu", true, &fake_stat);
+        assert_eq!(list.devices.iter().map(|d| d.mig).collect::<Vec<_>>(), [true, false]);
+    }
 
     fn rec(name: &str, file: &str, flags: u32) -> GresRecord {
         GresRecord { name: name.into(), file: Some(file.into()), flags: ConfFlags(flags | ConfFlags::HAS_FILE), count: 1, ..Default::default() }

@@ -1,6 +1,7 @@
 //! Environment computation: which variables a job, step, task, Prolog or
 //! Epilog gets for its GPUs.  Each variable's rule lives here and only here.
 
+use super::behaviour::UniqueIdInEnv;
 use super::model::{Bitmap, ConfFlags, GresDevice, InternalFlags};
 
 /// One change to an environment array.
@@ -88,6 +89,9 @@ pub struct GpuEnvRequest<'a> {
     pub node_flags: ConfFlags,
     /// Number devices 0.. within the job (cgroup `ConstrainDevices`).
     pub use_local_dev_index: bool,
+    /// When a device's `unique_id` replaces its index in the vendor
+    /// variables ([`crate::behaviour::Behaviour::unique_id_in_env`]).
+    pub unique_id_in_env: UniqueIdInEnv,
 }
 
 /// Result: the changes, plus the `--gpu-bind=verbose` line for stderr.
@@ -138,9 +142,14 @@ fn device_lists(req: &GpuEnvRequest<'_>, state: &mut EnvState) -> (Option<String
                 continue;
             }
         }
+        let by_unique_id = match req.unique_id_in_env {
+            UniqueIdInEnv::Always => true,
+            UniqueIdInEnv::MigOnly => dev.mig,
+            UniqueIdInEnv::UuidFlag => req.node_flags.has(ConfFlags::BIT14),
+        };
         match &dev.unique_id {
-            Some(id) => local.push(id.clone()),
-            None => local.push(index.to_string()),
+            Some(id) if by_unique_id => local.push(id.clone()),
+            _ => local.push(index.to_string()),
         }
         global.push(global_index.to_string());
         considered = true;
@@ -268,7 +277,15 @@ mod tests {
     fn job_gets_global_and_local_lists() {
         let d = devs(4);
         let alloc = Bitmap::from_indices(4, &[1, 3]);
-        let req = GpuEnvRequest { devices: &d, alloc: Some(&alloc), scope: Scope::Job, flags: InternalFlags(0), node_flags: ALL, use_local_dev_index: false };
+        let req = GpuEnvRequest {
+            devices: &d,
+            alloc: Some(&alloc),
+            scope: Scope::Job,
+            flags: InternalFlags(0),
+            node_flags: ALL,
+            use_local_dev_index: false,
+            unique_id_in_env: UniqueIdInEnv::Always,
+        };
         let mut env = HashMap::new();
         run(&req, &mut EnvState::default(), &mut env);
         assert_eq!(env["SLURM_JOB_GPUS"], "1,3");
@@ -290,6 +307,7 @@ mod tests {
             flags: InternalFlags(0),
             node_flags: ConfFlags(ConfFlags::ENV_NVML),
             use_local_dev_index: true,
+            unique_id_in_env: UniqueIdInEnv::Always,
         };
         let mut env = HashMap::new();
         run(&req, &mut EnvState::default(), &mut env);
@@ -306,7 +324,15 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let mut protected = env.clone();
-        let req = GpuEnvRequest { devices: &d, alloc: None, scope: Scope::Step, flags: InternalFlags(0), node_flags: ALL, use_local_dev_index: false };
+        let req = GpuEnvRequest {
+            devices: &d,
+            alloc: None,
+            scope: Scope::Step,
+            flags: InternalFlags(0),
+            node_flags: ALL,
+            use_local_dev_index: false,
+            unique_id_in_env: UniqueIdInEnv::Always,
+        };
         run(&req, &mut EnvState::default(), &mut env);
         assert!(env.is_empty(), "{env:?}");
         let req = GpuEnvRequest { flags: InternalFlags(InternalFlags::PROTECT_ENV), ..req };
@@ -327,6 +353,7 @@ mod tests {
             flags: InternalFlags(InternalFlags::VERBOSE),
             node_flags: ConfFlags(ConfFlags::ENV_NVML),
             use_local_dev_index: false,
+            unique_id_in_env: UniqueIdInEnv::Always,
         };
         let mut env = HashMap::new();
         let c = run(&req, &mut EnvState::default(), &mut env);
@@ -349,6 +376,7 @@ mod tests {
             flags: InternalFlags(0),
             node_flags: ALL,
             use_local_dev_index: false,
+            unique_id_in_env: UniqueIdInEnv::Always,
         };
         run(&step, &mut st, &mut env);
         assert!(st.already_seen);
@@ -364,7 +392,15 @@ mod tests {
         d.insert(1, GresDevice { index: 0, path: "/dev/nvidia-caps/nvidia-cap1".into(), unique_id: None, ..d[0].clone() });
         d[2].index = 1;
         let alloc = Bitmap::from_indices(2, &[0, 1]);
-        let req = GpuEnvRequest { devices: &d, alloc: Some(&alloc), scope: Scope::Step, flags: InternalFlags(0), node_flags: ALL, use_local_dev_index: false };
+        let req = GpuEnvRequest {
+            devices: &d,
+            alloc: Some(&alloc),
+            scope: Scope::Step,
+            flags: InternalFlags(0),
+            node_flags: ALL,
+            use_local_dev_index: false,
+            unique_id_in_env: UniqueIdInEnv::Always,
+        };
         let mut env = HashMap::new();
         run(&req, &mut EnvState::default(), &mut env);
         assert_eq!(env["SLURM_STEP_GPUS"], "0,1");
@@ -378,5 +414,40 @@ mod tests {
         let ops = epilog_env(&d, Some(&alloc), ConfFlags(ConfFlags::ENV_NVML));
         assert_eq!(ops, vec![EnvOp::Set("CUDA_VISIBLE_DEVICES".into(), "MIG-x,2".into()), EnvOp::Set("SLURM_JOB_GPUS".into(), "1,2".into())]);
         assert!(epilog_env(&d, None, ALL).is_empty());
+    }
+
+    /// The three rules for `unique_id` in the vendor variables, on a node
+    /// with a whole GPU (UUID from gres.conf or nvml) and a MIG device.
+    #[test]
+    fn unique_id_in_env_follows_the_behaviour() {
+        let mut d = devs(2);
+        d[0].unique_id = Some("GPU-0".into());
+        d[1].unique_id = Some("MIG-1".into());
+        d[1].mig = true;
+        let alloc = Bitmap::from_indices(2, &[0, 1]);
+        let vendor = |rule, node_flags: u32| {
+            let req = GpuEnvRequest {
+                devices: &d,
+                alloc: Some(&alloc),
+                scope: Scope::Step,
+                flags: InternalFlags(0),
+                node_flags: ConfFlags(node_flags),
+                use_local_dev_index: false,
+                unique_id_in_env: rule,
+            };
+            let mut env = HashMap::new();
+            run(&req, &mut EnvState::default(), &mut env);
+            (env["CUDA_VISIBLE_DEVICES"].clone(), env["SLURM_STEP_GPUS"].clone())
+        };
+        let nvml = ConfFlags::ENV_NVML;
+        assert_eq!(vendor(UniqueIdInEnv::Always, nvml), ("GPU-0,MIG-1".into(), "0,1".into()));
+        assert_eq!(vendor(UniqueIdInEnv::MigOnly, nvml), ("0,MIG-1".into(), "0,1".into()));
+        assert_eq!(vendor(UniqueIdInEnv::UuidFlag, nvml), ("0,1".into(), "0,1".into()));
+        assert_eq!(vendor(UniqueIdInEnv::UuidFlag, nvml | ConfFlags::BIT14), ("GPU-0,MIG-1".into(), "0,1".into()));
+        // Prolog/Epilog use it whenever it is set, in every release.
+        assert_eq!(
+            epilog_env(&d, Some(&alloc), ConfFlags(nvml)),
+            vec![EnvOp::Set("CUDA_VISIBLE_DEVICES".into(), "GPU-0,MIG-1".into()), EnvOp::Set("SLURM_JOB_GPUS".into(), "0,1".into())]
+        );
     }
 }

@@ -27,11 +27,12 @@ pub mod syntax;
 
 use std::path::{Path, PathBuf};
 
-use self::rules::{is_shared_name, links_validate, parse_flags};
+use self::rules::{is_shared_name, later_flag_words, links_validate, parse_flags_for};
 use self::syntax::{
     closest_key, leftover_error, parse_count, unknown_key, ConfError, ConfErrors, ConfReader, Diagnostic, ErrorKind, FsReader, LineSink, Location, Pair,
     ParsedLine, Spanned,
 };
+use super::behaviour::{Behaviour, Feature};
 use super::hostlist;
 use super::model::{gres_build_id, Bitmap, ConfFlags, GresRecord, LogLevel};
 
@@ -91,27 +92,56 @@ pub enum AutoDetect {
     Nvml,
     Rsmi,
     OneApi,
+    /// `nrt` ([`Behaviour::autodetect_nrt`]).
+    Nrt,
+    /// `nvidia` ([`Behaviour::autodetect_nvidia`]).
+    Nvidia,
+    /// `full` ([`Behaviour::autodetect_full`]): slurmd probes every gpu
+    /// plugin.
+    Full,
     /// Explicitly off (overrides a global setting for a node).
     Off,
 }
 
+/// Every `AutoDetect=` word with what it selects and the feature that says
+/// whether a release knows it, in the order Slurm looks for them.
+const AUTODETECT_WORDS: [(&str, AutoDetect, Option<Feature>); 6] = [
+    ("full", AutoDetect::Full, Some(Feature::AutoDetectFull)),
+    ("nvml", AutoDetect::Nvml, None),
+    ("rsmi", AutoDetect::Rsmi, None),
+    ("oneapi", AutoDetect::OneApi, None),
+    ("nrt", AutoDetect::Nrt, Some(Feature::AutoDetectNrt)),
+    ("nvidia", AutoDetect::Nvidia, Some(Feature::AutoDetectNvidia)),
+];
+
 impl AutoDetect {
-    /// Slurm's reading of a value: the first of `nvml`, `rsmi`, `oneapi`
-    /// found anywhere in it (any case), else exactly `off` (any case);
-    /// `None` when unknown.
+    /// The baseline release's reading of a value (see [`AutoDetect::parse_for`]).
     pub fn parse(value: &str) -> Option<AutoDetect> {
+        AutoDetect::parse_for(value, &Behaviour::BASELINE)
+    }
+
+    /// Slurm's reading of a value in the release that behaves as
+    /// `behaviour`: the first of its words (`full`, `nvml`, `rsmi`,
+    /// `oneapi`, `nrt`, `nvidia`, those it knows) found anywhere in the
+    /// value (any case), else exactly `off` (any case); `None` when unknown.
+    pub fn parse_for(value: &str, behaviour: &Behaviour) -> Option<AutoDetect> {
         let has = |word| rules::contains_ignore_case(Some(value), Some(word));
-        if has("nvml") {
-            Some(AutoDetect::Nvml)
-        } else if has("rsmi") {
-            Some(AutoDetect::Rsmi)
-        } else if has("oneapi") {
-            Some(AutoDetect::OneApi)
-        } else if value.eq_ignore_ascii_case("off") {
-            Some(AutoDetect::Off)
-        } else {
-            None
+        let known = |f: &Option<Feature>| f.is_none_or(|f| behaviour.has(f));
+        AUTODETECT_WORDS
+            .iter()
+            .find(|(word, _, f)| known(f) && has(word))
+            .map(|(_, mode, _)| *mode)
+            .or_else(|| value.eq_ignore_ascii_case("off").then_some(AutoDetect::Off))
+    }
+
+    /// The feature a value unknown to `behaviour`'s release would need:
+    /// what a later release reads it as.
+    pub fn later_feature(value: &str, behaviour: &Behaviour) -> Option<Feature> {
+        if AutoDetect::parse_for(value, behaviour).is_some() {
+            return None;
         }
+        let has = |word| rules::contains_ignore_case(Some(value), Some(word));
+        AUTODETECT_WORDS.iter().filter(|(word, _, _)| has(word)).find_map(|(_, _, f)| *f)
     }
 
     /// Slurm's name for the mode (`unset` when not configured).
@@ -121,6 +151,9 @@ impl AutoDetect {
             AutoDetect::Nvml => "nvml",
             AutoDetect::Rsmi => "rsmi",
             AutoDetect::OneApi => "oneapi",
+            AutoDetect::Nrt => "nrt",
+            AutoDetect::Nvidia => "nvidia",
+            AutoDetect::Full => "full",
             AutoDetect::Off => "off",
         }
     }
@@ -175,6 +208,9 @@ pub struct NodeContext<'a> {
     /// (`xcpuinfo_abs_to_mac`); without one, `Cores` are used as written,
     /// as Slurm does outside slurmd.
     pub abs_to_mac: Option<&'a AbsToMac>,
+    /// The release gres.conf is read as: which `AutoDetect=` values and
+    /// `Flags=` words exist.
+    pub behaviour: &'a Behaviour,
 }
 
 /// slurmd's core-number conversion: abstract cores in, machine cores out
@@ -183,7 +219,7 @@ pub type AbsToMac = dyn Fn(&str) -> Result<String, String>;
 
 impl<'a> NodeContext<'a> {
     pub fn new(node_name: &'a str, cpu_cnt: u32) -> Self {
-        NodeContext { node_name, cpu_cnt, gres_types: None, abs_to_mac: None }
+        NodeContext { node_name, cpu_cnt, gres_types: None, abs_to_mac: None, behaviour: &Behaviour::BASELINE }
     }
 }
 
@@ -460,8 +496,8 @@ impl<'a> Eval<'a> {
 
     /// A node-local `AutoDetect=`.
     fn local_autodetect(&mut self, value: &Spanned) -> Result<(), ConfError> {
-        let mode = AutoDetect::parse(&value.value).unwrap_or_else(|| {
-            self.diag(LogLevel::Error, &value.location, format!("unknown autodetect flag '{}'", value.value));
+        let mode = AutoDetect::parse_for(&value.value, self.ctx.behaviour).unwrap_or_else(|| {
+            self.unknown_autodetect(value);
             AutoDetect::Unset
         });
         if self.local != AutoDetect::Unset && self.local != mode {
@@ -486,16 +522,24 @@ impl<'a> Eval<'a> {
             self.diag(LogLevel::Debug2, &global.location, "gres.conf: AutoDetect GPU flags were locally set, so ignoring global flags");
             return self.local;
         }
-        match AutoDetect::parse(&global.value) {
+        match AutoDetect::parse_for(&global.value, self.ctx.behaviour) {
             Some(mode) => {
                 self.diag(LogLevel::Debug, &global.location, format!("Global AutoDetect={}", mode.as_str()));
                 mode
             }
             None => {
-                self.diag(LogLevel::Error, &global.location, format!("unknown autodetect flag '{}'", global.value));
+                self.unknown_autodetect(global);
                 AutoDetect::Unset
             }
         }
+    }
+
+    /// slurmd's error for an `AutoDetect=` value it does not know, with
+    /// the feature of a later release that knows it.
+    fn unknown_autodetect(&mut self, value: &Spanned) {
+        let mut d = Diagnostic::new(LogLevel::Error, Some(value.location.clone()), format!("unknown autodetect flag '{}'", value.value));
+        d.feature = AutoDetect::later_feature(&value.value, self.ctx.behaviour);
+        self.diagnostics.push(d);
     }
 
     /// The record of one line that applies to the node (`name_value` is the
@@ -628,7 +672,18 @@ impl<'a> Eval<'a> {
         let is_mps = rec.name.eq_ignore_ascii_case("mps");
         let mut set_default_envs = true;
         if let Some(value) = entry.get(Key::Flags) {
-            let parsed = parse_flags(&value.value);
+            let parsed = parse_flags_for(&value.value, self.ctx.behaviour);
+            for (at, word, feature) in later_flag_words(&value.value, self.ctx.behaviour) {
+                // Slurm looks for its words only, and ignores the others.
+                let location = Location { column: value.location.column + at, len: word.len(), ..value.location.clone() };
+                let mut d = Diagnostic::new(
+                    LogLevel::Info,
+                    Some(location),
+                    format!("WARNING: Flags word \"{word}\" is unknown to this Slurm release, which ignores it"),
+                );
+                d.feature = Some(feature);
+                self.diagnostics.push(d);
+            }
             let mut parsed_flags = parsed.flags;
             if !parsed.sharing_mentioned && is_mps {
                 parsed_flags.set(ConfFlags::ONE_SHARING);

@@ -2,12 +2,15 @@
 //! of a call, as a trait, so the plugins run (and are tested) without
 //! Slurm.
 
+use crate::behaviour::Behaviour;
 use crate::model::{Bitmap, GresRecord};
 
 /// What slurmd offers a plugin besides the arguments of a call.  The real
 /// implementation calls back into slurmd (`gres_slurm_abi::host`);
 /// [`StandaloneHost`] is the one outside slurmd.
 pub trait Host {
+    /// How the Slurm the plugins run in behaves where releases differ.
+    fn behaviour(&self) -> &Behaviour;
     /// `GRES_AUTODETECT_*` bits of gres.conf's `AutoDetect`.
     fn autodetect_flags(&self) -> u32;
     /// GPUs found by slurmd's own gpu plugin (gpu/rsmi, gpu/oneapi, ...).
@@ -39,11 +42,24 @@ pub struct NodeConfig {
 }
 
 /// A [`Host`] outside slurmd (`gres-rs`, unit tests): machine CPU ids are
-/// taken as the abstract core ids, and nothing else is offered.
+/// taken as the abstract core ids, and nothing else is offered.  It behaves
+/// as the release whose [`Behaviour`] it is given ([`Default`]: 22.05).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct StandaloneHost;
+pub struct StandaloneHost {
+    behaviour: Behaviour,
+}
+
+impl StandaloneHost {
+    /// A host that behaves as `behaviour` says.
+    pub fn new(behaviour: Behaviour) -> StandaloneHost {
+        StandaloneHost { behaviour }
+    }
+}
 
 impl Host for StandaloneHost {
+    fn behaviour(&self) -> &Behaviour {
+        &self.behaviour
+    }
     fn autodetect_flags(&self) -> u32 {
         0
     }

@@ -2,6 +2,7 @@
 //! The pure Rust core: no Slurm symbol, no raw pointer.  Everything here is
 //! unit-tested with plain `cargo test`.
 
+pub mod behaviour;
 pub mod devices;
 pub mod env;
 pub mod fake_gpus;

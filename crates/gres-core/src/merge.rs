@@ -336,6 +336,18 @@ fn sort_by_links(gpus: Vec<GresRecord>, log: &mut Log) -> Vec<GresRecord> {
 /// `system` the detected GPUs (one per record).  Lines more verbose than
 /// `log_max` are left out of the outcome's log.
 pub fn merge_system_gres_conf(conf: Vec<GresRecord>, system: Vec<GresRecord>, log_max: LogLevel) -> Result<MergeOutcome, MergeError> {
+    merge_system_gres_conf_copying(conf, system, log_max, ConfFlags(0))
+}
+
+/// [`merge_system_gres_conf`] of a release whose merge also copies the
+/// `copied` flags of a configured record onto the detected record it
+/// matches ([`crate::behaviour::Behaviour::merge_copied_flags`]).
+pub fn merge_system_gres_conf_copying(
+    conf: Vec<GresRecord>,
+    system: Vec<GresRecord>,
+    log_max: LogLevel,
+    copied: ConfFlags,
+) -> Result<MergeOutcome, MergeError> {
     let mut log = Log::new(log_max);
     log.push(LogLevel::Debug2, "gres_list_conf:");
     log.push_each(LogLevel::Debug2, &conf, to_log_line);
@@ -380,6 +392,7 @@ pub fn merge_system_gres_conf(conf: Vec<GresRecord>, system: Vec<GresRecord>, lo
             sys.flags.clear(ConfFlags::ENV_SET);
             sys.flags.set(conf.flags.0 & ConfFlags::ENV_SET);
         }
+        sys.flags.set(conf.flags.0 & copied.0);
         gpus.push(sys);
     }
 
@@ -656,6 +669,21 @@ mod tests {
         let files: Vec<_> = out.records.iter().map(|r| r.file.clone().unwrap()).collect();
         assert_eq!(files, ["/dev/nvidia1", "/dev/nvidia0"]);
         assert_eq!(logged(&out, LogLevel::Error, "invalid links value found"), 1);
+    }
+
+    /// The flags a release's merge copies from the configured record
+    /// (`Behaviour::merge_copied_flags`: none, EXPLICIT, EXPLICIT|UUID).
+    #[test]
+    fn copied_flags_follow_the_behaviour() {
+        let sys = system("a|4|0|(null)|/dev/nvidia0|(null)|nvidia_gpu_env\n");
+        let mut conf = gres_conf_gpu("/dev/nvidia0", 1);
+        conf.flags = ConfFlags(ConfFlags::HAS_FILE | ConfFlags::ENV_DEF | ConfFlags::EXPLICIT | ConfFlags::BIT14);
+        let flags = |copied: u32| merge_system_gres_conf_copying(vec![conf.clone()], sys.clone(), ALL, ConfFlags(copied)).unwrap().records[0].flags.0;
+        assert_eq!(flags(0), ConfFlags::HAS_FILE | ConfFlags::ENV_NVML);
+        assert_eq!(flags(ConfFlags::EXPLICIT), ConfFlags::HAS_FILE | ConfFlags::ENV_NVML | ConfFlags::EXPLICIT);
+        assert_eq!(flags(ConfFlags::EXPLICIT | ConfFlags::BIT14), ConfFlags::HAS_FILE | ConfFlags::ENV_NVML | ConfFlags::EXPLICIT | ConfFlags::BIT14);
+        // The baseline merge is the one that copies nothing.
+        assert_eq!(merge_system_gres_conf(vec![conf.clone()], sys.clone(), ALL).unwrap().records[0].flags.0, flags(0));
     }
 
     #[test]

@@ -22,6 +22,14 @@ impl ConfFlags {
     pub const SHARED: u32 = 1 << 9;
     pub const ONE_SHARING: u32 = 1 << 10;
     pub const ENV_ONEAPI: u32 = 1 << 11;
+    /// `GRES_CONF_EXPLICIT` (23.02 on; `Flags=explicit`).
+    pub const EXPLICIT: u32 = 1 << 12;
+    /// Bit 14: `GRES_CONF_GLOBAL_INDEX` (23.11.4 – 25.11) or
+    /// `GRES_CONF_UUID` (26.05; `Flags=env_uuid`); see
+    /// [`crate::behaviour::ConfBit14`].
+    pub const BIT14: u32 = 1 << 14;
+    /// `GRES_CONF_MIG` (25.11 on): a MIG record of gpu/nvml.
+    pub const MIG: u32 = 1 << 17;
     /// Every `ENV_*` bit that selects an environment variable.
     pub const ENV_SET: u32 = Self::ENV_NVML | Self::ENV_RSMI | Self::ENV_OPENCL | Self::ENV_ONEAPI;
 
@@ -368,6 +376,9 @@ pub struct GresDevice {
     pub minor: u32,
     pub path: String,
     pub unique_id: Option<String>,
+    /// A MIG device: its record had `GRES_CONF_MIG` (`GRES_DEV_MIG` of the
+    /// releases that have it; see [`crate::behaviour::UniqueIdInEnv`]).
+    pub mig: bool,
 }
 
 /// Slurm's `NO_VAL`, the major/minor of a device whose `stat()` failed.
@@ -401,7 +412,16 @@ pub struct GpuEnergy {
 #[doc(hidden)]
 pub fn test_devices(n: u32) -> Vec<GresDevice> {
     (0..n)
-        .map(|i| GresDevice { index: i, dev_num: i as i32, dev_type: DevType::Char, major: 195, minor: i, path: format!("/dev/nvidia{i}"), unique_id: None })
+        .map(|i| GresDevice {
+            index: i,
+            dev_num: i as i32,
+            dev_type: DevType::Char,
+            major: 195,
+            minor: i,
+            path: format!("/dev/nvidia{i}"),
+            unique_id: None,
+            mig: false,
+        })
         .collect()
 }
 

@@ -83,6 +83,9 @@ pub struct Problem {
     pub help: Option<String>,
     /// Another place the problem is about (the first of two).
     pub related: Option<Related>,
+    /// The feature of a later release it is about (a gres.conf value the
+    /// release checked for does not know).
+    pub feature: Option<crate::behaviour::Feature>,
 }
 
 /// A second place of a [`Problem`], with what it is there.
@@ -94,7 +97,7 @@ pub struct Related {
 
 impl Problem {
     pub fn new(severity: Severity, location: Option<Location>, message: impl Into<String>) -> Self {
-        Problem { severity, location, message: message.into(), suggestion: None, help: None, related: None }
+        Problem { severity, location, message: message.into(), suggestion: None, help: None, related: None, feature: None }
     }
 
     pub fn with_related(mut self, location: Location, label: impl Into<String>) -> Self {
@@ -121,6 +124,7 @@ impl Problem {
             suggestion: e.suggestion.clone(),
             help: None,
             related: None,
+            feature: None,
         }
     }
 
@@ -139,7 +143,7 @@ impl Problem {
     }
 
     pub fn from_diagnostic(d: &Diagnostic) -> Self {
-        Self::from_log(d.level, d.location.clone(), &d.message)
+        Problem { feature: d.feature, ..Self::from_log(d.level, d.location.clone(), &d.message) }
     }
 }
 

@@ -11,6 +11,7 @@
 //!   rules of [`super::env`], by [`shared_env`] and [`shared_epilog_env`];
 //! - what slurmd hands to slurmstepd, by [`write_stepd`] and [`read_stepd`].
 
+use super::behaviour::UniqueIdInEnv;
 use super::devices::{self, DevStat};
 use super::env::{self, EnvChange, EnvOp, EnvState, GpuEnvRequest, Scope, GPUS_ON_NODE_VAR};
 use super::fake_gpus::{to_log_line, to_parsable};
@@ -379,6 +380,9 @@ pub struct SharedEnvRequest<'a> {
     /// The node's `ENV_*` flags.
     pub node_flags: ConfFlags,
     pub use_local_dev_index: bool,
+    /// When a device's `unique_id` replaces its index in the vendor
+    /// variables.
+    pub unique_id_in_env: UniqueIdInEnv,
 }
 
 /// The environment changes plus lines to log.
@@ -428,6 +432,7 @@ pub fn shared_env(req: &SharedEnvRequest<'_>, state: &mut EnvState, current: &dy
         flags: gpu_flags,
         node_flags: req.kind.env_flags(req.node_flags),
         use_local_dev_index: req.use_local_dev_index,
+        unique_id_in_env: req.unique_id_in_env,
     };
     // gpu_env also sets CUDA_DEVICE_ORDER with the device variables.
     out.change = env::gpu_env(&gpu_req, state, current);
@@ -558,7 +563,12 @@ fn read_u64(r: &mut dyn WireReader, what: &'static str) -> Result<u64, WireError
 /// The stock plugins' message: the devices, the node's flags (shard only),
 /// then the count and the device number of each GPU.
 pub fn write_stepd(w: &mut dyn WireWriter, kind: SharedKind, info: &StepdInfo) {
-    wire::write_devices(w, &info.devices);
+    write_stepd_as(w, kind, info, &crate::behaviour::Behaviour::BASELINE)
+}
+
+/// [`write_stepd`] in the layout of the release that behaves as `behaviour`.
+pub fn write_stepd_as(w: &mut dyn WireWriter, kind: SharedKind, info: &StepdInfo, behaviour: &crate::behaviour::Behaviour) {
+    wire::write_devices_as(w, &info.devices, behaviour);
     if kind == SharedKind::Shard {
         w.u32(info.node_flags.0);
     }
@@ -571,7 +581,12 @@ pub fn write_stepd(w: &mut dyn WireWriter, kind: SharedKind, info: &StepdInfo) {
 }
 
 pub fn read_stepd(r: &mut dyn WireReader, kind: SharedKind) -> Result<StepdInfo, WireError> {
-    let devices = wire::read_devices(r)?;
+    read_stepd_as(r, kind, &crate::behaviour::Behaviour::BASELINE)
+}
+
+/// [`read_stepd`] in the layout of the release that behaves as `behaviour`.
+pub fn read_stepd_as(r: &mut dyn WireReader, kind: SharedKind, behaviour: &crate::behaviour::Behaviour) -> Result<StepdInfo, WireError> {
+    let devices = wire::read_devices_as(r, behaviour)?;
     let node_flags = if kind == SharedKind::Shard { ConfFlags(r.u32("node flags")?) } else { ConfFlags(0) };
     let n = r.u32("shared device count")?;
     if (n as usize).saturating_mul(SHARED_DEV_BYTES) > r.remaining() {
@@ -949,6 +964,7 @@ mod tests {
                 flags: InternalFlags(flags),
                 node_flags: self.node_flags,
                 use_local_dev_index: self.local,
+                unique_id_in_env: UniqueIdInEnv::Always,
             };
             let snapshot = env.clone();
             let out = shared_env(&req, st, &|k| snapshot.get(k).cloned());
@@ -1044,6 +1060,7 @@ mod tests {
                         flags: InternalFlags(0),
                         node_flags: node.node_flags,
                         use_local_dev_index: false,
+                        unique_id_in_env: UniqueIdInEnv::Always,
                     };
                     let snapshot = env.clone();
                     let c = env::gpu_env(&req, &mut EnvState::default(), &|k| snapshot.get(k).cloned());

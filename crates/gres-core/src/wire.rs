@@ -4,6 +4,7 @@
 //! value: a short or corrupt buffer is an error, never a crash or a
 //! half-built device list.
 
+use super::behaviour::Behaviour;
 use super::model::{ConfFlags, DevType, GresDevice};
 use thiserror::Error;
 
@@ -35,7 +36,17 @@ pub trait WireReader {
 /// Smallest packed size of one device: five u32 and two empty strings.
 const MIN_DEVICE_BYTES: usize = 5 * 4 + 2 * 4;
 
+/// `GRES_DEV_MIG`, bit 0 of a device's flags on the wire.
+const DEV_MIG: u32 = 1 << 0;
+
 pub fn write_devices(w: &mut dyn WireWriter, devices: &[GresDevice]) {
+    write_devices_as(w, devices, &Behaviour::BASELINE)
+}
+
+/// The device list in the layout of the release that behaves as
+/// `behaviour` (each device's flags last where
+/// [`Behaviour::device_flags_on_wire`]).
+pub fn write_devices_as(w: &mut dyn WireWriter, devices: &[GresDevice], behaviour: &Behaviour) {
     w.u32(devices.len() as u32);
     for d in devices {
         w.u32(d.index);
@@ -45,12 +56,21 @@ pub fn write_devices(w: &mut dyn WireWriter, devices: &[GresDevice]) {
         w.u32(d.minor);
         w.string(Some(&d.path));
         w.string(d.unique_id.as_deref());
+        if behaviour.device_flags_on_wire {
+            w.u32(if d.mig { DEV_MIG } else { 0 });
+        }
     }
 }
 
 pub fn read_devices(r: &mut dyn WireReader) -> Result<Vec<GresDevice>, WireError> {
+    read_devices_as(r, &Behaviour::BASELINE)
+}
+
+/// [`read_devices`] in the layout of the release that behaves as `behaviour`.
+pub fn read_devices_as(r: &mut dyn WireReader, behaviour: &Behaviour) -> Result<Vec<GresDevice>, WireError> {
     let count = r.u32("device count")?;
-    if (count as usize).saturating_mul(MIN_DEVICE_BYTES) > r.remaining() {
+    let min = MIN_DEVICE_BYTES + if behaviour.device_flags_on_wire { 4 } else { 0 };
+    if (count as usize).saturating_mul(min) > r.remaining() {
         return Err(WireError::TooMany(count));
     }
     let mut out = Vec::with_capacity(count as usize);
@@ -63,19 +83,30 @@ pub fn read_devices(r: &mut dyn WireReader) -> Result<Vec<GresDevice>, WireError
         let minor = r.u32("device minor")?;
         let path = r.string("device path")?.unwrap_or_default();
         let unique_id = r.string("device unique id")?;
-        out.push(GresDevice { index, dev_num, dev_type, major, minor, path, unique_id });
+        let mig = behaviour.device_flags_on_wire && r.u32("device flags")? & DEV_MIG != 0;
+        out.push(GresDevice { index, dev_num, dev_type, major, minor, path, unique_id, mig });
     }
     Ok(out)
 }
 
 /// The gres/gpu message: devices, then the node's env flags.
 pub fn write_gpu(w: &mut dyn WireWriter, devices: &[GresDevice], node_flags: ConfFlags) {
-    write_devices(w, devices);
+    write_gpu_as(w, devices, node_flags, &Behaviour::BASELINE)
+}
+
+/// [`write_gpu`] in the layout of the release that behaves as `behaviour`.
+pub fn write_gpu_as(w: &mut dyn WireWriter, devices: &[GresDevice], node_flags: ConfFlags, behaviour: &Behaviour) {
+    write_devices_as(w, devices, behaviour);
     w.u32(node_flags.0);
 }
 
 pub fn read_gpu(r: &mut dyn WireReader) -> Result<(Vec<GresDevice>, ConfFlags), WireError> {
-    let devices = read_devices(r)?;
+    read_gpu_as(r, &Behaviour::BASELINE)
+}
+
+/// [`read_gpu`] in the layout of the release that behaves as `behaviour`.
+pub fn read_gpu_as(r: &mut dyn WireReader, behaviour: &Behaviour) -> Result<(Vec<GresDevice>, ConfFlags), WireError> {
+    let devices = read_devices_as(r, behaviour)?;
     let flags = r.u32("node flags")?;
     Ok((devices, ConfFlags(flags)))
 }
@@ -131,8 +162,17 @@ mod tests {
 
     fn sample() -> Vec<GresDevice> {
         vec![
-            GresDevice { index: 0, dev_num: 0, dev_type: DevType::Char, major: 195, minor: 0, path: "/dev/nvidia0".into(), unique_id: None },
-            GresDevice { index: 1, dev_num: 1, dev_type: DevType::Char, major: 195, minor: 1, path: "/dev/nvidia1".into(), unique_id: Some("MIG-1".into()) },
+            GresDevice { index: 0, dev_num: 0, dev_type: DevType::Char, major: 195, minor: 0, path: "/dev/nvidia0".into(), unique_id: None, mig: false },
+            GresDevice {
+                index: 1,
+                dev_num: 1,
+                dev_type: DevType::Char,
+                major: 195,
+                minor: 1,
+                path: "/dev/nvidia1".into(),
+                unique_id: Some("MIG-1".into()),
+                mig: false,
+            },
         ]
     }
 
@@ -144,6 +184,28 @@ mod tests {
         assert_eq!(d, sample());
         assert_eq!(f, ConfFlags(ConfFlags::ENV_NVML));
         assert_eq!(w.remaining(), 0);
+    }
+
+    /// With device flags on the wire, a MIG device keeps its mark; every
+    /// truncation is still an error.
+    #[test]
+    fn device_flags_travel_where_the_release_packs_them() {
+        let with_flags = Behaviour { device_flags_on_wire: true, ..Behaviour::BASELINE };
+        let mut devices = sample();
+        devices[1].mig = true;
+        let mut w = MemWire::default();
+        write_gpu_as(&mut w, &devices, ConfFlags(ConfFlags::ENV_NVML), &with_flags);
+        let mut plain = MemWire::default();
+        write_gpu(&mut plain, &devices, ConfFlags(ConfFlags::ENV_NVML));
+        assert_eq!(w.bytes.len(), plain.bytes.len() + 8);
+        let (d, _) = read_gpu_as(&mut w.clone(), &with_flags).unwrap();
+        assert_eq!(d, devices);
+        // The baseline layout has no flags: the mark is lost.
+        assert!(!read_gpu(&mut plain).unwrap().0[1].mig);
+        for cut in 0..w.bytes.len() {
+            let mut r = MemWire { bytes: w.bytes[..cut].to_vec(), pos: 0 };
+            assert!(read_gpu_as(&mut r, &with_flags).is_err(), "cut at {cut}");
+        }
     }
 
     #[test]

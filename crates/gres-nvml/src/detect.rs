@@ -37,6 +37,20 @@ pub struct Detection {
 /// for `cfg.cpu_cnt` CPUs, with NVML and the device files where `paths`
 /// says.  Errors about single GPUs are logged and the GPU is skipped;
 /// `Err` only when NVML itself is unusable.
+/// The flags of a MIG device's record: `ENV_NVML`, with `GRES_CONF_MIG`
+/// and bit 14 (`GLOBAL_INDEX` or `UUID`) from the releases whose gpu/nvml
+/// sets them.
+pub fn mig_record_flags(behaviour: &gres_core::behaviour::Behaviour) -> u32 {
+    let mut flags = ConfFlags::ENV_NVML;
+    if behaviour.mig_conf_flag {
+        flags |= ConfFlags::MIG;
+    }
+    if behaviour.nvml_mig_bit14() {
+        flags |= ConfFlags::BIT14;
+    }
+    flags
+}
+
 pub fn detect(host: &dyn Host, cfg: NodeConfig, paths: &Paths) -> Result<Vec<GresRecord>, DetectError> {
     detect_logged(host, cfg, paths, &mut Log::default()).map(|d| d.gpus)
 }
@@ -243,7 +257,8 @@ impl Ctx<'_> {
                 file: Some(&gpu.file),
                 type_name: Some(&gpu.type_name),
                 links: Some(&nvlinks),
-                unique_id: None,
+                // From the release that names whole GPUs by UUID too.
+                unique_id: (self.host.behaviour().nvml_whole_gpu_unique_id && !gpu.uuid.is_empty()).then_some(gpu.uuid.as_str()),
                 flags,
             };
             self.push(out, &g, log);
@@ -325,7 +340,7 @@ impl Ctx<'_> {
                 type_name: Some(&m.profile),
                 links: Some(&links),
                 unique_id: Some(&m.unique_id),
-                flags: ConfFlags::ENV_NVML,
+                flags: mig_record_flags(self.host.behaviour()),
             };
             self.push(out, &g, log);
         }
@@ -451,5 +466,22 @@ fn print_freqs(s: &Session, dev: &Device<'_>, log: &mut Log) {
                 log.debug2(line);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gres_core::behaviour::{Behaviour, ConfBit14};
+
+    #[test]
+    fn mig_record_flags_follow_the_behaviour() {
+        assert_eq!(mig_record_flags(&Behaviour::BASELINE), ConfFlags::ENV_NVML);
+        let global_index = Behaviour { conf_bit14: ConfBit14::GlobalIndex, ..Behaviour::BASELINE };
+        assert_eq!(mig_record_flags(&global_index), ConfFlags::ENV_NVML | ConfFlags::BIT14);
+        let mig = Behaviour { mig_conf_flag: true, ..global_index };
+        assert_eq!(mig_record_flags(&mig), ConfFlags::ENV_NVML | ConfFlags::BIT14 | ConfFlags::MIG);
+        let uuid = Behaviour { conf_bit14: ConfBit14::Uuid, ..mig };
+        assert_eq!(mig_record_flags(&uuid), ConfFlags::ENV_NVML | ConfFlags::BIT14 | ConfFlags::MIG);
     }
 }

@@ -52,7 +52,7 @@ fn load_config(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>) 
         }
     }
     report_device_problems(&list, GresGpu::PLUGIN_NAME)?;
-    Ok(GpuDevices { devices: list.devices, node_flags: devices::node_env_flags(records) })
+    Ok(GpuDevices { devices: list.devices, node_flags: devices::node_env_flags_for(records, host.behaviour()) })
 }
 
 impl GresPlugin for GresGpu {
@@ -91,14 +91,14 @@ impl GresPlugin for GresGpu {
         set_env(&STATE, host, target, req)
     }
 
-    fn send_stepd(w: &mut dyn WireWriter) {
+    fn send_stepd_as(behaviour: &crate::core::behaviour::Behaviour, w: &mut dyn WireWriter) {
         let st = STATE.lock();
-        wire::write_gpu(w, &st.data().devices, st.data().node_flags);
+        wire::write_gpu_as(w, &st.data().devices, st.data().node_flags, behaviour);
     }
 
-    fn recv_stepd(r: &mut dyn WireReader) -> Result<(), WireError> {
+    fn recv_stepd_as(behaviour: &crate::core::behaviour::Behaviour, r: &mut dyn WireReader) -> Result<(), WireError> {
         let mut st = STATE.lock();
-        match wire::read_gpu(r) {
+        match wire::read_gpu_as(r, behaviour) {
             Ok((devices, node_flags)) => {
                 st.replace(GpuDevices { devices, node_flags });
                 Ok(())
@@ -142,7 +142,11 @@ impl GresPlugin for GresGpu {
 fn set_env(state: &'static PluginState<GpuDevices>, host: &dyn Host, target: EnvTarget<'_>, req: &SetEnv<'_>) -> EnvChange {
     let Some(mut st) = state.lock_for_env(&target) else { return EnvChange::default() };
     let mut job_state = EnvState::default();
-    let (data, scope, env_state) = st.for_env(target, &mut job_state);
+    let (data, scope, kept) = st.for_env(target, &mut job_state);
+    // 22.05 keeps what an earlier call of the process set; later releases
+    // start every call afresh.
+    let mut fresh = EnvState::default();
+    let env_state = if host.behaviour().stateless_env { &mut fresh } else { kept };
     let request = GpuEnvRequest {
         devices: &data.devices,
         alloc: req.alloc,
@@ -150,6 +154,7 @@ fn set_env(state: &'static PluginState<GpuDevices>, host: &dyn Host, target: Env
         flags: req.flags,
         node_flags: data.node_flags,
         use_local_dev_index: host.use_local_device_index(),
+        unique_id_in_env: host.behaviour().unique_id_in_env,
     };
     env::gpu_env(&request, env_state, req.current)
 }
@@ -172,7 +177,42 @@ mod tests {
             let usable = Bitmap::from_indices(2, &[1]);
             let none = |_: &str| None;
             let req = SetEnv { alloc: Some(&alloc), gres_cnt: 1, flags: InternalFlags(0), current: &none };
-            set_env(&STATE, &TestHost, EnvTarget::Task { usable: Some(&usable) }, &req)
+            set_env(&STATE, &TestHost::default(), EnvTarget::Task { usable: Some(&usable) }, &req)
         });
+    }
+
+    /// 22.05 (stateful): a second step call of the process keeps the
+    /// variables an earlier one set; later releases (stateless) start
+    /// afresh.  A whole GPU with a UniqueId is named by it only where the
+    /// release says so.
+    #[test]
+    fn step_env_follows_the_behaviour() {
+        use crate::core::behaviour::{Behaviour, UniqueIdInEnv};
+        use crate::core::env::apply_to_map;
+        use std::collections::HashMap;
+        static STATE: PluginState<GpuDevices> = PluginState::new(GpuDevices::NONE);
+        let run = |behaviour: Behaviour| {
+            let mut devices = crate::core::model::test_devices(2);
+            devices[0].unique_id = Some("GPU-0".into());
+            STATE.lock().replace(GpuDevices { devices, node_flags: ConfFlags(ConfFlags::ENV_NVML) });
+            let host = TestHost::new(behaviour);
+            let mut env: HashMap<String, String> = HashMap::new();
+            let alloc = Bitmap::from_indices(2, &[0, 1]);
+            for alloc in [Some(&alloc), None] {
+                let snapshot = env.clone();
+                let current = |k: &str| snapshot.get(k).cloned();
+                let req = SetEnv { alloc, gres_cnt: 2, flags: InternalFlags(0), current: &current };
+                apply_to_map(&mut env, &set_env(&STATE, &host, EnvTarget::Step, &req).ops);
+                if alloc.is_some() {
+                    assert_eq!(env["SLURM_STEP_GPUS"], "0,1");
+                }
+            }
+            env
+        };
+        let old = run(Behaviour::BASELINE);
+        assert_eq!((old["SLURM_STEP_GPUS"].as_str(), old["CUDA_VISIBLE_DEVICES"].as_str()), ("0,1", "GPU-0,1"));
+        let stateless = Behaviour { stateless_env: true, unique_id_in_env: UniqueIdInEnv::MigOnly, ..Behaviour::BASELINE };
+        let new = run(stateless);
+        assert!(!new.contains_key("SLURM_STEP_GPUS") && !new.contains_key("CUDA_VISIBLE_DEVICES"), "{new:?}");
     }
 }

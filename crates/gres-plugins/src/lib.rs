@@ -111,8 +111,19 @@ pub trait GresPlugin: 'static {
     /// A counter that changes whenever [`Self::devices`] does.
     fn devices_generation() -> u64;
     fn set_env(host: &dyn Host, target: EnvTarget<'_>, req: &SetEnv<'_>) -> EnvChange;
-    fn send_stepd(w: &mut dyn WireWriter);
-    fn recv_stepd(r: &mut dyn WireReader) -> Result<(), WireError>;
+    /// slurmd's message to slurmstepd, in the baseline release's layout
+    /// (`send_stepd_as(&Behaviour::BASELINE, w)`).
+    fn send_stepd(w: &mut dyn WireWriter) {
+        Self::send_stepd_as(&crate::core::behaviour::Behaviour::BASELINE, w)
+    }
+    fn recv_stepd(r: &mut dyn WireReader) -> Result<(), WireError> {
+        Self::recv_stepd_as(&crate::core::behaviour::Behaviour::BASELINE, r)
+    }
+    /// The message in the layout of the release that behaves as
+    /// `behaviour` (each device's flags from 25.11), for the entry points
+    /// to call with the build's behaviour.
+    fn send_stepd_as(behaviour: &crate::core::behaviour::Behaviour, w: &mut dyn WireWriter);
+    fn recv_stepd_as(behaviour: &crate::core::behaviour::Behaviour, r: &mut dyn WireReader) -> Result<(), WireError>;
     /// Prolog/Epilog record, or `None` when there is nothing to set.
     fn epilog_build_env(job: &JobAlloc) -> Option<EpilogInfo>;
     fn epilog_set_env(info: &EpilogInfo, node_inx: usize) -> Vec<EnvOp>;

@@ -50,8 +50,11 @@ fn load(kind: SharedKind, host: &dyn Host, cfg: NodeConfig, records: &mut Vec<Gr
     let (result, logs) = sharing::load(&input);
     super::log_lines(&logs);
     let loaded = result?;
+    // The node flags of the whole list, as the release forms them (bit 14
+    // too where it means UUID: gres/shard then names devices by UUID).
+    let node_flags = devices::node_env_flags_for(&loaded.records, host.behaviour());
     *records = loaded.records;
-    Ok(SharedDevices { devices: loaded.devices, counts: loaded.counts, node_flags: loaded.node_flags })
+    Ok(SharedDevices { devices: loaded.devices, counts: loaded.counts, node_flags })
 }
 
 pub fn devices(state: &'static SharedState) -> Vec<GresDevice> {
@@ -65,7 +68,9 @@ pub fn devices_generation(state: &'static SharedState) -> u64 {
 pub fn set_env(kind: SharedKind, state: &'static SharedState, host: &dyn Host, target: EnvTarget<'_>, req: &SetEnv<'_>) -> EnvChange {
     let Some(mut st) = state.lock_for_env(&target) else { return EnvChange::default() };
     let mut job_state = EnvState::default();
-    let (data, scope, env_state) = st.for_env(target, &mut job_state);
+    let (data, scope, kept) = st.for_env(target, &mut job_state);
+    let mut fresh = EnvState::default();
+    let env_state = if host.behaviour().stateless_env { &mut fresh } else { kept };
     let request = SharedEnvRequest {
         kind,
         devices: &data.devices,
@@ -76,22 +81,28 @@ pub fn set_env(kind: SharedKind, state: &'static SharedState, host: &dyn Host, t
         flags: req.flags,
         node_flags: data.node_flags,
         use_local_dev_index: host.use_local_device_index(),
+        unique_id_in_env: host.behaviour().unique_id_in_env,
     };
     let out = sharing::shared_env(&request, env_state, req.current);
     super::log_lines(&out.logs);
     out.change
 }
 
-pub fn send_stepd(kind: SharedKind, state: &'static SharedState, w: &mut dyn WireWriter) {
+pub fn send_stepd(kind: SharedKind, state: &'static SharedState, w: &mut dyn WireWriter, behaviour: &crate::core::behaviour::Behaviour) {
     let st = state.lock();
     let data = st.data();
     let info = StepdInfo { devices: data.devices.clone(), node_flags: data.node_flags, counts: data.counts.clone() };
-    sharing::write_stepd(w, kind, &info);
+    sharing::write_stepd_as(w, kind, &info, behaviour);
 }
 
-pub fn recv_stepd(kind: SharedKind, state: &'static SharedState, r: &mut dyn WireReader) -> Result<(), WireError> {
+pub fn recv_stepd(
+    kind: SharedKind,
+    state: &'static SharedState,
+    r: &mut dyn WireReader,
+    behaviour: &crate::core::behaviour::Behaviour,
+) -> Result<(), WireError> {
     let mut st = state.lock();
-    match sharing::read_stepd(r, kind) {
+    match sharing::read_stepd_as(r, kind, behaviour) {
         Ok(info) => {
             st.replace(SharedDevices { devices: info.devices, counts: info.counts, node_flags: info.node_flags });
             Ok(())
@@ -151,11 +162,14 @@ macro_rules! sharing_gres_plugin {
             fn set_env(host: &dyn $crate::Host, target: $crate::EnvTarget<'_>, req: &$crate::SetEnv<'_>) -> $crate::core::env::EnvChange {
                 $crate::sharing::set_env(KIND, &STATE, host, target, req)
             }
-            fn send_stepd(w: &mut dyn $crate::core::wire::WireWriter) {
-                $crate::sharing::send_stepd(KIND, &STATE, w)
+            fn send_stepd_as(behaviour: &$crate::core::behaviour::Behaviour, w: &mut dyn $crate::core::wire::WireWriter) {
+                $crate::sharing::send_stepd(KIND, &STATE, w, behaviour)
             }
-            fn recv_stepd(r: &mut dyn $crate::core::wire::WireReader) -> Result<(), $crate::core::wire::WireError> {
-                $crate::sharing::recv_stepd(KIND, &STATE, r)
+            fn recv_stepd_as(
+                behaviour: &$crate::core::behaviour::Behaviour,
+                r: &mut dyn $crate::core::wire::WireReader,
+            ) -> Result<(), $crate::core::wire::WireError> {
+                $crate::sharing::recv_stepd(KIND, &STATE, r, behaviour)
             }
             fn epilog_build_env(job: &$crate::core::model::JobAlloc) -> Option<$crate::core::model::EpilogInfo> {
                 $crate::sharing::epilog_build_env(job)
@@ -203,13 +217,32 @@ mod tests {
         crate::core::model::test_devices(n)
     }
 
+    /// Where bit 14 means UUID (`Flags=env_uuid`), gres/shard's node flags
+    /// carry it; elsewhere they do not.
+    #[test]
+    fn shard_node_flags_carry_uuid_where_the_release_does() {
+        use crate::core::behaviour::{Behaviour, ConfBit14};
+        static STATE: SharedState = SharedState::new(SharedDevices::NONE);
+        let node_flags = |behaviour: Behaviour| {
+            let gpu = GresRecord { flags: ConfFlags(ConfFlags::HAS_FILE | ConfFlags::ENV_NVML | ConfFlags::BIT14), ..gpus() };
+            let shard = GresRecord { name: "shard".into(), count: 4, cpu_cnt: 4, ..Default::default() };
+            let mut records = vec![gpu, shard];
+            let cfg = NodeConfig { cpu_cnt: 4, in_slurmd: false };
+            node_config_load(SharedKind::Shard, &STATE, &TestHost::new(behaviour), cfg, &mut records).unwrap();
+            STATE.lock().data().node_flags.0
+        };
+        assert_eq!(node_flags(Behaviour::BASELINE), ConfFlags::ENV_NVML);
+        assert_eq!(node_flags(Behaviour { conf_bit14: ConfBit14::GlobalIndex, ..Behaviour::BASELINE }), ConfFlags::ENV_NVML);
+        assert_eq!(node_flags(Behaviour { conf_bit14: ConfBit14::Uuid, ..Behaviour::BASELINE }), ConfFlags::ENV_NVML | ConfFlags::BIT14);
+    }
+
     #[test]
     fn load_rewrites_records_and_keeps_counts() {
         static STATE: SharedState = SharedState::new(SharedDevices::NONE);
         let mps = GresRecord { name: "mps".into(), count: 300, cpu_cnt: 4, ..Default::default() };
         let mut records = vec![gpus(), mps];
         let cfg = NodeConfig { cpu_cnt: 4, in_slurmd: false };
-        node_config_load(SharedKind::Mps, &STATE, &TestHost, cfg, &mut records).unwrap();
+        node_config_load(SharedKind::Mps, &STATE, &TestHost::default(), cfg, &mut records).unwrap();
         assert_eq!(records.len(), 4);
         assert_eq!(STATE.lock().data().counts, vec![SharedDev { id: 0, count: 150 }, SharedDev { id: 1, count: 150 }]);
         let generation = devices_generation(&STATE);
@@ -217,7 +250,7 @@ mod tests {
         // A broken configuration leaves records and state as they were.
         let mut bad = vec![GresRecord { name: "mps".into(), count: 1, ..Default::default() }];
         let before = bad.clone();
-        assert!(node_config_load(SharedKind::Mps, &STATE, &TestHost, cfg, &mut bad).is_err());
+        assert!(node_config_load(SharedKind::Mps, &STATE, &TestHost::default(), cfg, &mut bad).is_err());
         assert_eq!(bad, before);
         assert_eq!(STATE.lock().data().counts.len(), 2);
         assert_eq!(devices_generation(&STATE), generation);
@@ -233,23 +266,58 @@ mod tests {
             node_flags: ConfFlags(0),
         });
         let mut w = MemWire::default();
-        send_stepd(SharedKind::Mps, &SLURMD, &mut w);
-        recv_stepd(SharedKind::Mps, &STEPD, &mut w).unwrap();
+        send_stepd(SharedKind::Mps, &SLURMD, &mut w, &crate::core::behaviour::Behaviour::BASELINE);
+        recv_stepd(SharedKind::Mps, &STEPD, &mut w, &crate::core::behaviour::Behaviour::BASELINE).unwrap();
         assert_eq!(super::devices(&STEPD), nvidia(2));
 
         let alloc = Bitmap::from_indices(2, &[1]);
         let none = |_: &str| None;
         let req = SetEnv { alloc: Some(&alloc), gres_cnt: 200, flags: InternalFlags(0), current: &none };
-        let change = set_env(SharedKind::Mps, &STEPD, &TestHost, EnvTarget::Step, &req);
+        let change = set_env(SharedKind::Mps, &STEPD, &TestHost::default(), EnvTarget::Step, &req);
         assert!(change.ops.contains(&EnvOp::Set("CUDA_VISIBLE_DEVICES".into(), "1".into())));
         assert!(change.ops.contains(&EnvOp::Set("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), "16".into())));
 
         // A truncated message leaves no device behind.
         let mut w = MemWire::default();
-        send_stepd(SharedKind::Mps, &SLURMD, &mut w);
+        send_stepd(SharedKind::Mps, &SLURMD, &mut w, &crate::core::behaviour::Behaviour::BASELINE);
         w.bytes.truncate(w.bytes.len() - 3);
-        assert!(recv_stepd(SharedKind::Mps, &STEPD, &mut w).is_err());
+        assert!(recv_stepd(SharedKind::Mps, &STEPD, &mut w, &crate::core::behaviour::Behaviour::BASELINE).is_err());
         assert!(super::devices(&STEPD).is_empty());
+    }
+
+    /// Where the release packs the device flags, a MIG device stays one in
+    /// slurmstepd, and a shard step on it is named by its UUID under the
+    /// MIG-only rule; with the baseline layout it is named by index.
+    #[test]
+    fn mig_mark_reaches_slurmstepd_where_the_release_packs_it() {
+        use crate::core::behaviour::{Behaviour, UniqueIdInEnv};
+        static SLURMD: SharedState = SharedState::new(SharedDevices::NONE);
+        static STEPD: SharedState = SharedState::new(SharedDevices::NONE);
+        let mut devices = nvidia(2);
+        devices[1].unique_id = Some("MIG-1".into());
+        devices[1].mig = true;
+        SLURMD.lock().replace(SharedDevices {
+            devices,
+            counts: vec![SharedDev { id: 0, count: 2 }, SharedDev { id: 1, count: 2 }],
+            node_flags: ConfFlags(ConfFlags::ENV_NVML),
+        });
+        let vendor = |behaviour: Behaviour| {
+            let mut w = MemWire::default();
+            send_stepd(SharedKind::Shard, &SLURMD, &mut w, &behaviour);
+            recv_stepd(SharedKind::Shard, &STEPD, &mut w, &behaviour).unwrap();
+            let alloc = Bitmap::from_indices(2, &[1]);
+            let none = |_: &str| None;
+            let req = SetEnv { alloc: Some(&alloc), gres_cnt: 1, flags: InternalFlags(0), current: &none };
+            let change = set_env(SharedKind::Shard, &STEPD, &TestHost::new(behaviour), EnvTarget::Step, &req);
+            change.ops.iter().find_map(|op| match op {
+                EnvOp::Set(k, v) if k == "CUDA_VISIBLE_DEVICES" => Some(v.clone()),
+                _ => None,
+            })
+        };
+        let mig_only = Behaviour { unique_id_in_env: UniqueIdInEnv::MigOnly, stateless_env: true, ..Behaviour::BASELINE };
+        assert_eq!(vendor(Behaviour { device_flags_on_wire: true, ..mig_only }), Some("MIG-1".into()));
+        assert_eq!(vendor(mig_only), Some("1".into()));
+        assert_eq!(vendor(Behaviour::BASELINE), Some("MIG-1".into()));
     }
 
     /// A task's call never waits for the state lock: in slurmstepd's
@@ -268,7 +336,7 @@ mod tests {
             let usable = Bitmap::from_indices(2, &[1]);
             let none = |_: &str| None;
             let req = SetEnv { alloc: Some(&alloc), gres_cnt: 50, flags: InternalFlags(0), current: &none };
-            set_env(SharedKind::Mps, &STATE, &TestHost, EnvTarget::Task { usable: Some(&usable) }, &req)
+            set_env(SharedKind::Mps, &STATE, &TestHost::default(), EnvTarget::Task { usable: Some(&usable) }, &req)
         });
     }
 

@@ -60,6 +60,10 @@ fn free_bitmap(mut b: *mut sys::bitstr_t) {
 }
 
 impl Host for SlurmHost {
+    fn behaviour(&self) -> &crate::core::behaviour::Behaviour {
+        super::behaviour::build()
+    }
+
     fn autodetect_flags(&self) -> u32 {
         // SAFETY: no arguments; reads slurmd's parsed gres.conf state.
         unsafe { sys::gres_get_autodetect_flags() }

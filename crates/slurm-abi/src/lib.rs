@@ -13,6 +13,7 @@
 pub use gres_core as core;
 pub use gres_plugins as plugins;
 
+pub mod behaviour;
 pub mod common_functions;
 #[macro_use]
 pub mod entry_points;

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+use slurm_gpu_gres::core::behaviour::Behaviour;
 use slurm_gpu_gres::core::devices::{stat_device, DevStat};
 use slurm_gpu_gres::core::fake_gpus::{self, CpuConv};
 use slurm_gpu_gres::core::gres_conf::syntax::{ConfError, ConfErrors, ErrorKind, Location};
@@ -15,6 +16,7 @@ use slurm_gpu_gres::core::host::StandaloneHost;
 use slurm_gpu_gres::core::hostlist;
 use slurm_gpu_gres::core::node_conf::{self, CpuMap, NodeInput, Prediction, Problem, Severity};
 use slurm_gpu_gres::core::slurm_conf::SlurmConf;
+use slurm_gpu_gres::ffi::behaviour as abi;
 
 use crate::host::{self, LocalCpus};
 use crate::render::{self, JsonProblem, JsonRecord, Sources};
@@ -93,6 +95,8 @@ struct Report {
     file_problems: Vec<Problem>,
     groups: Vec<Group>,
     entries: Vec<NodeEntry>,
+    /// The release checked for, as the messages name it.
+    release: String,
 }
 
 pub fn run(args: &CheckArgs) -> u8 {
@@ -118,7 +122,53 @@ fn conf_errors(errors: &ConfErrors, path: &Path, report: &mut Report) -> Result<
     Ok(())
 }
 
+/// The release gres.conf is read as: `--slurm-release`, else the build's;
+/// with its name as the messages give it.
+fn target_release(args: &CheckArgs) -> Result<(Behaviour, String), u8> {
+    let (release, label) = match &args.slurm_release {
+        None => (abi::BUILD, abi::format_release(abi::BUILD)),
+        Some(text) => match abi::parse_release(text) {
+            Ok(r) => (r, if text.trim().matches('.').count() == 1 { format!("{}.{:02}", r.0, r.1) } else { abi::format_release(r) }),
+            Err(e) => {
+                tool_error(format!("--slurm-release: {e}"));
+                return Err(EXIT_USAGE);
+            }
+        },
+    };
+    match abi::for_release(release.0, release.1, release.2) {
+        Some(b) => Ok((b, label)),
+        None => {
+            tool_error(format!("--slurm-release: Slurm {label} is not supported"));
+            Err(EXIT_USAGE)
+        }
+    }
+}
+
+/// Say in the message of each problem about a value of a later release
+/// which release that is.
+fn name_releases(problems: &mut [Problem], target: &str) {
+    for p in problems {
+        if let Some(feature) = p.feature {
+            match abi::first_release(feature) {
+                Some(first) => p.message.push_str(&format!(" ({} exists from Slurm {first}; checked for Slurm {target})", feature.as_str())),
+                None => p.message.push_str(&format!(" (checked for Slurm {target})")),
+            }
+        }
+    }
+}
+
 fn check(args: &CheckArgs, report: &mut Report) -> Result<(), u8> {
+    let (behaviour, release) = target_release(args)?;
+    report.release = release.clone();
+    let result = check_as(args, &behaviour, report);
+    name_releases(&mut report.file_problems, &release);
+    for g in &mut report.groups {
+        name_releases(&mut g.outcome.problems, &release);
+    }
+    result
+}
+
+fn check_as(args: &CheckArgs, behaviour: &Behaviour, report: &mut Report) -> Result<(), u8> {
     let slurm_path = report.slurm_conf.clone();
     let slurm = match SlurmConf::load(&slurm_path) {
         Ok(c) => c,
@@ -194,6 +244,7 @@ fn check(args: &CheckArgs, report: &mut Report) -> Result<(), u8> {
         config_overrides,
         global_autodetect: sliced.as_ref().and_then(|s| s.global_autodetect().cloned()),
         args,
+        behaviour,
     };
     let whole_file = sliced.as_ref().is_some_and(|s| s.has_includes);
     let (full, mut evaluated) = std::thread::scope(|scope| {
@@ -282,6 +333,8 @@ struct Env<'a> {
     config_overrides: bool,
     global_autodetect: Option<Location>,
     args: &'a CheckArgs,
+    /// How the release checked for reads gres.conf.
+    behaviour: &'a Behaviour,
 }
 
 impl Env<'_> {
@@ -329,7 +382,7 @@ impl Env<'_> {
         let cpus = hw.cpus.max(actual.map_or(0, |(c, _)| c));
         let map = CpuMap::for_node(&hw, actual, self.config_overrides);
         let abs_to_mac = move |r: &str| map.abs_to_mac(r);
-        let ctx = NodeContext { node_name: &entry.name, cpu_cnt: cpus, gres_types: Some(self.types), abs_to_mac: Some(&abs_to_mac) };
+        let ctx = NodeContext { node_name: &entry.name, cpu_cnt: cpus, gres_types: Some(self.types), abs_to_mac: Some(&abs_to_mac), behaviour: self.behaviour };
         let mut outcome = Outcome { cpus, local, prediction: Prediction::default(), problems: Vec::new() };
         let gres_node = match self.sliced.map(|s| s.node_config(lines, &ctx)) {
             None => None,
@@ -360,13 +413,20 @@ impl Env<'_> {
                     return (outcome, Vec::new());
                 }
             }
-        } else if local && autodetect == AutoDetect::Nvml && !self.args.no_detect {
-            system = slurm_gpu_gres::nvml::system_gpu_list(&StandaloneHost, NodeConfig { cpu_cnt: cpus, in_slurmd: true }, &Default::default());
+        } else if local && matches!(autodetect, AutoDetect::Nvml | AutoDetect::Full) && !self.args.no_detect {
+            // AutoDetect=full probes gpu/nvml first.
+            system = slurm_gpu_gres::nvml::system_gpu_list(
+                &StandaloneHost::new(*self.behaviour),
+                NodeConfig { cpu_cnt: cpus, in_slurmd: true },
+                &Default::default(),
+            );
         }
         if self.fake_path.is_none() {
             problems.extend(self.autodetect_problems(autodetect, local, system.is_some()));
         }
-        let detection_pending = !local && system.is_none() && matches!(autodetect, AutoDetect::Nvml | AutoDetect::Rsmi | AutoDetect::OneApi);
+        let detection_pending = !local
+            && system.is_none()
+            && matches!(autodetect, AutoDetect::Nvml | AutoDetect::Rsmi | AutoDetect::OneApi | AutoDetect::Nrt | AutoDetect::Nvidia | AutoDetect::Full);
         let stat = |p: &str| -> Result<DevStat, String> { stat_device(p) };
         let device_check = local && !self.args.no_device_check;
         let mut prediction = node_conf::predict(NodeInput {
@@ -448,6 +508,8 @@ struct Summary {
 
 #[derive(Serialize)]
 struct JsonReport {
+    /// The Slurm release gres.conf was read as.
+    slurm_release: String,
     slurm_conf: String,
     gres_conf: Option<String>,
     nodes: Vec<JsonNodes>,
@@ -483,6 +545,7 @@ fn output(args: &CheckArgs, report: &Report) -> u8 {
     let written = match args.format {
         CheckFormat::Json => {
             let json = JsonReport {
+                slurm_release: report.release.clone(),
                 slurm_conf: report.slurm_conf.display().to_string(),
                 gres_conf: report.gres_conf.as_ref().map(|p| p.display().to_string()),
                 nodes: report

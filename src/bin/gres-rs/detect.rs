@@ -84,7 +84,7 @@ fn paths(args: &DetectArgs) -> nvml::Paths {
 
 pub fn run(args: &DetectArgs) -> u8 {
     let cpus = host::local_cpus().map_or(1, |c| c.cpus);
-    let report = nvml::detect_report(&StandaloneHost, NodeConfig { cpu_cnt: cpus, in_slurmd: true }, &paths(args));
+    let report = nvml::detect_report(&StandaloneHost::default(), NodeConfig { cpu_cnt: cpus, in_slurmd: true }, &paths(args));
     if args.verbose {
         for l in &report.log {
             eprintln!("gres-rs: {}: {}", level_name(l.level), l.message);

@@ -295,6 +295,7 @@ mod tests {
             suggestion: Some("Type".into()),
             help: Some("keys are case-insensitive".into()),
             related: None,
+            feature: None,
         };
         let mut sources = Sources::default();
         let text = render_text(&p, None, &mut sources, false);

@@ -4,6 +4,7 @@
 
 use thiserror::Error;
 
+use super::super::behaviour::{Behaviour, Feature};
 use super::super::hostlist;
 use super::super::model::{gres_build_id, ConfFlags, GresRecord};
 
@@ -44,16 +45,34 @@ pub const FLAG_WORDS: [(&str, u32); 6] = [
     ("one_sharing", ConfFlags::ONE_SHARING),
 ];
 
-/// Slurm's `gres_flags_parse()`.
+/// The flag words of later releases, with their bits and what says
+/// whether a release has them ([`Behaviour::flag_words`]).
+pub const LATER_FLAG_WORDS: [(&str, u32, Feature); 2] =
+    [("explicit", ConfFlags::EXPLICIT, Feature::FlagExplicit), ("env_uuid", ConfFlags::BIT14, Feature::FlagEnvUuid)];
+
+/// Slurm's `gres_flags_parse()` (of the baseline release).
 pub fn parse_flags(input: &str) -> ParsedFlags {
+    parse_flags_for(input, &Behaviour::BASELINE)
+}
+
+/// `gres_flags_parse()` of the release that behaves as `behaviour`.
+pub fn parse_flags_for(input: &str, behaviour: &Behaviour) -> ParsedFlags {
     let has = |word: &str| contains_ignore_case(Some(input), Some(word));
     let mut flags = ConfFlags::default();
-    for (word, bit) in FLAG_WORDS {
+    for (word, bit) in behaviour.flag_words() {
         if has(word) {
             flags.set(bit);
         }
     }
     ParsedFlags { flags, no_gpu_env: has("no_gpu_env"), sharing_mentioned: flags.has(ConfFlags::ONE_SHARING) || has("all_sharing") }
+}
+
+/// The words of a `Flags=` value that only later releases than
+/// `behaviour`'s know (which ignores them): each with its byte offset in
+/// `input` and its feature.
+pub fn later_flag_words(input: &str, behaviour: &Behaviour) -> Vec<(usize, &'static str, Feature)> {
+    let lower = input.to_ascii_lowercase();
+    LATER_FLAG_WORDS.iter().filter(|(_, _, f)| !behaviour.has(*f)).filter_map(|(word, _, f)| lower.find(word).map(|at| (at, *word, *f))).collect()
 }
 
 /// Whether a GRES name is one of the shared kinds (`mps`, `shard`: exact,

@@ -147,11 +147,14 @@ pub struct Diagnostic {
     pub level: LogLevel,
     pub location: Option<Location>,
     pub message: String,
+    /// The feature of a later release the remark is about (a value this
+    /// release does not know).
+    pub feature: Option<crate::behaviour::Feature>,
 }
 
 impl Diagnostic {
     pub fn new(level: LogLevel, location: Option<Location>, message: impl Into<String>) -> Self {
-        Diagnostic { level, location, message: message.into() }
+        Diagnostic { level, location, message: message.into(), feature: None }
     }
     /// The message as the plugin logs it: the stock wording, prefixed with
     /// the place when known.

@@ -365,3 +365,62 @@ fn arbitrary_input_never_panics() {
         }
     }
 }
+
+/// gres.conf read as a release that behaves as `behaviour`.
+fn node_as(text: &str, node: &str, behaviour: &crate::behaviour::Behaviour) -> NodeGresConf {
+    conf(text).node_config(&NodeContext { behaviour, ..NodeContext::new(node, 16) }).unwrap()
+}
+
+#[test]
+fn autodetect_values_follow_the_behaviour() {
+    use crate::behaviour::{Behaviour, Feature};
+    let old = Behaviour::BASELINE;
+    let nrt = Behaviour { autodetect_nrt: true, ..old };
+    let nvidia = Behaviour { autodetect_nvidia: true, ..nrt };
+    let full = Behaviour { autodetect_full: true, ..nvidia };
+    for (value, first, mode) in
+        [("nrt", &nrt, AutoDetect::Nrt), ("NVIDIA", &nvidia, AutoDetect::Nvidia), ("full", &full, AutoDetect::Full), ("full,nvml", &full, AutoDetect::Full)]
+    {
+        let text = format!("AutoDetect={value}\n");
+        assert_eq!(node_as(&text, "x", first).autodetect, mode, "{value}");
+        assert!(!node_as(&text, "x", first).diagnostics.iter().any(|d| d.level == LogLevel::Error), "{value}");
+    }
+    // Before its release: unknown, as slurmd says, with the feature.
+    let n = node_as("NodeName=x AutoDetect=full\n", "x", &nvidia);
+    assert_eq!(n.autodetect, AutoDetect::Unset);
+    let d = n.diagnostics.iter().find(|d| d.level == LogLevel::Error).unwrap();
+    assert_eq!((d.message.as_str(), d.feature), ("unknown autodetect flag 'full'", Some(Feature::AutoDetectFull)));
+    assert_eq!((d.location.as_ref().unwrap().line, d.location.as_ref().unwrap().column), (1, 23));
+    // A release without `full` reads `full,nvml` as nvml; with it, as full.
+    assert_eq!(node_as("AutoDetect=full,nvml\n", "x", &old).autodetect, AutoDetect::Nvml);
+    assert_eq!(AutoDetect::later_feature("nvidia", &old), Some(Feature::AutoDetectNvidia));
+    assert_eq!(AutoDetect::later_feature("nvidia", &nvidia), None);
+    assert_eq!(AutoDetect::later_feature("cuda", &old), None);
+    let n = node_as("AutoDetect=nrt\n", "x", &old);
+    assert_eq!(n.diagnostics.iter().find(|d| d.level == LogLevel::Error).unwrap().feature, Some(Feature::AutoDetectNrt));
+}
+
+#[test]
+fn flag_words_follow_the_behaviour() {
+    use crate::behaviour::{Behaviour, ConfBit14, Feature};
+    let text = "Name=gpu File=/dev/nvidia0 Flags=nvidia_gpu_env,env_uuid,Explicit\n";
+    let old = node_as(text, "x", &Behaviour::BASELINE);
+    assert_eq!(old.records[0].record.flags.0, ConfFlags::HAS_FILE | ConfFlags::ENV_NVML);
+    let warnings: Vec<_> = old.diagnostics.iter().filter(|d| d.feature.is_some()).collect();
+    assert_eq!(warnings.len(), 2);
+    assert_eq!(warnings[0].message, "WARNING: Flags word \"explicit\" is unknown to this Slurm release, which ignores it");
+    assert_eq!((warnings[0].location.as_ref().unwrap().column, warnings[0].location.as_ref().unwrap().len), (58, 8));
+    assert_eq!(warnings[1].feature, Some(Feature::FlagEnvUuid));
+    assert_eq!((warnings[1].location.as_ref().unwrap().column, warnings[1].location.as_ref().unwrap().len), (49, 8));
+    let explicit = Behaviour { flag_explicit: true, ..Behaviour::BASELINE };
+    let n = node_as(text, "x", &explicit);
+    assert_eq!(n.records[0].record.flags.0, ConfFlags::HAS_FILE | ConfFlags::ENV_NVML | ConfFlags::EXPLICIT);
+    assert_eq!(n.diagnostics.iter().filter(|d| d.feature.is_some()).count(), 1);
+    let uuid = Behaviour { flag_env_uuid: true, conf_bit14: ConfBit14::Uuid, ..explicit };
+    let n = node_as(text, "x", &uuid);
+    assert_eq!(n.records[0].record.flags.0, ConfFlags::HAS_FILE | ConfFlags::ENV_NVML | ConfFlags::EXPLICIT | ConfFlags::BIT14);
+    assert!(n.diagnostics.iter().all(|d| d.feature.is_none()));
+    // env_uuid alone is a modifier: the default env flags stay.
+    let n = node_as("Name=gpu File=/dev/nvidia0 Flags=env_uuid\n", "x", &uuid);
+    assert_eq!(n.records[0].record.flags.0, ConfFlags::HAS_FILE | ENV_DEFAULT | ConfFlags::BIT14);
+}
