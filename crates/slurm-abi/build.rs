@@ -67,7 +67,10 @@ fn main() {
         );
     }
     assert!(supported.contains(&release.as_str()), "slurm-headers/{release}/ exists but src/releases.rs SERIES lacks {release}: add it there");
-    for c in releases::changes_in(&release) {
+    // Changes and entry points by the full release: a change may begin
+    // inside a series (releases.rs).
+    let full = format!("{major}.{minor:02}.{micro}");
+    for c in releases::changes_in(&full) {
         println!("cargo:rustc-cfg={}", c.cfg);
     }
     println!("cargo:rustc-env=SLURM_SERIES={release}");
@@ -93,8 +96,8 @@ fn main() {
     build.file("src/shim.c").include("include").include(&include_dir).warnings(true).flag_if_supported("-Wno-unused-parameter");
     build.compile("gres_rs_shim");
 
-    write_release_gate(&out, &release);
-    make_plugin_files(&out, number, &release);
+    write_release_gate(&out, &full);
+    make_plugin_files(&out, number, &full);
 }
 
 /// `OUT_DIR/release_gate.rs`: the macro `__in_release!{[since] [until]

@@ -20,8 +20,10 @@
 /// first.  A build for any other series fails in build.rs.
 pub const SERIES: [&str; 8] = ["22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11", "26.05"];
 
-/// One change of Slurm's plugin ABI: in force from the first release of
-/// series `since` up to, not including, series `until`.
+/// One change of Slurm's plugin ABI: in force from release `since` up to,
+/// not including, release `until`.  A bound is a series (`"24.11"`, its
+/// first release) or, for a change inside a series, a release
+/// (`"26.05.4"`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Change {
     /// The cfg set while the change is in force (`slurm_prep_env`).
@@ -37,7 +39,7 @@ const fn change(cfg: &'static str, since: &'static str, until: Option<&'static s
 }
 
 /// What changed when, by release series.
-pub const CHANGES: [Change; 15] = [
+pub const CHANGES: [Change; 16] = [
     // The entry points slurmd resolves (syms[]); the entry-point list
     // (entry_points.rs) carries the same ranges per function.
     change("slurm_epilog_env", "22.05", Some("23.02"), "gres_p_epilog_build_env / gres_p_epilog_set_env (src/common/gres.c syms[])"),
@@ -57,6 +59,14 @@ pub const CHANGES: [Change; 15] = [
     change("slurm_res_gpu_cores", "24.05", None, "gres_job_state_t gains res_gpu_cores / res_array_size"),
     change("slurm_gres_device_flags", "25.11", None, "gres_device_t.flags after dev_num (path, unique_id +8), read by the core"),
     change("slurm_gpu_plugin_init_node_conf", "26.05", None, "gpu_plugin_init(node_config_load_t *) (was void)"),
+    change(
+        "slurm_gres_job_state_plus8",
+        "26.05.4",
+        None,
+        "gres_job_state_t: 8 more bytes before node_cnt (node_cnt 136 -> 144, gres_bit_alloc 144 -> 152), measured in Debian's 26.05.5 \
+         gres_gpu.so (gres_p_prep_build_env); the field is not known (no 26.05.4+ source at hand), so slurm-headers/26.05 keeps 26.05.3's layout \
+         and the converter adds the 8 bytes",
+    ),
     // Functions of libslurmfull the stock plugins import (ours imports
     // none of these; recorded for code that will).
     change("slurm_add_gres_to_list_record", "23.02", None, "add_gres_to_list(list, gres_slurmd_conf_t *) (22.05: 11 arguments)"),
@@ -70,28 +80,33 @@ pub const CHANGES: [Change; 15] = [
     ),
 ];
 
-/// `(major, minor)` of a series written `"24.11"`.
-pub fn series_number(series: &str) -> Option<(u32, u32)> {
-    let (a, b) = series.split_once('.')?;
-    Some((a.parse().ok()?, b.parse().ok()?))
+/// `(major, minor, micro)` of a release written `"24.11.5"`, or of a
+/// series written `"24.11"` (micro 0: its first release).
+pub fn release_number(release: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = release.split('.').map(|p| p.parse::<u32>().ok());
+    let (a, b, c) = (parts.next()??, parts.next()??, parts.next().unwrap_or(Some(0))?);
+    parts.next().is_none().then_some((a, b, c))
 }
 
-/// Whether something that exists from series `since` (None: always) up to,
-/// not including, series `until` (None: still) exists in series `release`.
+/// Whether something that exists from `since` (None: always) up to, not
+/// including, `until` (None: still) exists in `release`; each a series or
+/// a release ([`release_number`]).
 ///
 /// ```
 /// use gres_slurm_abi::releases::present;
-/// assert!(present(Some("23.02"), None, "24.11"));
+/// assert!(present(Some("23.02"), None, "24.11.5"));
 /// assert!(!present(None, Some("24.11"), "24.11"));
-/// assert!(present(None, Some("24.11"), "24.05"));
+/// assert!(present(None, Some("24.11"), "24.05.8"));
+/// assert!(!present(Some("26.05.4"), None, "26.05.3"));
+/// assert!(present(Some("26.05.4"), None, "26.05.5"));
 /// ```
 pub fn present(since: Option<&str>, until: Option<&str>, release: &str) -> bool {
-    let r = series_number(release).unwrap_or_else(|| panic!("release series {release:?}: want MAJOR.MINOR"));
-    let n = |s: &str| series_number(s).unwrap_or_else(|| panic!("release series {s:?} in releases.rs or entry_points.rs: want MAJOR.MINOR"));
+    let n = |s: &str| release_number(s).unwrap_or_else(|| panic!("release {s:?} (releases.rs, entry_points.rs or the build): want MAJOR.MINOR[.MICRO]"));
+    let r = n(release);
     since.is_none_or(|s| n(s) <= r) && until.is_none_or(|u| r < n(u))
 }
 
-/// The changes in force in series `release`.
+/// The changes in force in `release` (a release, `"26.05.5"`).
 pub fn changes_in(release: &str) -> impl Iterator<Item = &'static Change> + '_ {
     CHANGES.iter().filter(move |c| present(Some(c.since), c.until, release))
 }
