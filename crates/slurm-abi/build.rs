@@ -96,8 +96,25 @@ fn main() {
     build.file("src/shim.c").include("include").include(&include_dir).warnings(true).flag_if_supported("-Wno-unused-parameter");
     build.compile("gres_rs_shim");
 
+    check_entry_ranges();
     write_release_gate(&out, &full);
     make_plugin_files(&out, number, &full);
+}
+
+/// Every entry point with a `since`/`until` has its row in releases.rs
+/// (naming it, with the same range; no bound is the first series / none),
+/// so the two lists cannot drift apart.
+fn check_entry_ranges() {
+    let gres: &[Entry] = gres_plugin_functions!(names!(any));
+    let gpu: &[Entry] = gpu_plugin_functions!(names!(any));
+    let first = releases::SERIES[0];
+    for (name, since, until) in gres.iter().chain(gpu) {
+        if since.is_none() && until.is_none() {
+            continue;
+        }
+        let ok = releases::CHANGES.iter().any(|c| c.what.contains(name) && c.since == since.unwrap_or(first) && c.until == *until);
+        assert!(ok, "entry_points.rs: {name} (since {since:?}, until {until:?}) has no row in releases.rs CHANGES naming it with that range");
+    }
 }
 
 /// `OUT_DIR/release_gate.rs`: the macro `__in_release!{[since] [until]
