@@ -63,7 +63,9 @@
 //!   `libslurmfull.so` (`nm -D --defined-only`), or `dlopen()` of our plugins
 //!   would fail.  The library is `$GRES_RS_LIBSLURMFULL_<series>` (e.g.
 //!   `GRES_RS_LIBSLURMFULL_24_11=/srv/trixie/usr/lib/x86_64-linux-gnu/slurm-wlm/libslurmfull.so`),
-//!   else the installed one when the installed Slurm is of that series.
+//!   else that of a test-bed chroot of that series when one is built
+//!   (`harness::chroot`: trixie 24.11, sid 26.05), else the installed one
+//!   when the installed Slurm is of that series.
 //!   Without either the check prints `SKIP` and passes (also under
 //!   `CI=true`: no such library exists on the build hosts yet).  A library
 //!   that does not carry the series' version string fails the check.
@@ -241,6 +243,16 @@ impl Series {
             let p = PathBuf::from(p);
             assert!(p.is_file(), "Slurm {}: ${env} is {}, which is not a file", self.name, p.display());
             return Ok(p);
+        }
+        // A test-bed chroot of this series (tests/testbed/debian-chroot.sh).
+        for rel in harness::chroot::chroot_releases() {
+            let Ok(root) = rel.open() else { continue };
+            let Ok((major, minor, _)) = root.slurm_version_triple() else { continue };
+            if (major, minor) == (self.major, self.minor) {
+                if let Some(lib) = root.resolve(root.libslurmfull()) {
+                    return Ok(lib);
+                }
+            }
         }
         match installed_version() {
             Some(v) if self.is(v) && Path::new(LIBSLURMFULL).exists() => Ok(LIBSLURMFULL.into()),

@@ -1,6 +1,9 @@
 //! The other Debian releases of the test bed: a cluster on the STOCK
 //! plugins of Slurm 24.11.5 (Debian 13, trixie chroot) and 26.05.5 (Debian
-//! unstable, sid chroot), each on 4 fake GPUs given by fake_gpus.conf.
+//! unstable, sid chroot), each on 4 fake GPUs given by fake_gpus.conf, and
+//! the same cluster on OURS built for that release (`ours_*`: the build of
+//! `tests/releases.rs`, `target/slurm-<version>/plugins/`), which must
+//! give what stock gave.
 //! Checks that the daemons are the chroot's, that slurmd mapped the
 //! chroot's own stock plugin files (by device and inode, not by path: the
 //! host has files of the same names), and that `slurmd -G` and one
@@ -51,8 +54,8 @@ fn baseline(version: &str, what: &str) -> String {
 
 /// The node of the baselines: 4 untyped GPUs from fake_gpus.conf (with
 /// all four vendor-variable flags), each with 100 MPS and 2 shards.
-fn config(root: Chroot) -> ClusterConfig {
-    let mut c = ClusterConfig::gpus(PluginSet::Stock, GPUS).in_chroot(root);
+fn config(root: Chroot, plugins: PluginSet) -> ClusterConfig {
+    let mut c = ClusterConfig::gpus(plugins, GPUS).in_chroot(root);
     c.node_gres = Some(format!("gpu:{GPUS},mps:{},shard:{}", 100 * GPUS, 2 * GPUS));
     // No gpu line: the GPUs (and their vendor-variable flags) come from
     // fake_gpus.conf alone, as in the baselines.
@@ -113,7 +116,19 @@ fn slurmd_g_rows(out: &str, dir: &str) -> Vec<String> {
         .collect()
 }
 
-fn run_release(test: &str, suite: &str) {
+/// Which plugins a run uses: the chroot's stock ones, or ours built for
+/// the chroot's release (`harness::build_for_release`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Stock,
+    Ours,
+}
+
+/// Our plugin files slurmd loads on this node (fake_gpus.conf, no
+/// AutoDetect: gpu/generic, not our gpu/nvml).
+const OURS_LOADED: [&str; 3] = ["gres_gpu", "gres_mps", "gres_shard"];
+
+fn run_release(test: &str, suite: &str, side: Side) {
     let t0 = Instant::now();
     let rel = release(suite);
     let Some(root) = open_or_skip(test, &rel) else { return };
@@ -121,7 +136,12 @@ fn run_release(test: &str, suite: &str) {
     assert_eq!(version, rel.slurm, "{} chroot {} holds Slurm {version}, the test bed expects {}", rel.suite, root.root().display(), rel.slurm);
     eprintln!("{test}: {} ({}) in {}: Slurm {version}, libslurmfull {}", rel.suite, rel.debian, root.root().display(), root.libslurmfull().display());
 
-    let c = Cluster::start(config(root.clone()));
+    let mut cfg = config(root.clone(), if side == Side::Ours { PluginSet::Ours } else { PluginSet::Stock });
+    if side == Side::Ours {
+        let built = harness::build_for_release(&version, &root.host_path("/usr/include")).unwrap_or_else(|e| panic!("{test}: {e}"));
+        cfg.plugin_build_dir = Some(built);
+    }
+    let c = Cluster::start(cfg);
     let dir = c.layout.root.to_string_lossy().into_owned();
     let slurmd = c.pid(Daemon::Slurmd).expect("slurmd pid");
     let slurmctld = c.pid(Daemon::Slurmctld).expect("slurmctld pid");
@@ -145,9 +165,23 @@ fn run_release(test: &str, suite: &str) {
     let full = root.resolve(root.libslurmfull()).unwrap_or_else(|| panic!("no {} in the chroot", root.libslurmfull().display()));
     assert!(chroot::mapping_of(slurmd, &full).expect("maps").is_some(), "slurmd does not map the chroot's {}", full.display());
     let by_slurmd = mapped_stock_plugins(&root, slurmd);
-    assert!(by_slurmd.contains("gres_gpu.so"), "slurmd (pid {slurmd}) does not map the chroot's gres_gpu.so; it maps {by_slurmd:?}");
-    assert_eq!(by_slurmd, loaded_row(&version, "slurmd (maps)"), "plugins slurmd maps vs. stock-{version}-loaded.tsv");
-    assert_eq!(mapped_stock_plugins(&root, slurmctld), loaded_row(&version, "slurmctld (maps)"), "plugins slurmctld maps vs. stock-{version}-loaded.tsv");
+    if side == Side::Stock {
+        assert!(by_slurmd.contains("gres_gpu.so"), "slurmd (pid {slurmd}) does not map the chroot's gres_gpu.so; it maps {by_slurmd:?}");
+        assert_eq!(by_slurmd, loaded_row(&version, "slurmd (maps)"), "plugins slurmd maps vs. stock-{version}-loaded.tsv");
+        assert_eq!(mapped_stock_plugins(&root, slurmctld), loaded_row(&version, "slurmctld (maps)"), "plugins slurmctld maps vs. stock-{version}-loaded.tsv");
+    } else {
+        // Ours, built for this release, and none of the chroot's files
+        // of those names: by path in slurmd's maps (the cluster's plugin
+        // dir is bound at the same path inside the chroot) and by inode.
+        c.assert_ours_loaded_in(Daemon::Slurmd, &OURS_LOADED);
+        let our_dir = c.our_dir.clone().expect("our plugin dir");
+        for f in OURS_LOADED.iter().map(|n| format!("{n}.so")).chain([harness::LIBRARY_FILE.to_string()]) {
+            assert!(chroot::mapping_of(slurmd, &our_dir.join(&f)).expect("maps").is_some(), "slurmd (pid {slurmd}) does not map our {f}");
+            assert!(!by_slurmd.contains(&f), "slurmd (pid {slurmd}) maps the chroot's stock {f}");
+        }
+        // A job step's slurmstepd too.
+        c.assert_stepd_ours_loaded(&["gres_gpu"], &["--gres=gpu:2"]);
+    }
 
     // slurmd -G (with munged up: 24.11 and later authenticate first).
     let g = c.run("slurmd", &["-G", "-N", &c.config.node_name], Duration::from_secs(30));
@@ -166,7 +200,12 @@ fn run_release(test: &str, suite: &str) {
     // One job step on two GPUs: the variables stock sets there (the
     // baseline's steps, for two GPUs instead of one).
     let out = c.srun(&["--gres=gpu:2", "-n1", "env"]).expect_ok("srun --gres=gpu:2 env");
-    let env: BTreeMap<&str, &str> = out.stdout.lines().filter_map(|l| l.split_once('=')).filter(|(k, _)| harness::PLUGIN_ENV_VARS.contains(k)).collect();
+    let mut env: BTreeMap<&str, &str> = out.stdout.lines().filter_map(|l| l.split_once('=')).filter(|(k, _)| harness::PLUGIN_ENV_VARS.contains(k)).collect();
+    if side == Side::Ours {
+        // Ours adds CUDA_DEVICE_ORDER=PCI_BUS_ID with CUDA_VISIBLE_DEVICES,
+        // which stock never sets (docs/deviations.md, "MPS/shard 3").
+        assert_eq!(env.remove("CUDA_DEVICE_ORDER"), Some("PCI_BUS_ID"), "CUDA_DEVICE_ORDER of ours:\n{out}");
+    }
     // The baseline's steps ran inside a batch job, whose environment gave
     // them SLURM_JOB_GPUS; an srun that makes its own job gets none.
     let step_vars: BTreeSet<String> = baseline(&version, "jobs")
@@ -200,12 +239,26 @@ fn run_release(test: &str, suite: &str) {
 
 #[test]
 fn stock_24_11_in_trixie_chroot() {
-    run_release("stock_24_11_in_trixie_chroot", "trixie");
+    run_release("stock_24_11_in_trixie_chroot", "trixie", Side::Stock);
 }
 
 #[test]
 fn stock_26_05_in_sid_chroot() {
-    run_release("stock_26_05_in_sid_chroot", "sid");
+    run_release("stock_26_05_in_sid_chroot", "sid", Side::Stock);
+}
+
+/// Ours built for 24.11.5 (`target/slurm-24.11.5`), on the trixie
+/// chroot's daemons: loaded by slurmd and slurmstepd, and the same
+/// `slurmd -G` and job environment as stock.
+#[test]
+fn ours_24_11_in_trixie_chroot() {
+    run_release("ours_24_11_in_trixie_chroot", "trixie", Side::Ours);
+}
+
+/// Ours built for 26.05.5 on the sid chroot's daemons.
+#[test]
+fn ours_26_05_in_sid_chroot() {
+    run_release("ours_26_05_in_sid_chroot", "sid", Side::Ours);
 }
 
 #[test]

@@ -248,6 +248,12 @@ impl DeviceListCache {
                     r.dev_desc.minor = d.minor;
                     r.dev_desc.type_ = d.dev_type as sys::gres_device_type_t;
                     r.dev_num = d.dev_num;
+                    // 25.11 on the core reads GRES_DEV_* bits here; the
+                    // core types carry none (no MIG device flag), so 0.
+                    #[cfg(slurm_gres_device_flags)]
+                    {
+                        r.flags = 0;
+                    }
                     r.path = xstrdup(Some(&d.path));
                     r.unique_id = xstrdup(d.unique_id.as_deref());
                     // SAFETY: `list` is valid; ownership of `c` passes to it.
@@ -406,10 +412,49 @@ impl WireReader for BufReader {
 /// `js` is NULL or a valid `gres_job_state_t` whose arrays have
 /// `node_cnt` entries.
 pub unsafe fn job_alloc_from_c(js: *const sys::gres_job_state_t) -> Option<JobAlloc> {
-    // SAFETY: NULL or valid per the contract.
-    let js = unsafe { js.as_ref() }?;
+    if js.is_null() {
+        return None;
+    }
+    // SAFETY: valid per the contract.
+    let (node_cnt, bit_alloc, cnt_alloc) = unsafe { job_alloc_fields(js) };
     // SAFETY: the arrays have `node_cnt` entries (or are NULL).
-    Some(unsafe { alloc_from_c(js.node_cnt, js.gres_bit_alloc, js.gres_cnt_node_alloc) })
+    Some(unsafe { alloc_from_c(node_cnt, bit_alloc, cnt_alloc) })
+}
+
+/// `node_cnt`, `gres_bit_alloc`, `gres_cnt_node_alloc` of a job state.
+///
+/// # Safety
+/// `js` is a valid `gres_job_state_t` of the running release.
+#[cfg(not(slurm_gres_job_state_plus8))]
+unsafe fn job_alloc_fields(js: *const sys::gres_job_state_t) -> (u32, *const *mut sys::bitstr_t, *const u64) {
+    // SAFETY: valid per the contract.
+    let js = unsafe { &*js };
+    (js.node_cnt, js.gres_bit_alloc, js.gres_cnt_node_alloc)
+}
+
+/// `node_cnt`, `gres_bit_alloc`, `gres_cnt_node_alloc` of a job state of
+/// 26.05.4 and later, whose `gres_job_state_t` has 8 bytes more than
+/// slurm-headers/26.05 (26.05.3) before `node_cnt` (releases.rs,
+/// `slurm_gres_job_state_plus8`): bindgen's offsets plus 8.
+///
+/// # Safety
+/// `js` is a valid `gres_job_state_t` of the running release (at least
+/// 8 bytes larger than bindgen's, so every read stays inside it).
+#[cfg(slurm_gres_job_state_plus8)]
+unsafe fn job_alloc_fields(js: *const sys::gres_job_state_t) -> (u32, *const *mut sys::bitstr_t, *const u64) {
+    use std::mem::offset_of;
+    const PLUS: usize = 8;
+    let base = js.cast::<u8>();
+    // SAFETY: the fields of the real struct, at bindgen's offsets plus
+    // PLUS (a multiple of 8: alignment kept), inside the object per the
+    // contract; plain reads of a u32 and two pointers.
+    unsafe {
+        (
+            base.add(offset_of!(sys::gres_job_state_t, node_cnt) + PLUS).cast::<u32>().read(),
+            base.add(offset_of!(sys::gres_job_state_t, gres_bit_alloc) + PLUS).cast::<*const *mut sys::bitstr_t>().read(),
+            base.add(offset_of!(sys::gres_job_state_t, gres_cnt_node_alloc) + PLUS).cast::<*const u64>().read(),
+        )
+    }
 }
 
 /// Copy a Prolog/Epilog record.

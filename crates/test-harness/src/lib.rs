@@ -265,6 +265,50 @@ pub fn test_build_dir(release: bool) -> PathBuf {
         .clone()
 }
 
+/// Our plugins built for another Slurm release: `SLURM_INCLUDE_DIR=include
+/// cargo build --release -p gres_rs --target-dir <target>/slurm-<version>`
+/// (up to date after the first time), then `<that dir>/plugins/` holding
+/// its library and the four plugin files its build.rs made, which
+/// [`install_ours`] takes (set it as [`ClusterConfig::plugin_build_dir`]).
+/// One build at a time per test process.  Returns the `plugins` dir.
+pub fn build_for_release(version: &str, include: &Path) -> Result<PathBuf, String> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = workspace_root().join("target").join(format!("slurm-{version}"));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+    let t0 = std::time::Instant::now();
+    let status = Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["build", "--release", "-p", "gres_rs", "--target-dir"])
+        .arg(&dir)
+        .env("SLURM_INCLUDE_DIR", include)
+        .env_remove("SLURM_VERSION")
+        .env_remove("CARGO_TARGET_DIR")
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("SLURM_INCLUDE_DIR={} cargo build --release -p gres_rs --target-dir {} failed", include.display(), dir.display()));
+    }
+    eprintln!("harness: Slurm {version}: build up to date after {:.1?} ({})", t0.elapsed(), dir.display());
+    // The plugin files of this build: the newest OUT_DIR of build.rs.
+    let rd = fs::read_dir(dir.join("release/build")).map_err(|e| format!("{}/release/build: {e}", dir.display()))?;
+    let out = rd
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("gres-slurm-abi-"))
+        .map(|e| e.path().join("out/plugin-files"))
+        .filter(|p| p.join("gres_gpu.so").is_file())
+        .max_by_key(|p| fs::metadata(p.join("gres_gpu.so")).and_then(|m| m.modified()).ok())
+        .ok_or_else(|| format!("no plugin files under {}/release/build", dir.display()))?;
+    let plugins = dir.join("plugins");
+    fs::create_dir_all(&plugins).map_err(|e| format!("{}: {e}", plugins.display()))?;
+    let copy = |src: &Path, name: &str| fsutil::install_atomic(src, &plugins.join(name), 0o755).map_err(|e| format!("installing {}: {e}", src.display()));
+    copy(&dir.join("release").join(LIBRARY_FILE), LIBRARY_FILE)?;
+    for f in &PLUGIN_FILES {
+        copy(&out.join(format!("{}.so", f.file)), &format!("{}.so", f.file))?;
+    }
+    Ok(plugins)
+}
+
 /// One dynamic symbol of a shared object, as `nm -D` lists it.
 pub struct DynSymbol {
     /// Without its `@VERSION`.
@@ -302,14 +346,19 @@ pub fn dynamic_symbols(lib: &Path) -> Vec<DynSymbol> {
 
 /// Installs our library from `built` and the named plugin files into
 /// `dir`, each through a temporary file and rename(2); the library first,
-/// so that a plugin file never sits there without it.
+/// so that a plugin file never sits there without it.  A plugin file that
+/// `built` holds beside the library (a build for another Slurm release,
+/// as `tests/releases.rs` assembles them) is taken from there; otherwise
+/// the one built into this crate (for the release of this build).
 pub fn install_ours(built: &Path, names: &[&str], dir: &Path) -> Result<(), String> {
     let src = built.join(LIBRARY_FILE);
     fsutil::install_atomic(&src, &dir.join(LIBRARY_FILE), 0o755).map_err(|e| format!("installing {} in {}: {e}", src.display(), dir.display()))?;
     for n in names {
         let file = PLUGIN_FILES.iter().find(|f| f.file == *n).ok_or_else(|| format!("{n} is not one of our plugin files"))?;
-        fsutil::write_atomic(plugin_file_bytes(file), &dir.join(format!("{n}.so")), 0o755)
-            .map_err(|e| format!("installing {n}.so in {}: {e}", dir.display()))?;
+        let beside = built.join(format!("{n}.so"));
+        let bytes =
+            if beside.is_file() { fs::read(&beside).map_err(|e| format!("reading {}: {e}", beside.display()))? } else { plugin_file_bytes(file).to_vec() };
+        fsutil::write_atomic(&bytes, &dir.join(format!("{n}.so")), 0o755).map_err(|e| format!("installing {n}.so in {}: {e}", dir.display()))?;
     }
     Ok(())
 }
@@ -1146,7 +1195,17 @@ impl Cluster {
     /// Files mapped by a daemon (from `/proc/<pid>/maps`).
     pub fn mapped_files(&self, d: Daemon) -> Result<Vec<String>, String> {
         let pid = self.pid(d).ok_or_else(|| format!("{d:?} is not running"))?;
-        process::mapped_files(pid)
+        Ok(self.inside_paths(process::mapped_files(pid)?))
+    }
+
+    /// Mapped paths as the daemons see them: in a chroot the kernel shows
+    /// a daemon's files from the host with the chroot's directory in front
+    /// (its binds too), which is taken off, so that the paths compare with
+    /// `PluginDir=` (our dir, bound at the same path, and the stock dir).
+    fn inside_paths(&self, paths: Vec<String>) -> Vec<String> {
+        let Some(root) = &self.config.chroot else { return paths };
+        let prefix = root.root().to_string_lossy().trim_end_matches('/').to_string();
+        paths.into_iter().map(|p| p.strip_prefix(&prefix).filter(|r| r.starts_with('/')).map(str::to_string).unwrap_or(p)).collect()
     }
 
     fn check_ours_loaded_in(&self, d: Daemon, names: &[&str]) -> Result<(), String> {
@@ -1187,7 +1246,7 @@ impl Cluster {
         if !comm.starts_with("slurmstepd") {
             return Err(format!("task's parent is {comm:?}, not slurmstepd:\n{out}"));
         }
-        Ok(process::paths_in_maps(&out.stdout))
+        Ok(self.inside_paths(process::paths_in_maps(&out.stdout)))
     }
 
     /// Asserts a job step's slurmstepd mapped ours (and not stock) for each
