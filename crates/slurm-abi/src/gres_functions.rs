@@ -135,7 +135,7 @@ pub unsafe fn send_stepd<P: GresPlugin>(buffer: *mut sys::buf_t) {
     guard(P::PLUGIN_TYPE, "send_stepd", (), || {
         // SAFETY: per the function's contract.
         if let Some(mut w) = unsafe { BufWriter::new(buffer) } {
-            P::send_stepd(&mut w);
+            P::send_stepd_as(crate::behaviour::build(), &mut w);
         }
     })
 }
@@ -146,7 +146,7 @@ pub unsafe fn recv_stepd<P: GresPlugin>(buffer: *mut sys::buf_t) {
     guard(P::PLUGIN_TYPE, "recv_stepd", (), || {
         // SAFETY: per the function's contract.
         let Some(mut r) = (unsafe { BufReader::new(buffer) }) else { return };
-        if let Err(e) = P::recv_stepd(&mut r) {
+        if let Err(e) = P::recv_stepd_as(crate::behaviour::build(), &mut r) {
             tracing::error!("recv_stepd: failed: {e}");
         }
     })
