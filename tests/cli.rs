@@ -108,6 +108,31 @@ fn problems_slurmd_only_logs() {
 }
 
 #[test]
+fn fail_on_chooses_the_least_severe_problem_that_fails() {
+    // Errors but nothing fatal: slurmd starts (and drains the node).
+    let d = conf("failon", "GresTypes=gpu,mps\nNodeName=n1 CPUs=8 Gres=gpu:4,mps:10\n", Some("Name=gpu File=/dev/nvidia[0-2]\nName=mps Count=10\n"));
+    let status = |extra: &[&str]| {
+        let mut args = vec!["--node", "n1", "--quiet", "--no-device-check"];
+        args.extend_from_slice(extra);
+        check(&d, &args).status.code()
+    };
+    assert_eq!(status(&[]), Some(1));
+    assert_eq!(status(&["--fail-on", "error"]), Some(1));
+    assert_eq!(status(&["--fail-on", "fatal"]), Some(0));
+    // A fatal one fails at every level.
+    let f = conf("failon-fatal", SLURM, Some("Name=gpu Tpye=a100 File=/dev/nvidia[0-1]\n"));
+    assert_eq!(check(&f, &["--node", "n1", "--quiet", "--fail-on", "fatal"]).status.code(), Some(1));
+    // A warning only: fails only with --fail-on warning.
+    let w = conf("failon-warning", "GresTypes=gpu\nNodeName=n1 CPUs=8 Gres=gpu:2\n", Some("Name=gpu File=/dev/nvidia[0-1] Flags=env_uuid\n"));
+    let out = check(&w, &["--node", "n1", "--no-device-check", "--slurm-release", "22.05"]);
+    assert!(text(&out.stderr).contains("0 fatal, 0 errors, 1 warning"), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(check(&w, &["--node", "n1", "--no-device-check", "--slurm-release", "22.05", "--fail-on", "warning"]).status.code(), Some(1));
+    let out = check(&w, &["--node", "n1", "--fail-on", "never"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+#[test]
 fn without_gres_conf() {
     let d = conf("nogres", SLURM, None);
     let out = check(&d, &["--node", "n1", "--verbose"]);

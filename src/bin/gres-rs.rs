@@ -102,9 +102,16 @@ EXAMPLES
     gres-rs check --all-nodes --no-device-check --slurm-conf new/slurm.conf
 
 EXIT STATUS
-    0   no fatal problem and no error (warnings allowed)
-    1   slurmd would stop, or errors were found
-    2   usage error, unreadable file, node not in slurm.conf";
+    0   no fatal problem and no error (warnings allowed); with
+        --fail-on fatal: slurmd would start; with --fail-on warning: no
+        problem at all
+    1   slurmd would stop, or errors were found (or, with --fail-on, a
+        problem of that severity)
+    2   usage error, unreadable file, node not in slurm.conf
+
+    In a slurmd drop-in, ExecStartPre=gres-rs check --quiet --fail-on fatal
+    blocks a start only for what would stop slurmd anyway (an example is in
+    the package's documentation).";
 
 const DETECT_LONG_ABOUT: &str = "\
 Ask NVML (libnvidia-ml.so.1, or the library given by --nvml-lib) for the
@@ -283,9 +290,23 @@ pub struct CheckArgs {
     /// Print only problems, not the GRES table
     #[arg(short, long)]
     pub quiet: bool,
+    /// Exit with status 1 only for problems of this severity or worse (fatal: what would stop slurmd)
+    #[arg(long, value_enum, value_name = "SEVERITY", default_value_t = FailOn::Error)]
+    pub fail_on: FailOn,
     /// Read gres.conf as this Slurm release does (MAJOR.MINOR or MAJOR.MINOR.MICRO, e.g. 24.11) [default: the release the plugins are built for]
     #[arg(long, value_name = "RELEASE")]
     pub slurm_release: Option<String>,
+}
+
+/// The least severe problem that makes `check` exit with status 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    /// Only what would stop slurmd (for ExecStartPre= of slurmd)
+    Fatal,
+    /// Fatal problems and errors
+    Error,
+    /// Any problem but notes
+    Warning,
 }
 
 /// Output formats of `detect`.

@@ -21,7 +21,7 @@ use slurm_gpu_gres::ffi::behaviour as abi;
 use crate::host::{self, LocalCpus};
 use crate::render::{self, JsonProblem, JsonRecord, Sources};
 use crate::sliced::{SliceError, Sliced};
-use crate::{default_slurm_conf, tool_error, CheckArgs, CheckFormat, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};
+use crate::{default_slurm_conf, tool_error, CheckArgs, CheckFormat, FailOn, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};
 
 /// One node of slurm.conf.
 #[derive(Clone, Debug)]
@@ -572,7 +572,7 @@ fn output(args: &CheckArgs, report: &Report) -> u8 {
                 summary,
             };
             let r = serde_json::to_writer_pretty(&mut out, &json).map_err(std::io::Error::from).and_then(|()| writeln!(out));
-            let code = exit_code(&json.summary);
+            let code = exit_code(&json.summary, args.fail_on);
             return finish(r.and_then(|()| out.flush()), code);
         }
         CheckFormat::Text => {
@@ -609,14 +609,20 @@ fn output(args: &CheckArgs, report: &Report) -> u8 {
                 plural(summary.errors, "error", "errors"),
                 plural(summary.warnings, "warning", "warnings")
             );
-            (r, exit_code(&summary))
+            (r, exit_code(&summary, args.fail_on))
         }
     };
     finish(written.0, written.1)
 }
 
-fn exit_code(s: &Summary) -> u8 {
-    if s.fatal + s.errors > 0 {
+/// 1 when a problem of at least the `--fail-on` severity was found.
+fn exit_code(s: &Summary, fail_on: FailOn) -> u8 {
+    let failing = match fail_on {
+        FailOn::Fatal => s.fatal,
+        FailOn::Error => s.fatal + s.errors,
+        FailOn::Warning => s.fatal + s.errors + s.warnings,
+    };
+    if failing > 0 {
         EXIT_PROBLEMS
     } else {
         EXIT_OK
