@@ -114,6 +114,12 @@ fn the_debian_package_installs_runs_jobs_and_removes_cleanly() {
     let job = c.srun(&["--gres=gpu:2", "env"]).expect_ok("srun --gres=gpu:2 env");
     assert_eq!(env_value(&job.stdout, "CUDA_VISIBLE_DEVICES").as_deref(), Some("0,1"), "{job}");
     let slurmd = c.pid(Daemon::Slurmd).expect("slurmd pid");
+    // Each plugin file says in the log what it is and where it came from.
+    let log = c.log(Daemon::Slurmd);
+    for (t, f) in [("gres/gpu", "gres_gpu"), ("gres/mps", "gres_mps"), ("gres/shard", "gres_shard")] {
+        let want = format!("{t}: slurm-gpu-gres {} (Rust) for Slurm {slurm}, loaded from {}/{f}.so", env!("CARGO_PKG_VERSION"), plugin_dir.display());
+        assert!(log.contains(&want), "{want} not in slurmd's log:\n{log}");
+    }
     let (code, status) = gres_rs_status();
     assert_eq!(code, Some(0), "gres-rs status with ours loaded:\n{status}");
     let ours = status_lines_of(&status, slurmd);
@@ -131,6 +137,7 @@ fn the_debian_package_installs_runs_jobs_and_removes_cleanly() {
     let want = format!("  gres/gpu     stock  Slurm {slurm}");
     assert!(stock.lines().any(|l| l.starts_with(&want)), "{want} in:\n{stock}");
     assert!(!stock.contains(" ours "), "{stock}");
+    assert!(!c.log(Daemon::Slurmd).contains("slurm-gpu-gres"), "the stock plugins' log names us");
     c.stop();
 
     if !was_installed {

@@ -37,3 +37,45 @@ pub const PLUGIN_FILES: [PluginFile; 4] = [GRES_GPU, GRES_MPS, GRES_SHARD, GPU_N
 /// (built by `crates/gres_rs`; each plugin file names it in `DT_NEEDED`
 /// as `$ORIGIN/libgres_rs.so`).
 pub const LIBRARY_FILE: &str = "libgres_rs.so";
+
+/// Where plugin file `file` (e.g. "gres_gpu") was loaded from, from the
+/// text of the process's `/proc/self/maps`: the mapped `<file>.so` whose
+/// directory also has our library mapped (the plugin file loads it from
+/// its own directory), else the first mapped `<file>.so`.
+pub fn loaded_from(maps: &str, file: &str) -> Option<String> {
+    let name = format!("{file}.so");
+    let mut candidates: Vec<&str> = Vec::new();
+    let mut library_dirs: Vec<&str> = Vec::new();
+    for line in maps.lines() {
+        let Some(path) = line.split_whitespace().nth(5) else { continue };
+        if !path.starts_with('/') {
+            continue;
+        }
+        let (dir, base) = path.rsplit_once('/').unwrap_or(("", path));
+        if base == name && !candidates.contains(&path) {
+            candidates.push(path);
+        } else if base == LIBRARY_FILE && !library_dirs.contains(&dir) {
+            library_dirs.push(dir);
+        }
+    }
+    let beside_library = candidates.iter().find(|p| p.rsplit_once('/').is_some_and(|(dir, _)| library_dirs.contains(&dir)));
+    beside_library.or(candidates.first()).map(|p| p.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plugin_file_beside_our_library() {
+        let maps = "\
+7f00-7f01 r-xp 00000000 fd:01 1 /usr/lib/x86_64-linux-gnu/slurm-wlm/gres_gpu.so
+7f02-7f03 r-xp 00000000 fd:01 2 /opt/ours/gres_gpu.so
+7f04-7f05 r-xp 00000000 fd:01 3 /opt/ours/libgres_rs.so
+7f06-7f07 rw-p 00000000 00:00 0 [heap]
+";
+        assert_eq!(loaded_from(maps, "gres_gpu").as_deref(), Some("/opt/ours/gres_gpu.so"));
+        assert_eq!(loaded_from(maps, "gres_mps"), None);
+        assert_eq!(loaded_from("7f00-7f01 r-xp 00000000 fd:01 1 /x/gpu_nvml.so\n", "gpu_nvml").as_deref(), Some("/x/gpu_nvml.so"));
+    }
+}

@@ -19,12 +19,32 @@ pub const SLURM_ERROR: c_int = -1;
 pub fn init(plugin_type: &'static str, init: impl FnOnce() -> Result<(), String>) -> c_int {
     super::log::install();
     guard(plugin_type, "init", SLURM_ERROR, || match init() {
-        Ok(()) => SLURM_SUCCESS,
+        Ok(()) => {
+            log_loaded(plugin_type);
+            SLURM_SUCCESS
+        }
         Err(e) => {
             tracing::error!("init: {e}");
             SLURM_ERROR
         }
     })
+}
+
+/// The info line that tells our plugin file from the stock one in a
+/// daemon's log: what it is, our version, the Slurm release it was built
+/// for and the path it was loaded from.
+fn log_loaded(plugin_type: &str) {
+    let file = crate::plugins::files::PLUGIN_FILES.iter().find(|f| f.plugin_type == plugin_type);
+    let path = file.and_then(|f| {
+        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        crate::plugins::files::loaded_from(&maps, f.file)
+    });
+    tracing::info!(
+        "slurm-gpu-gres {} (Rust) for Slurm {}, loaded from {}",
+        env!("CARGO_PKG_VERSION"),
+        crate::SLURM_VERSION,
+        path.as_deref().unwrap_or("(not found in /proc/self/maps)")
+    );
 }
 
 /// `fini()` of any plugin file.
