@@ -882,3 +882,65 @@ fn unsupported_slurm_releases_are_refused() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// `check` with our files in `ours` and slurm.conf's `PluginDir=<dirs>`:
+/// its standard error, with `GRES_RS_SLURMD_VERSION=<slurmd>`.
+fn check_plugin_dir(name: &str, dirs: &str, slurmd: &str) -> (Option<i32>, String) {
+    let d = conf(name, &format!("GresTypes=gpu\nPluginDir={dirs}\nNodeName=n1 CPUs=8 Gres=gpu:1\n"), Some("Name=gpu File=/dev/null\n"));
+    let slurm = d.0.join("slurm.conf");
+    let out = Command::new(GRES_RS)
+        .args(["check", "--node", "n1", "--verbose", "--slurm-conf"])
+        .arg(&slurm)
+        .env("GRES_RS_SLURMD_VERSION", slurmd)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (out.status.code(), text(&out.stderr))
+}
+
+#[test]
+fn check_predicts_which_plugin_file_slurmd_loads() {
+    let Some(ours) = install_dir("plugin-dir") else { return };
+    let out = install_into(&ours.0, false);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stock = "/usr/lib/x86_64-linux-gnu/slurm-wlm";
+    if !Path::new(stock).join("gres_gpu.so").is_file() {
+        eprintln!("check_predicts_which_plugin_file_slurmd_loads: no stock plugins in {stock}: skipped");
+        return;
+    }
+    let o = ours.0.display().to_string();
+
+    // Ours first: loaded.
+    let (_, err) = check_plugin_dir("pd-ours", &format!("{o}:{stock}"), "22.05.8");
+    assert!(err.contains(&format!("note: slurmd loads {o}/gres_gpu.so (ours, Slurm 22.05.8)")), "{err}");
+
+    // The stock directory first: the stock file, and a warning naming ours.
+    let (_, err) = check_plugin_dir("pd-stock-first", &format!("{stock}:{o}"), "22.05.8");
+    assert!(
+        err.contains(&format!(
+            "warning: slurmd loads the stock {stock}/gres_gpu.so and not ours at {o}/gres_gpu.so: a directory with the stock plugins comes first in PluginDir"
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&format!("= help: put {o} first in PluginDir")), "{err}");
+
+    // The library missing beside our plugin file: slurmd passes over it.
+    fs::remove_file(ours.0.join("libgres_rs.so")).unwrap();
+    let (_, err) = check_plugin_dir("pd-nolib", &format!("{o}:{stock}"), "22.05.8");
+    assert!(
+        err.contains(&format!(
+            "warning: slurmd passes over {o}/gres_gpu.so: libgres_rs.so is not beside it, so dlopen() fails, and loads {stock}/gres_gpu.so (stock, Slurm 22.05.8) instead"
+        )),
+        "{err}"
+    );
+    assert!(install_into(&ours.0, false).status.success());
+
+    // A slurmd of another release refuses every file: it stops.
+    let (code, err) = check_plugin_dir("pd-release", &format!("{o}:{stock}"), "24.11.5");
+    assert!(
+        err.contains(&format!("warning: slurmd passes over {o}/gres_gpu.so: it is built for Slurm 22.05.8, slurmd is 24.11.5, and finds no other")),
+        "{err}"
+    );
+    assert!(err.contains(&format!("error[fatal]: slurmd finds no gres_gpu.so it can load in PluginDir={o}:{stock}: it stops")), "{err}");
+    assert_eq!(code, Some(1), "{err}");
+}

@@ -19,6 +19,8 @@ mod generate;
 mod host;
 #[path = "gres-rs/install.rs"]
 mod install;
+#[path = "gres-rs/plugin_dir.rs"]
+mod plugin_dir;
 #[path = "gres-rs/render.rs"]
 mod render;
 #[path = "gres-rs/sliced.rs"]

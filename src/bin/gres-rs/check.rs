@@ -168,6 +168,24 @@ fn check(args: &CheckArgs, report: &mut Report) -> Result<(), u8> {
     result
 }
 
+/// Which file of each GRES plugin slurmd will load from this host's
+/// `PluginDir` (slurm.conf's, else where Slurm's own plugins are), and
+/// whether it accepts it.
+fn plugin_dir_problems(slurm: &SlurmConf, types: &[String]) -> Vec<Problem> {
+    let configured = slurm.plugin_dirs();
+    let dirs: Vec<PathBuf> =
+        if configured.is_empty() { crate::install::stock_dir().into_iter().collect() } else { configured.iter().map(PathBuf::from).collect() };
+    if dirs.is_empty() {
+        return Vec::new();
+    }
+    let text = dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(":");
+    let slurmd = crate::install::installed_version().map(|(v, _)| v);
+    // A plugin file or our library is a few MiB at most.
+    let read = |p: &Path| slurm_gpu_gres::core::files::read_bounded(p, 64 << 20).ok();
+    let choices = crate::plugin_dir::predict(&dirs, &crate::plugin_dir::plugin_names(types), slurmd, &read);
+    crate::plugin_dir::problems(&choices, &text, slurm)
+}
+
 fn check_as(args: &CheckArgs, behaviour: &Behaviour, report: &mut Report) -> Result<(), u8> {
     let slurm_path = report.slurm_conf.clone();
     let slurm = match SlurmConf::load(&slurm_path) {
@@ -185,6 +203,9 @@ fn check_as(args: &CheckArgs, behaviour: &Behaviour, report: &mut Report) -> Res
             return Ok(());
         }
     };
+    if !args.no_device_check {
+        report.file_problems.extend(plugin_dir_problems(&slurm, &types));
+    }
     let nodes = Nodes::new(&slurm, &mut report.file_problems);
     let this_host = host::short_hostname();
     let is_local = |e: &NodeEntry| e.name == this_host || e.hostname == this_host;

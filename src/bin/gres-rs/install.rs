@@ -200,7 +200,7 @@ pub fn header_version(text: &str) -> Option<u32> {
 pub const VERSION_ENV: &str = "GRES_RS_SLURMD_VERSION";
 
 /// The installed slurmd's release, and where it was read.
-fn installed_version() -> Option<(u32, String)> {
+pub fn installed_version() -> Option<(u32, String)> {
     if let Some(v) = std::env::var(VERSION_ENV).ok().and_then(|v| parse_version(&v)) {
         return Some((v, VERSION_ENV.into()));
     }
@@ -459,7 +459,7 @@ pub fn plugin_dir_line(dir: &Path, configured: &[&str], stock: Option<&Path>) ->
     format!("PluginDir={}", parts.join(":"))
 }
 
-fn stock_dir() -> Option<PathBuf> {
+pub fn stock_dir() -> Option<PathBuf> {
     STOCK_PLUGIN_DIRS.iter().map(PathBuf::from).find(|d| d.join("gres_gpu.so").is_file())
 }
 
