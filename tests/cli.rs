@@ -944,3 +944,25 @@ fn check_predicts_which_plugin_file_slurmd_loads() {
     assert!(err.contains(&format!("error[fatal]: slurmd finds no gres_gpu.so it can load in PluginDir={o}:{stock}: it stops")), "{err}");
     assert_eq!(code, Some(1), "{err}");
 }
+
+#[test]
+fn traps_slurm_passes_in_silence() {
+    let d = conf(
+        "traps",
+        "GresTypes=gpu,mps,shard\nNodeName=n1 CPUs=8 Gres=gpu:2,mps:200,shard:4\n",
+        Some("Name=gpu File=/dev/nvidia[0-1] Flags=nvida_gpu_env\nName=mps Count=200\nName=shard Count=4\n"),
+    );
+    let out = check(&d, &["--node", "n1", "--no-device-check"]);
+    let err = text(&out.stderr);
+    let gres = d.0.join("gres.conf");
+    assert!(err.contains("warning: Flags word \"nvida_gpu_env\" is not a flag Slurm knows: slurmd ignores it without a word"), "{err}");
+    assert!(err.contains(&format!("--> {}:1:38", gres.display())), "{err}");
+    assert!(err.contains("------------- did you mean `nvidia_gpu_env`?"), "{err}");
+    assert!(
+        err.contains("warning: gres/mps and gres/shard are both configured on this node: slurmctld links each GPU to one sharing GRES only, so the jobs of the other get no GPU device"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("--> {}:3:1", gres.display())) && err.contains("note: mps is configured here"), "{err}");
+    assert!(err.ends_with("gres-rs: check: 1 node: 0 fatal, 0 errors, 2 warnings\n"), "{err}");
+    assert_eq!(out.status.code(), Some(0));
+}

@@ -27,7 +27,7 @@ pub mod syntax;
 
 use std::path::{Path, PathBuf};
 
-use self::rules::{is_shared_name, later_flag_words, links_validate, parse_flags_for};
+use self::rules::{is_shared_name, later_flag_words, links_validate, parse_flags_for, unknown_flag_words};
 use self::syntax::{
     closest_key, leftover_error, parse_count, unknown_key, ConfError, ConfErrors, ConfReader, Diagnostic, ErrorKind, FsReader, LineSink, Location, Pair,
     ParsedLine, Spanned,
@@ -682,6 +682,16 @@ impl<'a> Eval<'a> {
                     format!("WARNING: Flags word \"{word}\" is unknown to this Slurm release, which ignores it"),
                 );
                 d.feature = Some(feature);
+                self.diagnostics.push(d);
+            }
+            for (at, word, close) in unknown_flag_words(&value.value) {
+                let location = Location { column: value.location.column + at, len: word.len(), ..value.location.clone() };
+                let mut d = Diagnostic::new(
+                    LogLevel::Info,
+                    Some(location),
+                    format!("WARNING: Flags word \"{word}\" is not a flag Slurm knows: slurmd ignores it without a word"),
+                );
+                d.suggestion = close.map(str::to_string);
                 self.diagnostics.push(d);
             }
             let mut parsed_flags = parsed.flags;

@@ -143,7 +143,7 @@ impl Problem {
     }
 
     pub fn from_diagnostic(d: &Diagnostic) -> Self {
-        Problem { feature: d.feature, ..Self::from_log(d.level, d.location.clone(), &d.message) }
+        Problem { feature: d.feature, suggestion: d.suggestion.clone(), ..Self::from_log(d.level, d.location.clone(), &d.message) }
     }
 }
 
@@ -977,6 +977,7 @@ fn predict_inner(input: NodeInput<'_>) -> Prediction {
     }
     p.lines = records.iter().map(slurmd_line).collect();
     shared_count_problems(&configured, &records, &places, &mut p);
+    sharing_kind_problems(&configured, &places, &mut p);
     env_flag_problems(&records, &places, &mut p);
     p.records = records;
     p
@@ -1219,6 +1220,47 @@ fn shared_count_problems(configured: &[GresRecord], final_records: &[GresRecord]
         p.problems.push(
             Problem::new(Severity::Warning, location, message).with_help(format!("use a Count that is a multiple of {parts}, or one line per GPU with File=")),
         );
+    }
+}
+
+/// What slurmctld makes of sharing GRES it cannot place: gres/mps and
+/// gres/shard on one node (each GPU links to one sharing GRES only, one
+/// `alt_gres` per GPU in every release up to 26.05, so the jobs of the
+/// other get no device), and per-GPU counts that differ on GPUs slurmctld
+/// cannot tell apart (no `Type`, no `Cores`: it spreads the node's count
+/// evenly instead).
+fn sharing_kind_problems(configured: &[GresRecord], places: &Places, p: &mut Prediction) {
+    let (mps_id, shard_id, gpu_id) = (gres_build_id("mps"), gres_build_id("shard"), gres_build_id("gpu"));
+    let has = |id: u32| configured.iter().any(|r| r.plugin_id == id && r.count > 0);
+    if has(mps_id) && has(shard_id) {
+        let mut problem = Problem::new(
+            Severity::Warning,
+            places.names.get(&shard_id).cloned(),
+            "gres/mps and gres/shard are both configured on this node: slurmctld links each GPU to one sharing GRES only, so the jobs of the other get no GPU device",
+        )
+        .with_help("configure either mps or shard on a node, not both");
+        if let Some(mps) = places.names.get(&mps_id) {
+            problem = problem.with_related(mps.clone(), "mps is configured here");
+        }
+        p.problems.push(problem);
+    }
+    let gpus_told_apart = configured.iter().filter(|r| r.plugin_id == gpu_id).any(|r| r.type_name.is_some() || r.cpus.is_some());
+    for id in [mps_id, shard_id] {
+        let per_gpu: Vec<&GresRecord> = configured.iter().filter(|r| r.plugin_id == id && r.count > 0 && r.file.is_some()).collect();
+        let mut counts: Vec<u64> = per_gpu.iter().map(|r| r.count).collect();
+        counts.sort_unstable();
+        counts.dedup();
+        if counts.len() > 1 && !gpus_told_apart {
+            let name = &per_gpu[0].name;
+            p.problems.push(
+                Problem::new(
+                    Severity::Warning,
+                    places.names.get(&id).cloned(),
+                    format!("{name} counts differ per GPU ({}) on GPUs without Type or Cores: slurmctld cannot tell the GPUs apart and spreads the node's {name} count evenly over them", counts.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
+                )
+                .with_help("give the GPUs Type= (or Cores=) so that slurmctld can match each count to its GPU, or the same count on every GPU"),
+            );
+        }
     }
 }
 

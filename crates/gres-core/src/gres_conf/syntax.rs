@@ -150,11 +150,13 @@ pub struct Diagnostic {
     /// The feature of a later release the remark is about (a value this
     /// release does not know).
     pub feature: Option<crate::behaviour::Feature>,
+    /// A replacement for the word at `location` ("did you mean").
+    pub suggestion: Option<String>,
 }
 
 impl Diagnostic {
     pub fn new(level: LogLevel, location: Option<Location>, message: impl Into<String>) -> Self {
-        Diagnostic { level, location, message: message.into(), feature: None }
+        Diagnostic { level, location, message: message.into(), feature: None, suggestion: None }
     }
     /// The message as the plugin logs it: the stock wording, prefixed with
     /// the place when known.

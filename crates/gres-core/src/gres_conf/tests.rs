@@ -424,3 +424,22 @@ fn flag_words_follow_the_behaviour() {
     let n = node_as("Name=gpu File=/dev/nvidia0 Flags=env_uuid\n", "x", &uuid);
     assert_eq!(n.records[0].record.flags.0, ConfFlags::HAS_FILE | ENV_DEFAULT | ConfFlags::BIT14);
 }
+
+#[test]
+fn flag_words_slurm_does_not_know_are_warned_with_the_closest_one() {
+    let text = "Name=gpu File=/dev/nvidia0 Flags=nvida_gpu_env,CountOnly,bogus\n";
+    let n = node(text, "x");
+    let unknown: Vec<_> = n.diagnostics.iter().filter(|d| d.message.contains("is not a flag Slurm knows")).collect();
+    assert_eq!(unknown.len(), 2, "{:?}", n.diagnostics);
+    assert_eq!(unknown[0].message, "WARNING: Flags word \"nvida_gpu_env\" is not a flag Slurm knows: slurmd ignores it without a word");
+    assert_eq!(unknown[0].suggestion.as_deref(), Some("nvidia_gpu_env"));
+    let loc = unknown[0].location.as_ref().unwrap();
+    assert_eq!((loc.line, loc.column, loc.len), (1, 34, 13));
+    assert_eq!(unknown[1].suggestion, None);
+    assert_eq!(unknown[1].location.as_ref().unwrap().column, 58);
+    // Slurm finds its words anywhere: these are known, and quiet.
+    for quiet in ["Flags=xCountOnlyx", "Flags=NVIDIA_GPU_ENV", "Flags=no_gpu_env", "Flags=explicit", "Flags=all_sharing"] {
+        let n = node(&format!("Name=gpu File=/dev/nvidia0 {quiet}\n"), "x");
+        assert!(n.diagnostics.iter().all(|d| !d.message.contains("is not a flag")), "{quiet}: {:?}", n.diagnostics);
+    }
+}

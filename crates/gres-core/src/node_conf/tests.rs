@@ -478,3 +478,39 @@ fn one_device_as_two_gpus_is_a_warning_at_the_second() {
     let p = run(Case { gres_types: "gpu", gres: "gpu:2", gres_conf: "Name=gpu File=/dev/nvidia0\nName=gpu File=/dev/nvidia1\n", system: None });
     assert!(!has(&p, Severity::Warning, "same device"), "{:?}", p.problems);
 }
+
+#[test]
+fn mps_and_shard_on_one_node_and_counts_slurmctld_cannot_place() {
+    let both = run(Case {
+        gres_types: "gpu,mps,shard",
+        gres: "gpu:2,mps:200,shard:4",
+        gres_conf: "Name=gpu File=/dev/nvidia[0-1]\nName=mps Count=200\nName=shard Count=4\n",
+        system: None,
+    });
+    let w: Vec<_> = both.problems.iter().filter(|x| x.message.starts_with("gres/mps and gres/shard are both configured on this node")).collect();
+    assert_eq!(w.len(), 1, "{:?}", both.problems);
+    assert_eq!(w[0].severity, Severity::Warning);
+    assert_eq!(w[0].location.as_ref().map(|l| l.line), Some(3));
+    assert_eq!(w[0].related.as_ref().map(|r| r.location.line), Some(2));
+    // One sharing GRES: quiet.
+    let one = run(Case { gres_types: "gpu,mps,shard", gres: "gpu:2,mps:200", gres_conf: "Name=gpu File=/dev/nvidia[0-1]\nName=mps Count=200\n", system: None });
+    assert!(!one.problems.iter().any(|x| x.message.contains("both configured")), "{:?}", one.problems);
+
+    // Per-GPU counts that differ, on GPUs without Type or Cores.
+    let spread = run(Case {
+        gres_types: "gpu,mps",
+        gres: "gpu:2,mps:400",
+        gres_conf: "Name=gpu File=/dev/nvidia[0-1]\nName=mps Count=100 File=/dev/nvidia0\nName=mps Count=300 File=/dev/nvidia1\n",
+        system: None,
+    });
+    assert!(has(&spread, Severity::Warning, "mps counts differ per GPU (100, 300) on GPUs without Type or Cores: slurmctld cannot tell the GPUs apart and spreads the node's mps count evenly over them"), "{:?}", spread.problems);
+    // With Type= the GPUs are told apart.
+    let typed = run(Case {
+        gres_types: "gpu,mps",
+        gres: "gpu:a:1,gpu:b:1,mps:400",
+        gres_conf:
+            "Name=gpu Type=a File=/dev/nvidia0\nName=gpu Type=b File=/dev/nvidia1\nName=mps Count=100 File=/dev/nvidia0\nName=mps Count=300 File=/dev/nvidia1\n",
+        system: None,
+    });
+    assert!(!typed.problems.iter().any(|x| x.message.contains("counts differ per GPU")), "{:?}", typed.problems);
+}
