@@ -1038,8 +1038,12 @@ fn log_problems(lines: &[LogLine], places: &Places, p: &mut Prediction) {
         }
         let mut problem = Problem::from_log(l.level, places.of_message(&message), &message);
         if message.contains("SHARING configuration lacks") {
-            problem = problem
-                .with_help("gres/mps and gres/shard need the GPUs' device files: every GPU the node's Gres= counts needs File= in gres.conf (or AutoDetect)");
+            let sharing_here = [gres_build_id("mps"), gres_build_id("shard")].iter().any(|id| places.names.contains_key(id));
+            problem = problem.with_help(if sharing_here {
+                "gres/mps and gres/shard need the GPUs' device files: every GPU the node's Gres= counts needs File= in gres.conf (or AutoDetect)"
+            } else {
+                "the cause is the node's GPUs, not mps or shard (this node has none; GresTypes loads their plugins on every node): the GPUs have no File= in gres.conf: give them File= (or AutoDetect)"
+            });
         }
         if problem.severity != Severity::Note {
             p.problems.push(problem);
@@ -1058,7 +1062,15 @@ fn device_problems(list: &devices::DeviceList, plugin: &str, places: &Places, p:
         } else {
             "File= must name the device nodes of this host (pass --no-device-check to check a configuration for another host)"
         };
-        p.problems.push(Problem::new(severity, places.of_message(&problem.message), problem.message.clone()).with_help(help));
+        // A file named twice: the second use, with the first as a note.
+        let twice = problem.message.strip_suffix(')').and_then(|m| m.split_once("duplicate device file name (")).map(|(_, f)| f);
+        let uses: Vec<&Location> = twice.map(|f| places.files.iter().filter(|(g, _)| g == f).map(|(_, l)| l).collect()).unwrap_or_default();
+        let mut found = match uses.as_slice() {
+            [first, second, ..] => Problem::new(severity, Some((*second).clone()), problem.message.clone()).with_related((*first).clone(), "first named here"),
+            _ => Problem::new(severity, places.of_message(&problem.message), problem.message.clone()),
+        };
+        found = found.with_help(help);
+        p.problems.push(found);
     }
     if list.has_fatal() {
         p.problems.push(Problem::new(Severity::Fatal, None, format!("{plugin} failed to load configuration")));

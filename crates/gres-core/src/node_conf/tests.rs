@@ -514,3 +514,26 @@ fn mps_and_shard_on_one_node_and_counts_slurmctld_cannot_place() {
     });
     assert!(!typed.problems.iter().any(|x| x.message.contains("counts differ per GPU")), "{:?}", typed.problems);
 }
+
+#[test]
+fn a_duplicate_file_points_at_its_second_use() {
+    let p = run(Case { gres_types: "gpu", gres: "gpu:2", gres_conf: "Name=gpu File=/dev/nvidia0\nName=gpu File=/dev/nvidia0\n", system: None });
+    let dup = p.problems.iter().find(|x| x.message == "gpu duplicate device file name (/dev/nvidia0)").unwrap_or_else(|| panic!("{:?}", p.problems));
+    assert_eq!(dup.severity, Severity::Fatal);
+    assert_eq!(dup.location.as_ref().map(|l| l.line), Some(2));
+    let first = dup.related.as_ref().expect("a note naming the first use");
+    assert_eq!((first.location.line, first.label.as_str()), (1, "first named here"));
+}
+
+#[test]
+fn sharing_lacks_file_blames_the_gpus_on_a_node_without_sharing() {
+    let p = run(Case { gres_types: "gpu,mps", gres: "gpu:2", gres_conf: "Name=gpu Count=2\n", system: None });
+    let lacks = p.problems.iter().find(|x| x.message.contains("SHARING configuration lacks")).unwrap_or_else(|| panic!("{:?}", p.problems));
+    assert_eq!(
+        lacks.help.as_deref(),
+        Some("the cause is the node's GPUs, not mps or shard (this node has none; GresTypes loads their plugins on every node): the GPUs have no File= in gres.conf: give them File= (or AutoDetect)")
+    );
+    let with_mps = run(Case { gres_types: "gpu,mps", gres: "gpu:2,mps:100", gres_conf: "Name=gpu Count=2\nName=mps Count=100\n", system: None });
+    let lacks = with_mps.problems.iter().find(|x| x.message.contains("SHARING configuration lacks")).unwrap_or_else(|| panic!("{:?}", with_mps.problems));
+    assert!(lacks.help.as_deref().unwrap().starts_with("gres/mps and gres/shard need the GPUs' device files"));
+}
