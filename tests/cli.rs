@@ -966,3 +966,23 @@ fn traps_slurm_passes_in_silence() {
     assert!(err.ends_with("gres-rs: check: 1 node: 0 fatal, 0 errors, 2 warnings\n"), "{err}");
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn node_takes_a_hostlist_and_suggests_a_close_name() {
+    let d = conf("hostlist", "GresTypes=gpu\nNodeName=gpu[01-04] CPUs=8 Gres=gpu:1\n", Some("Name=gpu File=/dev/nvidia0\n"));
+    for flag in ["--node", "-n", "-N", "-w", "--nodelist"] {
+        let out = check(&d, &[flag, "gpu[01-02],gpu04", "--no-device-check"]);
+        assert_eq!(out.status.code(), Some(0), "{flag}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).ends_with("gres-rs: check: 3 nodes: 0 fatal, 0 errors, 0 warnings\n"), "{flag}: {}", text(&out.stderr));
+    }
+    let out = check(&d, &["-w", "gpu1", "--no-device-check"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).ends_with(&format!("gres-rs: error: node gpu1 is not in {} (did you mean gpu01?)\n", d.0.join("slurm.conf").display())),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = check(&d, &["-w", "gpu[01-", "--no-device-check"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).starts_with("gres-rs: error: --node gpu[01-: "), "{}", text(&out.stderr));
+}

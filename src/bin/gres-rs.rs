@@ -271,8 +271,8 @@ pub struct CheckArgs {
     /// gres.conf to read [default: gres.conf next to slurm.conf]
     #[arg(long, value_name = "FILE")]
     pub gres_conf: Option<PathBuf>,
-    /// Node to check [default: this host's node]
-    #[arg(short = 'n', long, value_name = "NAME", conflicts_with = "all_nodes")]
+    /// Nodes to check, a hostlist expression such as gpu[01-04],gpu10 [default: this host's node]
+    #[arg(short = 'n', long, visible_short_aliases = ['N', 'w'], visible_alias = "nodelist", value_name = "NODES", conflicts_with = "all_nodes")]
     pub node: Option<String>,
     /// Check every node of slurm.conf
     #[arg(short = 'a', long)]

@@ -211,14 +211,28 @@ fn check_as(args: &CheckArgs, behaviour: &Behaviour, report: &mut Report) -> Res
     let is_local = |e: &NodeEntry| e.name == this_host || e.hostname == this_host;
     let selected: Vec<usize> = if args.all_nodes {
         (0..nodes.entries.len()).collect()
-    } else if let Some(name) = &args.node {
-        match nodes.by_name.get(name) {
-            Some(&i) => vec![i],
-            None => {
-                tool_error(format!("node {name} is not in {}", slurm_path.display()));
+    } else if let Some(expr) = &args.node {
+        let names = match slurm_gpu_gres::core::hostlist::expand(expr) {
+            Ok(n) => n,
+            Err(e) => {
+                tool_error(format!("--node {expr}: {e}"));
                 return Err(EXIT_USAGE);
             }
+        };
+        let mut selected = Vec::with_capacity(names.len());
+        for name in &names {
+            match nodes.by_name.get(name) {
+                Some(&i) if !selected.contains(&i) => selected.push(i),
+                Some(_) => {}
+                None => {
+                    let known: Vec<&str> = nodes.entries.iter().map(|e| e.name.as_str()).collect();
+                    let hint = slurm_gpu_gres::core::gres_conf::syntax::closest_key(name, &known).map(|k| format!(" (did you mean {k}?)")).unwrap_or_default();
+                    tool_error(format!("node {name} is not in {}{hint}", slurm_path.display()));
+                    return Err(EXIT_USAGE);
+                }
+            }
         }
+        selected
     } else {
         let found = nodes.entries.iter().position(|e| e.name == this_host).or_else(|| nodes.entries.iter().position(|e| e.hostname == this_host));
         match found {
