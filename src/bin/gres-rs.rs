@@ -28,7 +28,7 @@ mod sliced;
 #[path = "gres-rs/status.rs"]
 mod status;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -93,8 +93,11 @@ and a suggestion where one is known.
 The GRES table goes to standard output, problems to standard error.
 
 DEFAULTS
-    slurm.conf is $SLURM_CONF, else /etc/slurm/slurm.conf; gres.conf and
-    fake_gpus.conf are read next to it.  The node is the one whose NodeName
+    slurm.conf is $SLURM_CONF, else /etc/slurm/slurm.conf, else (a
+    configless node) the copy slurmd got from slurmctld: /run/slurm/conf,
+    then conf-cache in /var/lib/slurm/slurmd or /var/spool/slurmd, which
+    check names when it reads it; gres.conf and fake_gpus.conf are read
+    next to it.  The node is the one whose NodeName
     or NodeHostname is this host's short name.  Device files are looked at
     and NVML is asked only for the node of this host.
 
@@ -382,15 +385,54 @@ pub fn tool_error(message: impl std::fmt::Display) {
     eprintln!("gres-rs: error: {message}");
 }
 
-/// slurm.conf as slurmd finds it: `$SLURM_CONF`, else the default path.
+/// Where a configless slurmd keeps the slurm.conf slurmctld sent it, after
+/// `/etc/slurm/slurm.conf`: the runtime copy, then the cache in
+/// `SlurmdSpoolDir` (Debian's default, then Slurm's).
+pub const CONFIGLESS_COPIES: [&str; 3] =
+    ["/run/slurm/conf/slurm.conf", "/var/lib/slurm/slurmd/conf-cache/slurm.conf", "/var/spool/slurmd/conf-cache/slurm.conf"];
+
+/// slurm.conf as slurmd finds it: `$SLURM_CONF`, else
+/// `/etc/slurm/slurm.conf`, else a configless node's copy (saying which
+/// file is read then).
 pub fn default_slurm_conf() -> PathBuf {
-    std::env::var_os("SLURM_CONF").filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"))
+    let (path, why) = find_slurm_conf(std::env::var_os("SLURM_CONF"), &|p: &Path| p.is_file());
+    if let Some(why) = why {
+        eprintln!("gres-rs: reading {} ({why})", path.display());
+    }
+    path
+}
+
+/// [`default_slurm_conf`] over `exists`: the path, and why it is not the
+/// usual one.
+pub fn find_slurm_conf(env: Option<std::ffi::OsString>, exists: &dyn Fn(&Path) -> bool) -> (PathBuf, Option<&'static str>) {
+    if let Some(v) = env.filter(|v| !v.is_empty()) {
+        return (PathBuf::from(v), None);
+    }
+    let etc = PathBuf::from("/etc/slurm/slurm.conf");
+    if exists(&etc) {
+        return (etc, None);
+    }
+    match CONFIGLESS_COPIES.iter().map(PathBuf::from).find(|p| exists(p)) {
+        Some(copy) => (copy, Some("no /etc/slurm/slurm.conf: the copy a configless slurmd got from slurmctld")),
+        None => (etc, None),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn configless_nodes_read_slurmds_copy() {
+        let only = |have: &'static [&'static str]| move |p: &Path| have.iter().any(|h| Path::new(h) == p);
+        assert_eq!(find_slurm_conf(Some("/x/slurm.conf".into()), &only(&[])), (PathBuf::from("/x/slurm.conf"), None));
+        assert_eq!(find_slurm_conf(None, &only(&["/etc/slurm/slurm.conf", "/run/slurm/conf/slurm.conf"])), (PathBuf::from("/etc/slurm/slurm.conf"), None));
+        let (p, why) = find_slurm_conf(None, &only(&["/var/spool/slurmd/conf-cache/slurm.conf"]));
+        assert_eq!(p, PathBuf::from("/var/spool/slurmd/conf-cache/slurm.conf"));
+        assert!(why.unwrap().contains("configless"));
+        assert_eq!(find_slurm_conf(Some("".into()), &only(&[])), (PathBuf::from("/etc/slurm/slurm.conf"), None));
+    }
 
     #[test]
     fn cli_is_consistent() {
