@@ -102,6 +102,10 @@ fn problems_slurmd_only_logs() {
     assert_eq!(gpux["suggestion"], "gpu");
     assert_eq!((gpux["line"].as_u64(), gpux["column"].as_u64(), gpux["len"].as_u64()), (Some(3), Some(6), Some(4)));
     assert_eq!(v["summary"]["fatal"], 0);
+    assert_eq!((v["schema"].as_u64(), v["tool"].as_str(), v["tool_version"].as_str()), (Some(1), Some("gres-rs"), Some(env!("CARGO_PKG_VERSION"))));
+    assert!(v["plugins_for_slurm"].as_str().is_some_and(|r| r.split('.').count() == 3), "{v}");
+    let gpu = v["nodes"][0]["gres"].as_array().unwrap().iter().find(|r| r["name"] == "gpu" && r["file"] == "/dev/nvidia2").unwrap();
+    assert_eq!(gpu["index"], 2);
     assert_eq!(v["nodes"][0]["starts"], true);
     assert_eq!(v["nodes"][0]["gres"][0]["name"], "mps");
     assert_eq!(v["nodes"][0]["lines"].as_array().unwrap().len(), 6);

@@ -654,7 +654,7 @@ pub fn remove_fileless_gpus(records: &mut Vec<GresRecord>, gpu_plugin_id: Option
 
 /// The number at the end of a file name, as Slurm's log line computes it
 /// (0 when the name ends in no digit, -1 without a file).
-fn line_index(file: Option<&str>) -> i32 {
+pub fn line_index(file: Option<&str>) -> i32 {
     let Some(file) = file else { return -1 };
     let mut index: i32 = 0;
     let mut mult: i32 = 1;

@@ -543,6 +543,13 @@ struct Summary {
 
 #[derive(Serialize)]
 struct JsonReport {
+    /// The version of this document's layout: raised when a field changes
+    /// meaning or goes (new fields may come without it).
+    schema: u32,
+    tool: &'static str,
+    tool_version: &'static str,
+    /// The Slurm release the plugins of this build are for.
+    plugins_for_slurm: &'static str,
     /// The Slurm release gres.conf was read as.
     slurm_release: String,
     slurm_conf: String,
@@ -580,6 +587,10 @@ fn output(args: &CheckArgs, report: &Report) -> u8 {
     let written = match args.format {
         CheckFormat::Json => {
             let json = JsonReport {
+                schema: 1,
+                tool: "gres-rs",
+                tool_version: env!("CARGO_PKG_VERSION"),
+                plugins_for_slurm: slurm_gpu_gres::SLURM_VERSION,
                 slurm_release: report.release.clone(),
                 slurm_conf: report.slurm_conf.display().to_string(),
                 gres_conf: report.gres_conf.as_ref().map(|p| p.display().to_string()),

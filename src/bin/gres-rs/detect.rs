@@ -11,6 +11,11 @@ use crate::{host, DetectArgs, DetectFormat, EXIT_OK, EXIT_PROBLEMS};
 
 #[derive(Serialize)]
 struct JsonDetect {
+    /// As `check --format json`'s `schema`.
+    schema: u32,
+    tool: &'static str,
+    tool_version: &'static str,
+    plugins_for_slurm: &'static str,
     library: String,
     driver_version: Option<String>,
     nvml_version: Option<String>,
@@ -37,6 +42,10 @@ fn render(report: &DetectReport, args: &DetectArgs) -> (String, bool) {
     let text = match args.format {
         DetectFormat::Json => {
             let json = JsonDetect {
+                schema: 1,
+                tool: "gres-rs",
+                tool_version: env!("CARGO_PKG_VERSION"),
+                plugins_for_slurm: slurm_gpu_gres::SLURM_VERSION,
                 library: report.library.clone(),
                 driver_version: report.driver_version.clone(),
                 nvml_version: report.nvml_version.clone(),

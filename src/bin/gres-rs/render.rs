@@ -231,6 +231,9 @@ pub struct JsonRecord {
     #[serde(rename = "type")]
     pub type_name: Option<String>,
     pub count: u64,
+    /// `Index=` of the `slurmd -G` line (from `File`'s number); none
+    /// without `File`.
+    pub index: Option<i32>,
     pub id: u32,
     pub file: Option<String>,
     pub cores: Option<String>,
@@ -246,6 +249,7 @@ impl JsonRecord {
             name: r.name.clone(),
             type_name: r.type_name.clone(),
             count: r.count,
+            index: r.file.is_some().then(|| slurm_gpu_gres::core::node_conf::line_index(r.file.as_deref())),
             id: r.plugin_id,
             file: r.file.clone(),
             cores: r.cpus.clone(),
