@@ -469,6 +469,25 @@ fn detect_with_given_library_and_files() {
         .output()
         .unwrap();
     assert!(text(&out.stderr).contains("Could not open file `/nonexistent/mig-minors`"), "{}", text(&out.stderr));
+    // The error once, and a last line that adds up.
+    let err = text(&out.stderr);
+    assert_eq!(err.matches("Could not open file `/nonexistent/mig-minors`").count(), 1, "{err}");
+    assert!(err.lines().any(|l| l.starts_with("gres-rs: detect: NVML counts 1 GPU; ") && l.ends_with("1 error above: what it concerns is left out")), "{err}");
+
+    // The node's words for slurm.conf.
+    let out = Command::new(GRES_RS)
+        .args(["detect", "--format", "slurm-conf", "--node-name", "n1", "--nvml-lib"])
+        .arg(&lib)
+        .arg("--mig-minors")
+        .arg(standin::fixture("mig-minors"))
+        .env("GRES_RS_NVML_FIXTURE", &fixture)
+        .output()
+        .unwrap();
+    let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{err}");
+    let line = stdout.lines().last().unwrap_or_default();
+    assert!(line.starts_with("NodeName=n1 Gres=gpu:nvidia_a100_") && line.ends_with(" Features=a100,mig"), "{stdout}");
+    assert!(err.lines().any(|l| l.starts_with("gres-rs: detect: NVML counts 1 GPU; 7 listed (7 of them MIG devices)")), "{err}");
 }
 
 fn stock_dir() -> Option<PathBuf> {

@@ -319,6 +319,8 @@ pub enum FailOn {
 pub enum DetectFormat {
     Table,
     GresConf,
+    /// The node's Gres= (and Features=) for slurm.conf, as slurmd -C prints the rest
+    SlurmConf,
     Json,
 }
 

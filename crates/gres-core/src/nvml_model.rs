@@ -30,6 +30,16 @@ pub fn gpu_type_from_name(name: &str) -> String {
     name.chars().map(|c| if c == ' ' { '_' } else { c.to_ascii_lowercase() }).collect()
 }
 
+/// Whether a type name is one [`mig_type`] makes: it ends in a MIG
+/// profile such as `_1g.10gb`.
+pub fn is_mig_type(type_name: &str) -> bool {
+    type_name.rsplit('_').next().and_then(|w| w.split_once("g.")).is_some_and(|(slices, mem)| {
+        !slices.is_empty()
+            && slices.bytes().all(|b| b.is_ascii_digit())
+            && mem.strip_suffix("gb").is_some_and(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
 /// The type of a MIG device: the parent's type up to its first `-`, then
 /// `_<slices>g.<GiB>gb` with the memory rounded to whole GiB
 /// ("nvidia_a100-sxm4-80gb", 1 slice, 9728 MiB -> "nvidia_a100_1g.10gb").
@@ -224,6 +234,8 @@ mod tests {
         assert_eq!(gpu_type_from_name("Tesla V100-PCIE-32GB"), "tesla_v100-pcie-32gb");
         assert_eq!(gpu_type_from_name(""), "");
         assert_eq!(mig_type("nvidia_a100-sxm4-80gb", 1, 9728), "nvidia_a100_1g.10gb");
+        assert!(is_mig_type("nvidia_a100_1g.10gb") && is_mig_type(&mig_type("nvidia_h100_80gb_hbm3", 7, 81000)));
+        assert!(!is_mig_type("nvidia_a100-sxm4-80gb") && !is_mig_type("nvidia_h100_80gb_hbm3") && !is_mig_type("x_g.gb"));
         assert_eq!(mig_type("nvidia_a100-sxm4-40gb", 1, 4864), "nvidia_a100_1g.5gb");
         assert_eq!(mig_type("nvidia_a100-sxm4-40gb", 3, 19968), "nvidia_a100_3g.20gb");
         assert_eq!(mig_type("nvidia_h100_80gb_hbm3", 7, 81559), "nvidia_h100_80gb_hbm3_7g.80gb");

@@ -108,6 +108,43 @@ impl DetectReport {
     /// finds, written out), optionally for `NodeName=`; MIG devices use
     /// `MultipleFiles=`; the UniqueId, which gres.conf has no key for, is
     /// a comment above its line.
+    /// The words of this node's slurm.conf line that detection decides,
+    /// as `slurmd -C` prints the rest: `Gres=gpu:<type>:<count>,...` (types
+    /// in order of first appearance) and `Features=` with each GPU model
+    /// word (`a100` of `nvidia_a100-sxm4-80gb`) and `mig` when MIG devices
+    /// are among them.  `None` without GPUs.
+    pub fn slurm_conf_words(&self) -> Option<String> {
+        if self.gpus.is_empty() {
+            return None;
+        }
+        let mut types: Vec<(String, u64)> = Vec::new();
+        for g in &self.gpus {
+            let t = g.type_name.clone().unwrap_or_default();
+            match types.iter_mut().find(|(n, _)| *n == t) {
+                Some((_, c)) => *c += g.count.max(1),
+                None => types.push((t, g.count.max(1))),
+            }
+        }
+        let gres: Vec<String> = types.iter().map(|(t, c)| if t.is_empty() { format!("gpu:{c}") } else { format!("gpu:{t}:{c}") }).collect();
+        let mut features: Vec<String> = Vec::new();
+        for (t, _) in &types {
+            let model = t.split(['_', '-']).find(|w| w.len() > 1 && w.chars().any(|c| c.is_ascii_digit()) && w.chars().any(|c| c.is_ascii_alphabetic()));
+            if let Some(m) = model {
+                if !features.iter().any(|f| f == m) {
+                    features.push(m.to_string());
+                }
+            }
+        }
+        if self.gpus.iter().any(|g| g.flags.has(gres_core::model::ConfFlags::MIG) || g.type_name.as_deref().is_some_and(gres_core::nvml_model::is_mig_type)) {
+            features.push("mig".into());
+        }
+        let mut line = format!("Gres={}", gres.join(","));
+        if !features.is_empty() {
+            line.push_str(&format!(" Features={}", features.join(",")));
+        }
+        Some(line)
+    }
+
     pub fn gres_conf_lines(&self, node_name: Option<&str>) -> Vec<String> {
         let mut out = Vec::new();
         for g in &self.gpus {

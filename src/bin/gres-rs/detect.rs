@@ -59,6 +59,13 @@ fn render(report: &DetectReport, args: &DetectArgs) -> (String, bool) {
         }
         _ if report.error.is_some() => String::new(),
         DetectFormat::Table => report.table(),
+        DetectFormat::SlurmConf => match report.slurm_conf_words() {
+            Some(words) => {
+                let node = args.node_name.as_deref().map(|n| format!("NodeName={n} ")).unwrap_or_default();
+                format!("# For this node's line in slurm.conf (slurmd -C prints the rest):\n{node}{words}\n")
+            }
+            None => String::new(),
+        },
         DetectFormat::GresConf => {
             let mut s = format!(
                 "# GPUs NVML reports on this host (driver {}, NVML {}), as gres.conf lines.\n# With AutoDetect=nvml slurmd finds the same; written out, they also work with gpu/generic.\n",
@@ -106,16 +113,39 @@ pub fn run(args: &DetectArgs) -> u8 {
         eprintln!("gres-rs: GPU detection needs the NVIDIA driver and its NVML library ({}); --nvml-lib FILE loads another one", nvml::DEFAULT_LIB);
         return EXIT_PROBLEMS;
     }
+    // Each error once, however often detection met it.
+    let mut problems: Vec<&str> = Vec::new();
+    for p in report.problems() {
+        if !problems.contains(&p) {
+            problems.push(p);
+        }
+    }
     if !args.verbose {
-        for p in report.problems() {
+        for p in &problems {
             eprintln!("gres-rs: error: {p}");
         }
     }
+    eprintln!("gres-rs: detect: {}", summary(&report, problems.len()));
     if !found {
         eprintln!("gres-rs: NVML reports no GPU on this host");
         return EXIT_PROBLEMS;
     }
     EXIT_OK
+}
+
+/// The line that adds up: what NVML counted, what is listed, and the
+/// errors met.
+fn summary(report: &DetectReport, errors: usize) -> String {
+    let mig = report.gpus.iter().filter(|g| g.type_name.as_deref().is_some_and(slurm_gpu_gres::core::nvml_model::is_mig_type)).count();
+    let listed = report.gpus.len();
+    let mut s = format!("NVML counts {} GPU{}; {listed} listed", report.device_count, if report.device_count == 1 { "" } else { "s" });
+    if mig > 0 {
+        s.push_str(&format!(" ({mig} of them MIG devices)"));
+    }
+    if errors > 0 {
+        s.push_str(&format!("; {errors} error{} above: what it concerns is left out", if errors == 1 { "" } else { "s" }));
+    }
+    s
 }
 
 #[cfg(test)]
@@ -161,6 +191,21 @@ mod tests {
         assert!(v["error"].is_null());
         let (t, _) = render(&report(), &args(DetectFormat::Table));
         assert!(t.contains("nvidia_a100-sxm4-80gb"), "{t}");
+        let (t, _) = render(&report(), &args(DetectFormat::SlurmConf));
+        assert!(t.ends_with("\nNodeName=gpu01 Gres=gpu:nvidia_a100-sxm4-80gb:1 Features=a100\n"), "{t}");
+        assert_eq!(summary(&report(), 0), "NVML counts 1 GPU; 1 listed");
+        assert_eq!(summary(&report(), 2), "NVML counts 1 GPU; 1 listed; 2 errors above: what it concerns is left out");
+    }
+
+    #[test]
+    fn slurm_conf_words_count_types_and_mig() {
+        let mut r = report();
+        let mig = |t: &str| system_gpu_record(&SystemGpu { cpu_cnt: 8, file: Some("/dev/nvidia1"), type_name: Some(t), ..Default::default() }).unwrap();
+        r.gpus.push(mig("nvidia_a100_3g.40gb"));
+        r.gpus.push(mig("nvidia_a100_3g.40gb"));
+        assert_eq!(r.slurm_conf_words().as_deref(), Some("Gres=gpu:nvidia_a100-sxm4-80gb:1,gpu:nvidia_a100_3g.40gb:2 Features=a100,mig"));
+        r.gpus.clear();
+        assert_eq!(r.slurm_conf_words(), None);
     }
 
     #[test]
