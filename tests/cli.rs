@@ -1009,3 +1009,27 @@ fn node_takes_a_hostlist_and_suggests_a_close_name() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).starts_with("gres-rs: error: --node gpu[01-: "), "{}", text(&out.stderr));
 }
+
+#[test]
+fn autodetect_nvml_and_gpu_energy_without_a_driver() {
+    let host = Command::new("hostname").arg("-s").output().map(|o| text(&o.stdout).trim().to_string()).unwrap_or_default();
+    let have_driver = Path::new("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1").exists() || Path::new("/usr/lib64/libnvidia-ml.so.1").exists();
+    if host.is_empty() || have_driver {
+        eprintln!("autodetect_nvml_and_gpu_energy_without_a_driver: needs a host without the NVIDIA driver: skipped");
+        return;
+    }
+    let d = conf(
+        "nodriver",
+        &format!("GresTypes=gpu\nAcctGatherEnergyType=acct_gather_energy/gpu\nNodeName={host} CPUs=1 Gres=gpu:1\n"),
+        Some("AutoDetect=nvml\nName=gpu File=/dev/null\n"),
+    );
+    let out = check(&d, &["--node", &host, "--no-detect"]);
+    let err = text(&out.stderr);
+    assert!(err.contains("warning: AutoDetect=nvml, but there is no NVIDIA driver here (libnvidia-ml.so.1 missing): NVML detects no GPU"), "{err}");
+    assert!(err.contains(&format!("--> {}:1:", d.0.join("gres.conf").display())), "{err}");
+    assert!(
+        err.contains("warning: AcctGatherEnergyType=acct_gather_energy/gpu, but slurmd will use gpu/generic, which reads no energy: jobs' GPU energy stays 0"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("--> {}:2:", d.0.join("slurm.conf").display())), "{err}");
+}

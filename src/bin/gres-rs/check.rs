@@ -171,19 +171,21 @@ fn check(args: &CheckArgs, report: &mut Report) -> Result<(), u8> {
 /// Which file of each GRES plugin slurmd will load from this host's
 /// `PluginDir` (slurm.conf's, else where Slurm's own plugins are), and
 /// whether it accepts it.
-fn plugin_dir_problems(slurm: &SlurmConf, types: &[String]) -> Vec<Problem> {
+/// Also whether the gres/gpu that slurmd loads is ours (`None`: unknown).
+fn plugin_dir_problems(slurm: &SlurmConf, types: &[String]) -> (Vec<Problem>, Option<bool>) {
     let configured = slurm.plugin_dirs();
     let dirs: Vec<PathBuf> =
         if configured.is_empty() { crate::install::stock_dir().into_iter().collect() } else { configured.iter().map(PathBuf::from).collect() };
     if dirs.is_empty() {
-        return Vec::new();
+        return (Vec::new(), None);
     }
     let text = dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(":");
     let slurmd = crate::install::installed_version().map(|(v, _)| v);
     // A plugin file or our library is a few MiB at most.
     let read = |p: &Path| slurm_gpu_gres::core::files::read_bounded(p, 64 << 20).ok();
     let choices = crate::plugin_dir::predict(&dirs, &crate::plugin_dir::plugin_names(types), slurmd, &read);
-    crate::plugin_dir::problems(&choices, &text, slurm)
+    let ours_gpu = choices.iter().find(|c| c.name == "gres_gpu").and_then(|c| c.loaded.as_ref()).map(|(_, ours, _)| *ours);
+    (crate::plugin_dir::problems(&choices, &text, slurm), ours_gpu)
 }
 
 fn check_as(args: &CheckArgs, behaviour: &Behaviour, report: &mut Report) -> Result<(), u8> {
@@ -203,8 +205,11 @@ fn check_as(args: &CheckArgs, behaviour: &Behaviour, report: &mut Report) -> Res
             return Ok(());
         }
     };
+    let mut ours_gpu = None;
     if !args.no_device_check {
-        report.file_problems.extend(plugin_dir_problems(&slurm, &types));
+        let (problems, ours) = plugin_dir_problems(&slurm, &types);
+        report.file_problems.extend(problems);
+        ours_gpu = ours;
     }
     let nodes = Nodes::new(&slurm, &mut report.file_problems);
     let this_host = host::short_hostname();
@@ -280,6 +285,7 @@ fn check_as(args: &CheckArgs, behaviour: &Behaviour, report: &mut Report) -> Res
         global_autodetect: sliced.as_ref().and_then(|s| s.global_autodetect().cloned()),
         args,
         behaviour,
+        ours_gpu,
     };
     let whole_file = sliced.as_ref().is_some_and(|s| s.has_includes);
     let (full, mut evaluated) = std::thread::scope(|scope| {
@@ -370,6 +376,8 @@ struct Env<'a> {
     args: &'a CheckArgs,
     /// How the release checked for reads gres.conf.
     behaviour: &'a Behaviour,
+    /// The gres/gpu slurmd loads from PluginDir is ours (None: unknown).
+    ours_gpu: Option<bool>,
 }
 
 impl Env<'_> {
@@ -490,7 +498,36 @@ impl Env<'_> {
 
     fn autodetect_problems(&self, autodetect: AutoDetect, local: bool, detected: bool) -> Vec<Problem> {
         let mut out = Vec::new();
+        let energy_gpu = self.slurm.get("AcctGatherEnergyType").is_some_and(|v| v.trim().eq_ignore_ascii_case("acct_gather_energy/gpu"));
+        let nvml_plugin = matches!(autodetect, AutoDetect::Nvml) && host::library_loadable("libnvidia-ml.so");
+        if local && energy_gpu && !nvml_plugin {
+            let energy = self.slurm.get_spanned("AcctGatherEnergyType").map(|s| s.location.clone());
+            out.push(
+                Problem::new(
+                    Severity::Warning,
+                    energy,
+                    "AcctGatherEnergyType=acct_gather_energy/gpu, but slurmd will use gpu/generic, which reads no energy: jobs' GPU energy stays 0",
+                )
+                .with_help("energy needs gpu/nvml: AutoDetect=nvml in gres.conf and the driver's libnvidia-ml.so (unversioned) loadable"),
+            );
+        }
         match autodetect {
+            AutoDetect::Nvml if local && !host::library_loadable(slurm_gpu_gres::nvml::DEFAULT_LIB) => out.push(
+                Problem::new(
+                    Severity::Warning,
+                    self.global_autodetect.clone(),
+                    format!("AutoDetect=nvml, but there is no NVIDIA driver here ({} missing): NVML detects no GPU", slurm_gpu_gres::nvml::DEFAULT_LIB),
+                )
+                .with_help("install the NVIDIA driver, or list the GPUs with File= in gres.conf"),
+            ),
+            AutoDetect::Nvml if local && !host::library_loadable("libnvidia-ml.so") && self.ours_gpu == Some(true) => out.push(
+                Problem::new(
+                    Severity::Warning,
+                    self.global_autodetect.clone(),
+                    "AutoDetect=nvml: our gres/gpu detects the GPUs through libnvidia-ml.so.1, but slurmd picks gpu/generic (libnvidia-ml.so, unversioned, cannot be loaded), so --gpu-freq and acct_gather_energy/gpu have no gpu/nvml",
+                )
+                .with_help("install the driver's development link (Debian: apt install libnvidia-ml-dev, or ln -s libnvidia-ml.so.1 libnvidia-ml.so next to it)"),
+            ),
             AutoDetect::Nvml if local && !host::library_loadable("libnvidia-ml.so") => out.push(
                 Problem::new(
                     Severity::Warning,
