@@ -125,6 +125,12 @@ pub fn run(args: &DetectArgs) -> u8 {
             eprintln!("gres-rs: error: {p}");
         }
     }
+    if found && args.nvml_lib.is_none() && !host::library_loadable("libnvidia-ml.so") {
+        // As check says of AutoDetect=nvml.
+        eprintln!(
+            "gres-rs: warning: libnvidia-ml.so (unversioned) cannot be loaded here: slurmd picks gpu/generic instead of gpu/nvml (the stock gres/gpu then detects no GPU; ours detects through libnvidia-ml.so.1, but --gpu-freq and acct_gather_energy/gpu need gpu/nvml): install the driver's development link (Debian: apt install libnvidia-ml-dev)"
+        );
+    }
     eprintln!("gres-rs: detect: {}", summary(&report, problems.len()));
     if !found {
         eprintln!("gres-rs: NVML reports no GPU on this host");
