@@ -1,13 +1,16 @@
 //! `gres-rs`: the command-line companion of the slurm-gpu-gres plugins.
 //!
-//! - `gres-rs check`: the GRES table slurmd 22.05 would configure for a node
+//! - `gres-rs check`: the GRES table slurmd would configure for a node
 //!   (the lines `slurmd -G` prints) and every problem with slurm.conf and
 //!   gres.conf that slurmd would only show as a drained node or a log line.
 //! - `gres-rs detect`: the GPUs NVML reports, as a table or gres.conf lines.
 //! - `gres-rs install`: put the plugin files where slurmd loads them.
+//! - `gres-rs status`: which plugin files the running daemons have mapped.
 //!
 //! Everything this tool knows about Slurm is in the library; this binary
 //! only reads files, asks the host, and prints.
+
+#![deny(unsafe_code)]
 
 #[path = "gres-rs/check.rs"]
 mod check;

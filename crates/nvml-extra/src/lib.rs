@@ -163,3 +163,23 @@ impl NvmlExtra {
         Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
     }
 }
+
+/// Whether the dynamic loader finds and loads `name` (as `dlopen()` with
+/// the loader's search rules: `LD_LIBRARY_PATH`, the cache, default
+/// dirs), e.g. whether slurmd's `dlopen("libnvidia-ml.so")` that decides
+/// between gpu/nvml and gpu/generic succeeds here.  The library is closed
+/// again at once.
+pub fn library_loadable(name: &str) -> bool {
+    let Ok(c) = std::ffi::CString::new(name) else { return false };
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call;
+    // dlopen has no other precondition.  The handle is only compared with
+    // null and given back to dlclose once.
+    unsafe {
+        let handle = libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+        if handle.is_null() {
+            return false;
+        }
+        libc::dlclose(handle);
+    }
+    true
+}

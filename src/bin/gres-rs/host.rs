@@ -1,7 +1,6 @@
 //! What the tool asks of the host it runs on: its name, its CPUs, and
 //! whether a shared library can be loaded.
 
-use std::ffi::CString;
 use std::path::Path;
 
 use slurm_gpu_gres::core::model::Bitmap;
@@ -59,22 +58,8 @@ fn local_cpus_in(sys: &Path) -> Option<LocalCpus> {
     Some(LocalCpus { cpus: cpus as u32, cores: cores.len().max(1) as u32 })
 }
 
-/// Whether the dynamic loader finds and loads `name` (as `dlopen()` with
-/// the loader's search rules: `LD_LIBRARY_PATH`, the cache, default dirs).
-pub fn library_loadable(name: &str) -> bool {
-    let Ok(c) = CString::new(name) else { return false };
-    // SAFETY: `c` is a valid NUL-terminated string that outlives the call;
-    // dlopen has no other precondition.  The handle is only compared with
-    // null and given back to dlclose once.
-    unsafe {
-        let handle = libc::dlopen(c.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
-        if handle.is_null() {
-            return false;
-        }
-        libc::dlclose(handle);
-    }
-    true
-}
+/// Whether the dynamic loader finds and loads `name` (`nvml-extra`).
+pub use nvml_extra::library_loadable;
 
 #[cfg(test)]
 mod tests {
