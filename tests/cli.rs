@@ -1033,3 +1033,20 @@ fn autodetect_nvml_and_gpu_energy_without_a_driver() {
     );
     assert!(err.contains(&format!("--> {}:2:", d.0.join("slurm.conf").display())), "{err}");
 }
+
+#[test]
+fn a_character_device_that_is_no_gpu() {
+    let host = Command::new("hostname").arg("-s").output().map(|o| text(&o.stdout).trim().to_string()).unwrap_or_default();
+    if host.is_empty() {
+        return;
+    }
+    let d = conf("notgpu", &format!("GresTypes=gpu\nNodeName={host} CPUs=1 Gres=gpu:1\n"), Some("Name=gpu File=/dev/null\n"));
+    let out = check(&d, &["--node", &host, "--no-detect"]);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("warning: /dev/null is a character device with major 1, not a GPU's (NVIDIA 195 or nvidia-caps, DRM 226): slurmd takes it, and jobs get it as their GPU"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("--> {}:1:15", d.0.join("gres.conf").display())), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}

@@ -1106,7 +1106,33 @@ fn gpu_load(records: &mut Vec<GresRecord>, input: &NodeInput<'_>, places: &Place
     }
     let list = device_list(records, "gpu", input);
     same_device_problems(records, &list.files, places, p);
+    not_gpu_problems(&list, places, p);
     device_problems(&list, "Gres GPU plugin", places, p)
+}
+
+/// Character devices of GPUs: NVIDIA's (major 195, and the driver's
+/// `nvidia-caps`/`nvidia-uvm` nodes, whose majors the kernel picks), DRM's
+/// (226: AMD and Intel render nodes) and AMD's `/dev/kfd`.
+fn is_gpu_device(d: &crate::model::GresDevice) -> bool {
+    d.major == 195 || d.major == 226 || d.path.starts_with("/dev/nvidia") || d.path.starts_with("/dev/dri/") || d.path == "/dev/kfd"
+}
+
+/// `File=` of a GPU naming a character device that is not a GPU's
+/// (`/dev/tty1`): slurmd takes it, and jobs get that device as their GPU.
+fn not_gpu_problems(list: &devices::DeviceList, places: &Places, p: &mut Prediction) {
+    for d in list.devices.iter().filter(|d| d.dev_type == crate::model::DevType::Char && !is_gpu_device(d)) {
+        p.problems.push(
+            Problem::new(
+                Severity::Warning,
+                places.of_message(&d.path),
+                format!(
+                    "{} is a character device with major {}, not a GPU's (NVIDIA 195 or nvidia-caps, DRM 226): slurmd takes it, and jobs get it as their GPU",
+                    d.path, d.major
+                ),
+            )
+            .with_help("File= must name the GPUs' device nodes, e.g. /dev/nvidia0"),
+        );
+    }
 }
 
 /// GPUs that are one device under two names (stock slurmd says nothing):
