@@ -1050,3 +1050,30 @@ fn a_character_device_that_is_no_gpu() {
     assert!(err.contains(&format!("--> {}:1:15", d.0.join("gres.conf").display())), "{err}");
     assert_eq!(out.status.code(), Some(0), "{err}");
 }
+
+#[test]
+fn a_type_of_gres_conf_the_node_does_not_have_is_one_diagnosis() {
+    let d = conf("typemismatch", "GresTypes=gpu\nNodeName=n1 CPUs=8 Gres=gpu:a100:2\n", Some("Name=gpu Type=h100 File=/dev/nvidia[0-1]\n"));
+    let out = check(&d, &["--node", "n1", "--no-device-check"]);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("error: gres.conf's gpu Type=h100 matches none of the node's Gres= types in slurm.conf (a100): jobs asking for gpu:a100 cannot run on this node, and slurmctld drains it"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("--> {}:1:15", d.0.join("gres.conf").display())) && err.contains("note: the node's types"), "{err}");
+    assert!(err.contains("= help: use the same Type in both files (Type=a100 in gres.conf, or gpu:h100:<count> in Gres=)"), "{err}");
+    assert!(err.ends_with("gres-rs: check: 1 node: 0 fatal, 1 error, 0 warnings\n"), "{err}");
+    // Another case is another type for slurmctld: the node does not drain.
+    let case = conf("typecase", "GresTypes=gpu\nNodeName=n1 CPUs=8 Gres=gpu:a100:2\n", Some("Name=gpu Type=A100 File=/dev/nvidia[0-1]\n"));
+    let err = text(&check(&case, &["--node", "n1", "--no-device-check"]).stderr);
+    assert!(
+        err.contains(
+            "error: gres.conf's gpu Type=A100 matches none of the node's Gres= types in slurm.conf (a100): jobs asking for gpu:a100 cannot run on this node\n"
+        ),
+        "{err}"
+    );
+    assert!(err.ends_with("gres-rs: check: 1 node: 0 fatal, 1 error, 0 warnings\n"), "{err}");
+    // The same type: no such diagnosis.
+    let ok = conf("typematch", "GresTypes=gpu\nNodeName=n1 CPUs=8 Gres=gpu:a100:2\n", Some("Name=gpu Type=a100 File=/dev/nvidia[0-1]\n"));
+    assert!(!text(&check(&ok, &["--node", "n1", "--no-device-check"]).stderr).contains("matches none of the node's Gres= types"));
+}

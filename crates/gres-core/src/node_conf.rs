@@ -1231,6 +1231,59 @@ fn type_problems(records: &[GresRecord], system: &[GresRecord], places: &Places,
     }
 }
 
+/// gres.conf's `Type`s of a GRES that match none of the node's `Gres=`
+/// types in slurm.conf (types are compared by id, so case counts): one
+/// diagnosis naming both, instead of the extra lines, the missing types and
+/// the drain that follow from it.  The problem,
+/// and the GRES name whose downstream messages it replaces.
+pub fn type_mismatch(slurm: &[SlurmGres], gres_conf: &NodeGresConf, gres_location: Option<&Location>) -> Option<(Problem, String)> {
+    for g in slurm.iter().filter(|g| !g.types.is_empty()) {
+        let typed: Vec<&NodeRecord> = gres_conf.records.iter().filter(|r| r.record.plugin_id == g.plugin_id && r.record.type_name.is_some()).collect();
+        if typed.is_empty() {
+            continue;
+        }
+        // Types are told apart as slurmctld does, by their id (case counts).
+        let same = |a: &str, b: &str| gres_build_id(a) == gres_build_id(b);
+        let conf_types: Vec<&str> = typed.iter().filter_map(|r| r.record.type_name.as_deref()).collect();
+        let any_match = conf_types.iter().any(|t| g.types.iter().any(|(s, _)| same(t, s)));
+        if any_match {
+            continue;
+        }
+        let mut conf_list: Vec<&str> = Vec::new();
+        for t in &conf_types {
+            if !conf_list.contains(t) {
+                conf_list.push(t);
+            }
+        }
+        let node_list: Vec<&str> = g.types.iter().map(|(t, _)| t.as_str()).collect();
+        let mut problem = Problem::new(
+            Severity::Error,
+            Some(typed[0].location.clone()),
+            format!(
+                "gres.conf's {} Type={} matches none of the node's Gres= types in slurm.conf ({}): jobs asking for {} cannot run on this node",
+                g.name,
+                conf_list.join(","),
+                node_list.join(","),
+                node_list.iter().map(|t| format!("{}:{t}", g.name)).collect::<Vec<_>>().join(" or ")
+            ),
+        )
+        .with_help(format!("use the same Type in both files (Type={} in gres.conf, or {}:{}:<count> in Gres=)", node_list[0], g.name, conf_list[0]));
+        if let Some(loc) = gres_location {
+            problem = problem.with_related(loc.clone(), "the node's types");
+        }
+        return Some((problem, g.name.clone()));
+    }
+    None
+}
+
+/// Whether `p` is one of the messages [`type_mismatch`] replaces for GRES
+/// `name`.
+pub fn follows_from_type_mismatch(p: &Problem, name: &str) -> bool {
+    p.message.starts_with(&format!("A line in gres.conf for GRES {name}:"))
+        || p.message.starts_with(&format!("gres/{name} count reported lower than configured"))
+        || (p.message.starts_with(&format!("gres/{name}:")) && p.message.contains(" count too low "))
+}
+
 /// Shared counts that do not divide evenly over their GPUs.
 fn shared_count_problems(configured: &[GresRecord], final_records: &[GresRecord], places: &Places, p: &mut Prediction) {
     let gpu_id = gres_build_id("gpu");

@@ -488,6 +488,13 @@ impl Env<'_> {
         if problems.iter().all(|p| p.severity != Severity::Fatal) {
             problems.extend(node_conf::registration_problems(&slurm_gres, &prediction.records, gres_value.map(|g| &g.location), detection_pending));
         }
+        if let Some((mut mismatch, name)) = gres_node.as_ref().and_then(|g| node_conf::type_mismatch(&slurm_gres, g, gres_value.map(|v| &v.location))) {
+            if problems.iter().any(|p| node_conf::follows_from_type_mismatch(p, &name) && p.message.contains("drains the node")) {
+                mismatch.message.push_str(", and slurmctld drains it");
+            }
+            problems.retain(|p| !node_conf::follows_from_type_mismatch(p, &name));
+            problems.push(mismatch);
+        }
         if !local && !self.args.no_device_check && prediction.records.iter().any(|r| r.file.is_some()) {
             problems.push(Problem::new(Severity::Note, None, format!("device files not checked: {} is not this host", entry.name)));
         }
