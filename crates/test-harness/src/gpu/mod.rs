@@ -28,6 +28,9 @@ pub struct GReport {
     /// it lists, which the stock plugin logs without its prefix),
     /// normalized.
     pub gpu_info: Vec<String>,
+    /// Our plugin files' init lines ("slurm-gpu-gres 0.1.0 (Rust) for
+    /// Slurm ..., loaded from ..."), kept out of the comparison.
+    pub loaded_lines: Vec<String>,
     /// The whole normalized output, for messages.
     pub text: String,
     /// True when the process died of a signal or printed a Rust panic.
@@ -78,18 +81,31 @@ pub fn normalize_message(line: &str) -> (String, String) {
     (level, s.to_string())
 }
 
+/// Whether a normalized message is the init line of one of our plugin
+/// files.
+pub fn is_our_init_line(msg: &str) -> bool {
+    msg.starts_with("slurm-gpu-gres ") && msg.contains(" (Rust) for Slurm ") && msg.contains(", loaded from ")
+}
+
 /// Reads what `slurmd -G` printed.
 pub fn report(g: &SlurmdG) -> GReport {
     let text = g.normalized();
     let mut parsable = Vec::new();
     let mut problems = Vec::new();
     let mut gpu_info = Vec::new();
+    let mut loaded_lines = Vec::new();
     for line in text.lines() {
         if let Some(i) = line.find("GRES_PARSABLE[") {
             parsable.push(line[i..].trim_end().to_string());
             continue;
         }
         let (level, msg) = normalize_message(line);
+        // Our plugin files' init line (what each is and where it came
+        // from), which the stock files do not log.
+        if is_our_init_line(&msg) {
+            loaded_lines.push(msg);
+            continue;
+        }
         if matches!(level.as_str(), "error" | "fatal" | "warning") {
             problems.push(format!("{level}: {msg}"));
         } else if level == "info" && (line.starts_with("slurmd: gres/gpu: ") || line.starts_with("slurmd:     GRES[")) {
@@ -97,7 +113,7 @@ pub fn report(g: &SlurmdG) -> GReport {
         }
     }
     let crashed = g.output.signal.is_some() || text.contains("panicked at") || text.contains("RUST_BACKTRACE");
-    GReport { outcome: g.output.outcome(), gres_lines: g.gres_lines(), parsable, problems, gpu_info, text, crashed }
+    GReport { outcome: g.output.outcome(), gres_lines: g.gres_lines(), parsable, problems, gpu_info, loaded_lines, text, crashed }
 }
 
 /// `slurmd -G` with `cfg` on the stock plugins, then on ours, with the
@@ -127,7 +143,13 @@ pub fn slurmd_g_pair(cfg: &ClusterConfig) -> (GReport, GReport) {
         assert!(!ours.loaded_files.iter().any(|l| std::path::Path::new(l) == f), "slurmd -G with ours loaded Debian's {}", f.display());
     }
     ours.assert_ours_loaded(&names);
-    (report(&stock), report(&ours))
+    let (stock, ours) = (report(&stock), report(&ours));
+    // The log says it too: each of our files names itself, stock never.
+    assert!(stock.loaded_lines.is_empty(), "the stock plugins logged our init line:\n{}", stock.text);
+    for n in &names {
+        assert!(ours.loaded_lines.iter().any(|l| l.ends_with(&format!("/{n}.so"))), "no init line of our {n}.so in:\n{}", ours.text);
+    }
+    (stock, ours)
 }
 
 /// Differences between two `slurmd -G` reports: outcome, final GRES
