@@ -33,7 +33,8 @@ STAMP_NAME=.gres-rs-chroot-stamp
 # What the test bed needs inside: the Slurm daemons and clients, munge, the
 # headers (slurm_version.h, the version the harness reads), and the tools the
 # harness and the jobs call (setpriv, mount from util-linux; kill, ps).
-PKGS=(slurmd slurmctld slurm-client munge libslurm-dev coreutils procps util-linux mount bash)
+# valgrind: the benchmark counts slurmd's instructions inside the chroot.
+PKGS=(slurmd slurmctld slurm-client munge libslurm-dev coreutils procps util-linux mount bash valgrind)
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 
 log() { echo "debian-chroot[$SUITE]: $*" >&2; }
@@ -55,8 +56,21 @@ has_slurmd() {
     chroot "$1" test -x /usr/sbin/slurmd 2>/dev/null
 }
 
+# Every package of PKGS is in the stamp: a chroot of an older PKGS is
+# built again (moved aside first, so the new one never mixes with it).
+has_all_packages() {
+    local p
+    for p in "${PKGS[@]}"; do
+        grep -q "^$p " "$TARGET/$STAMP_NAME" || return 1
+    done
+}
+
 ready() {
-    [ -f "$TARGET/$STAMP_NAME" ] && has_slurmd "$TARGET" && [ -n "$(slurm_version "$TARGET")" ]
+    [ -f "$TARGET/$STAMP_NAME" ] && has_slurmd "$TARGET" && [ -n "$(slurm_version "$TARGET")" ] && has_all_packages
+}
+
+stale() {
+    [ -f "$TARGET/$STAMP_NAME" ] && ! has_all_packages
 }
 
 report() {
@@ -88,6 +102,16 @@ for old in "$BASE/.$SUITE.tmp."*; do
     log "removing unfinished build $old"
     rm -rf --one-file-system "$old"
 done
+# One of an older package list: set aside and removed, then built anew.
+if stale; then
+    log "$TARGET lacks packages of the current list; building it again"
+    if findmnt -rn -o TARGET | grep -qF "$TARGET/"; then
+        log "$TARGET still has mounts; not removing it"
+        exit 1
+    fi
+    mv "$TARGET" "$BASE/.$SUITE.tmp.stale.$$"
+    rm -rf --one-file-system "$BASE/.$SUITE.tmp.stale.$$"
+fi
 # A target without a stamp was not made by this script: refuse to guess.
 if [ -e "$TARGET" ]; then
     log "$TARGET exists but has no $STAMP_NAME (not a finished build of this script); remove it first"
