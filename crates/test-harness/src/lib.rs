@@ -482,7 +482,7 @@ impl ClusterConfig {
             plugin_build_dir: None,
             plugin_files_dir: None,
             extra_stock_plugins: Vec::new(),
-            chroot: None,
+            chroot: testbed::current().and_then(|b| b.chroot),
         }
     }
 
@@ -669,11 +669,18 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
         (stock, None)
     } else {
         let names: Vec<&str> = ours.iter().map(|s| s.as_str()).collect();
-        if c.chroot.is_some() && (c.plugin_files_dir.is_none() || c.plugin_build_dir.is_none()) {
-            return Err("our plugins in a chroot need our build for its release (TestBed::ours_config / OurBuild::apply); \
-                        the default build and the plugin files built into the harness are the host's"
-                .into());
-        }
+        // In a chroot, the default build and the plugin files built into
+        // the harness are the host release's: our build for the chroot's
+        // release instead (the test-hooks one when the config asked for a
+        // build of its own), or the OursUnavailable panic.
+        let release_build = match &c.chroot {
+            Some(root) if c.plugin_files_dir.is_none() => Some(testbed::our_build_for_chroot(root, c.plugin_build_dir.is_some())),
+            _ => None,
+        };
+        let c = &match release_build {
+            Some(b) => b.apply(c.clone()),
+            None => c.clone(),
+        };
         let built = match &c.plugin_build_dir {
             Some(d) => d.clone(),
             None => locate_our_library()?,
@@ -1055,6 +1062,13 @@ impl Cluster {
         clean_env(&mut cmd, &self.layout);
         cmd.current_dir(&self.layout.root);
         cmd
+    }
+
+    /// A daemon's command as the cluster starts it (`setpriv --pdeathsig
+    /// TERM`, the cluster's environment, in its chroot if any), for a test
+    /// that restarts one itself.
+    pub fn daemon_command(&self, prog: &str) -> Command {
+        self.daemon_cmd(prog, None)
     }
 
     fn boot(&mut self) -> Result<(), String> {

@@ -280,6 +280,46 @@ impl TestBed {
     }
 }
 
+thread_local! {
+    /// The release a [`per_release!`](crate::per_release) test is running on.
+    static CURRENT: std::cell::RefCell<Option<TestBed>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The release the calling thread's [`run_test`] runs on (`None` outside
+/// one): [`ClusterConfig::gpus`] puts its configs in its chroot.
+pub fn current() -> Option<TestBed> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// The panic payload of "our build for this release is missing" raised
+/// where a cluster with our plugins is prepared in a chroot without one
+/// ([`our_build_for_chroot`]); [`run_test`] turns it into a skip, or under
+/// strict mode into a failure with its message.
+#[derive(Clone, Debug)]
+pub struct OursUnavailable(pub String);
+
+/// Our build for the release of chroot `root` (the test-hooks one when
+/// `test_hooks`), for a config that asked for ours without naming it.
+/// Panics with [`OursUnavailable`] when there is none.
+pub fn our_build_for_chroot(root: &Chroot, test_hooks: bool) -> OurBuild {
+    let v = root.slurm_version().unwrap_or_default();
+    let bed = TestBed {
+        release: chroot::RELEASES.into_iter().find(|r| series_of(r.slurm) == series_of(&v)).unwrap_or(chroot::RELEASES[1]),
+        series: series_of(&v),
+        version: v.clone(),
+        chroot: Some(root.clone()),
+        behaviour: behaviour_of(&v),
+    };
+    match bed.build(test_hooks) {
+        Ok(b) => b,
+        Err(e) => {
+            let msg = format!("our build for {v} failed: {e}");
+            eprintln!("{msg}");
+            std::panic::panic_any(OursUnavailable(msg))
+        }
+    }
+}
+
 /// Prints why `test` is skipped, or panics with it under strict mode.
 #[track_caller]
 pub fn skip_or_fail(test: &str, why: &str) {
@@ -399,7 +439,23 @@ pub fn run_test(test: &str, series: &str, body: impl FnOnce(&TestBed)) {
         }
     };
     let t0 = Instant::now();
-    body(&bed);
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CURRENT.with(|c| c.borrow_mut().take());
+        }
+    }
+    CURRENT.with(|c| *c.borrow_mut() = Some(bed.clone()));
+    let _reset = Reset;
+    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&bed))) {
+        match p.downcast_ref::<OursUnavailable>() {
+            Some(OursUnavailable(msg)) => {
+                skip_or_fail(&name, msg);
+                return;
+            }
+            None => std::panic::resume_unwind(p),
+        }
+    }
     eprintln!("testbed: {name} on {} passed in {:.1?}", bed.label(), t0.elapsed());
 }
 
