@@ -114,6 +114,10 @@ per_release! {
         let stock = Cluster::slurmd_g(&bed.config(PluginSet::Stock, 4));
         assert!(stock.output.ok(), "{}", stock.output);
         assert_eq!(stock.gres_lines().len(), 4, "{}", stock.output);
+        // The release's log prefix (Behaviour::log_prefix) is what comes off.
+        for l in stock.gres_lines() {
+            assert!(l.starts_with("Gres Name="), "{:?} prefix not stripped: {l:?}", bed.behaviour.log_prefix);
+        }
         let Some(cfg) = bed.ours_config(bed.config(PluginSet::Ours, 4), "slurmd_g_same_config_stock_and_ours") else { return };
         let ours = Cluster::slurmd_g(&cfg);
         ours.assert_ours_loaded(&["gres_gpu", "gres_mps", "gres_shard"]);
