@@ -17,17 +17,23 @@ use std::process::Command;
 #[macro_use]
 #[path = "src/entry_points.rs"]
 mod entry_points;
+// What changed when, shared with the library.
+#[allow(dead_code)]
+#[path = "src/releases.rs"]
+mod releases;
 // The shape of the plugin files (a build dependency: plain constants).
 use gres_core::plugin_files::{Interface, PluginFile, LIBRARY_FILE, PLUGIN_FILES};
 
-/// With `gres_plugin_functions!` or `gpu_plugin_functions!`: the names
-/// of the entry points.
+/// With `gres_plugin_functions!` or `gpu_plugin_functions!`: the entry
+/// points, each as (name, since, until).
 #[macro_export]
 macro_rules! names {
-    ($tag:ident; $(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $body:expr;)*) => {
-        &[$(stringify!($name)),*]
+    ($tag:ident; $(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty $(, since $since:tt)? $(, until $until:tt)? => $body:expr;)*) => {
+        &[$((stringify!($name), None $(.or(Some($since)))?, None $(.or(Some($until)))?)),*]
     };
 }
+
+type Entry = (&'static str, Option<&'static str>, Option<&'static str>);
 
 fn main() {
     println!("cargo:rerun-if-env-changed=SLURM_VERSION");
@@ -43,11 +49,12 @@ fn main() {
     println!("cargo:rustc-env=SLURM_VERSION_NUMBER={number}");
     println!("cargo:rustc-env=SLURM_VERSION_STRING={major}.{minor:02}.{micro}");
 
-    // One cfg per supported release, for the version-specific parts.
-    let supported = ["22.05"];
-    for s in supported {
-        println!("cargo::rustc-check-cfg=cfg(slurm_{})", s.replace('.', "_"));
+    // One cfg per change of releases.rs, set while it is in force.
+    let supported = releases::SERIES;
+    for c in &releases::CHANGES {
+        println!("cargo::rustc-check-cfg=cfg({})", c.cfg);
     }
+    println!("cargo:rerun-if-changed=src/releases.rs");
     let release = format!("{major}.{minor:02}");
     let abi_dir = Path::new("slurm-headers").join(&release);
     let header = abi_dir.join("slurm_gres_abi.h");
@@ -59,7 +66,11 @@ fn main() {
             version_source(&include_dir)
         );
     }
-    println!("cargo:rustc-cfg=slurm_{}", release.replace('.', "_"));
+    assert!(supported.contains(&release.as_str()), "slurm-headers/{release}/ exists but src/releases.rs SERIES lacks {release}: add it there");
+    for c in releases::changes_in(&release) {
+        println!("cargo:rustc-cfg={}", c.cfg);
+    }
+    println!("cargo:rustc-env=SLURM_SERIES={release}");
 
     let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
     bindgen::Builder::default()
@@ -82,23 +93,51 @@ fn main() {
     build.file("src/shim.c").include("include").include(&include_dir).warnings(true).flag_if_supported("-Wno-unused-parameter");
     build.compile("gres_rs_shim");
 
-    make_plugin_files(&out, number);
+    write_release_gate(&out, &release);
+    make_plugin_files(&out, number, &release);
 }
 
-/// The entry points of a plugin file: (name, library symbol) pairs.
-fn forwards(file: &PluginFile) -> Vec<(&'static str, String)> {
-    let names: &[&str] = match file.interface {
+/// `OUT_DIR/release_gate.rs`: the macro `__in_release!{[since] [until]
+/// items}` that keeps `items` when the release being built is in the
+/// range (`[]`: open), for the export macros, which are expanded in other
+/// crates (where this crate's cfgs do not exist).  One arm per pair of
+/// series (or none), each keeping or dropping its items.
+fn write_release_gate(out: &Path, release: &str) {
+    let mut bounds: Vec<Option<&str>> = vec![None];
+    bounds.extend(releases::SERIES.iter().map(|s| Some(*s)));
+    let mut s = String::from(
+        "/// Keeps its items when the release this build is for is in\n/// `[since] [until]` (made by build.rs from releases.rs).\n#[doc(hidden)]\n#[macro_export]\nmacro_rules! __in_release {\n",
+    );
+    let lit = |b: Option<&str>| b.map(|b| format!("{b:?}")).unwrap_or_default();
+    for since in &bounds {
+        for until in &bounds {
+            let keep = if releases::present(*since, *until, release) { "$($item)*" } else { "" };
+            let _ = writeln!(s, "    ([{}] [{}] $($item:item)*) => {{ {keep} }};", lit(*since), lit(*until));
+        }
+    }
+    s.push_str("}\n");
+    fs::write(out.join("release_gate.rs"), s).expect("write release_gate.rs");
+}
+
+/// The entry points of a plugin file that `release` resolves: (name,
+/// library symbol) pairs.
+fn forwards(file: &PluginFile, release: &str) -> Vec<(&'static str, String)> {
+    let entries: &[Entry] = match file.interface {
         Interface::Gres => gres_plugin_functions!(names!(any)),
         Interface::Gpu => gpu_plugin_functions!(names!(any)),
     };
-    names.iter().map(|name| (*name, entry_points::library_symbol(file.file, name))).collect()
+    entries
+        .iter()
+        .filter(|(_, since, until)| releases::present(*since, *until, release))
+        .map(|(name, _, _)| (*name, entry_points::library_symbol(file.file, name)))
+        .collect()
 }
 
 /// Assembly of one plugin file: `plugin_name`, `plugin_type`,
 /// `plugin_version`, and each entry point as a jump to its function in
 /// `libgres_rs.so`, which therefore receives slurmd's arguments and
 /// returns to slurmd unchanged (no signature to keep in step here).
-fn plugin_file_assembly(file: &PluginFile, version: u32, arch: &str) -> String {
+fn plugin_file_assembly(file: &PluginFile, version: u32, release: &str, arch: &str) -> String {
     let (landing, jump) = match arch {
         // endbr64 / bti c: valid targets of indirect calls where the CPU
         // checks them (no-ops elsewhere).
@@ -114,7 +153,7 @@ fn plugin_file_assembly(file: &PluginFile, version: u32, arch: &str) -> String {
     }
     let _ = write!(s, "\t.globl plugin_version\n\t.type plugin_version, %object\n\t.balign 4\nplugin_version:\n\t.long {version}\n\t.size plugin_version, 4\n");
     s.push_str("\t.text\n");
-    for (name, symbol) in forwards(file) {
+    for (name, symbol) in forwards(file, release) {
         let _ = write!(s, "\t.globl {name}\n\t.type {name}, %function\n\t.balign 16\n{name}:\n");
         if !landing.is_empty() {
             let _ = writeln!(s, "\t{landing}");
@@ -141,7 +180,7 @@ fn run(mut cmd: Command, what: &str) {
 /// and binds every symbol at load time (`-z now`): without the library,
 /// or with one that lacks a function, `dlopen()` fails cleanly and slurmd
 /// tries the next directory of `PluginDir`.
-fn make_plugin_files(out: &Path, version: u32) {
+fn make_plugin_files(out: &Path, version: u32, release: &str) {
     let arch = env::var("CARGO_CFG_TARGET_ARCH").expect("CARGO_CFG_TARGET_ARCH");
     let dir = out.join("plugin-files");
     fs::create_dir_all(&dir).expect("create OUT_DIR/plugin-files");
@@ -161,7 +200,7 @@ fn make_plugin_files(out: &Path, version: u32) {
     let _ = writeln!(embed, "{}] = [", PLUGIN_FILES.len());
     for file in &PLUGIN_FILES {
         let source = dir.join(format!("{}.S", file.file));
-        fs::write(&source, plugin_file_assembly(file, version, &arch)).expect("write plugin file assembly");
+        fs::write(&source, plugin_file_assembly(file, version, release, &arch)).expect("write plugin file assembly");
         let object = dir.join(format!("{}.so", file.file));
         let mut link = compiler.to_command();
         link.args(["-shared", "-nostdlib", "-o"])

@@ -3,18 +3,24 @@
 //! their names in the library (`gres_rs_gres_gpu_init`, ...), which the plugin
 //! file's entry points jump to (see [`crate::entry_points`]).
 
-/// In `libgres_rs.so`: the bodies, under their library names.
+/// In `libgres_rs.so`: the bodies, under their library names, of the
+/// functions the release being built for resolves (`__in_release!` is
+/// made by build.rs from [`crate::releases`]).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __export_functions {
-    ($tag:ident; $(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $body:expr;)*) => {
+    ($tag:ident; $(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty $(, since $since:tt)? $(, until $until:tt)? => $body:expr;)*) => {
         $(
-            #[export_name = $crate::__library_symbol!($tag, $name)]
-            #[allow(unused_variables, unused_unsafe)]
-            pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-                // SAFETY: slurmd's arguments, passed through unchanged by
-                // the plugin file.
-                unsafe { $body }
+            // Only the functions the release resolves: the others may name
+            // types the release's header lacks (gres_job_data_type).
+            $crate::__in_release! { [$($since)?] [$($until)?]
+                #[export_name = $crate::__library_symbol!($tag, $name)]
+                #[allow(unused_variables, unused_unsafe)]
+                pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+                    // SAFETY: slurmd's arguments, passed through unchanged by
+                    // the plugin file.
+                    unsafe { $body }
+                }
             }
         )*
     };
@@ -28,6 +34,7 @@ macro_rules! __export_functions {
 macro_rules! export_gres_plugin {
     ($tag:ident => $plugin:ty) => {
         const _: () = {
+            #[allow(unused_imports)] // c_void: only get_job_info/get_step_info (until 24.11)
             use ::std::ffi::{c_char, c_int, c_void};
             use $crate::plugins::GresPlugin as _;
             use $crate::sys;

@@ -22,6 +22,7 @@ pub mod gres_functions;
 pub mod guard;
 pub mod host;
 pub mod log;
+pub mod releases;
 pub mod slurm;
 pub mod sys;
 
@@ -32,6 +33,13 @@ pub const SLURM_VERSION_NUMBER: u32 = parse_decimal(env!("SLURM_VERSION_NUMBER")
 
 /// The same release as text, e.g. "22.05.8".
 pub const SLURM_VERSION: &str = env!("SLURM_VERSION_STRING");
+
+/// The release series this build is for, e.g. "24.11" (one of
+/// [`releases::SERIES`]).
+pub const SLURM_SERIES: &str = env!("SLURM_SERIES");
+
+// `__in_release!`, made by build.rs (see `export_macros`).
+include!(concat!(env!("OUT_DIR"), "/release_gate.rs"));
 
 const fn parse_decimal(s: &str) -> u32 {
     // build.rs emits the number in decimal.

@@ -248,6 +248,12 @@ impl DeviceListCache {
                     r.dev_desc.minor = d.minor;
                     r.dev_desc.type_ = d.dev_type as sys::gres_device_type_t;
                     r.dev_num = d.dev_num;
+                    // 25.11 on the core reads GRES_DEV_* bits here; the
+                    // core types carry none (no MIG device flag), so 0.
+                    #[cfg(slurm_gres_device_flags)]
+                    {
+                        r.flags = 0;
+                    }
                     r.path = xstrdup(Some(&d.path));
                     r.unique_id = xstrdup(d.unique_id.as_deref());
                     // SAFETY: `list` is valid; ownership of `c` passes to it.
