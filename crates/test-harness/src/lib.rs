@@ -962,6 +962,11 @@ pub struct Cluster {
     slurmctld: Option<Child>,
     slurmd: Option<Child>,
     stopped: bool,
+    /// Open `/proc/<daemon>/ns/mnt` of the chroot-run daemons, taken once
+    /// they are up: an open namespace file keeps the namespace, and so its
+    /// inode number, from being freed and reused by another cluster's new
+    /// namespace before `stop` has ended its strays (dropped there).
+    ns_pins: Vec<fs::File>,
     _guard: Option<ClusterLock>,
 }
 
@@ -1025,6 +1030,7 @@ impl Cluster {
             slurmctld: None,
             slurmd: None,
             stopped: false,
+            ns_pins: Vec::new(),
             _guard: None,
         };
         match c.boot() {
@@ -1150,6 +1156,9 @@ impl Cluster {
                 return Err(format!("node not IDLE after {:?}; last: {last_state}", self.config.start_timeout));
             }
             thread::sleep(Duration::from_millis(200));
+        }
+        if self.config.chroot.is_some() {
+            self.pin_namespaces();
         }
         if self.config.verify_ours_loaded && self.our_dir.is_some() {
             let names = self.expected_gres_plugins();
@@ -1489,6 +1498,9 @@ impl Cluster {
                 process::terminate_pid(p, Duration::from_secs(3));
             }
         }
+        // The strays are gone: the namespaces may go (and their inodes be
+        // reused).
+        self.ns_pins.clear();
         if let Some(c) = self.munged.as_mut() {
             process::terminate_child(c, "munged", Duration::from_secs(5));
         }
@@ -1504,11 +1516,29 @@ impl Cluster {
     /// The mount namespaces of the chroot-run slurmd and slurmctld (none
     /// shared with this process).
     fn chroot_namespaces(&self) -> Vec<u64> {
+        use std::os::unix::fs::MetadataExt;
         let own = chroot::mount_namespace(std::process::id());
-        let mut v: Vec<u64> =
-            [Daemon::Slurmd, Daemon::Slurmctld].iter().filter_map(|d| self.pid(*d)).filter_map(chroot::mount_namespace).filter(|ns| Some(*ns) != own).collect();
+        let pinned = self.ns_pins.iter().filter_map(|f| f.metadata().ok()).map(|m| m.ino());
+        let live = [Daemon::Slurmd, Daemon::Slurmctld].iter().filter_map(|d| self.pid(*d)).filter_map(chroot::mount_namespace);
+        let mut v: Vec<u64> = pinned.chain(live).filter(|ns| Some(*ns) != own).collect();
+        v.sort_unstable();
         v.dedup();
         v
+    }
+
+    /// Opens the mount namespaces of the running chroot daemons (see
+    /// `ns_pins`); those still in this process's namespace (not yet past
+    /// `unshare`) are not pinned.
+    fn pin_namespaces(&mut self) {
+        let own = chroot::mount_namespace(std::process::id());
+        for d in [Daemon::Slurmd, Daemon::Slurmctld] {
+            let Some(pid) = self.pid(d) else { continue };
+            if chroot::mount_namespace(pid).is_some_and(|ns| Some(ns) != own) {
+                if let Ok(f) = fs::File::open(format!("/proc/{pid}/ns/mnt")) {
+                    self.ns_pins.push(f);
+                }
+            }
+        }
     }
 
     // ----- slurmd -G -------------------------------------------------------
