@@ -457,6 +457,21 @@ pub fn run_test(test: &str, series: &str, body: impl FnOnce(&TestBed)) {
         }
     }
     eprintln!("testbed: {name} on {} passed in {:.1?}", bed.label(), t0.elapsed());
+    record_time(test, &bed.version, t0.elapsed());
+}
+
+/// Appends `<test binary>\t<test>\t<version>\t<seconds>` to
+/// `<target>/tmp/testbed-times.tsv` (the per-release run times, without
+/// `--nocapture`).
+fn record_time(test: &str, version: &str, took: std::time::Duration) {
+    use std::io::Write;
+    let bin =
+        std::env::current_exe().ok().and_then(|p| p.file_stem().map(|s| s.to_string_lossy().split('-').next().unwrap_or("").to_string())).unwrap_or_default();
+    let dir = crate::target_tmp_dir();
+    let _ = std::fs::create_dir_all(&dir);
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("testbed-times.tsv")) {
+        let _ = writeln!(f, "{bin}\t{test}\t{version}\t{:.1}", took.as_secs_f64());
+    }
 }
 
 /// Defines each test once per release series of the test bed, as a module
