@@ -125,82 +125,81 @@ const ROUNDS: usize = 3;
 const CONCURRENT: usize = 60;
 const SEQUENTIAL: usize = 20;
 
-/// Rounds of one batch job with 4 GPUs each: `CONCURRENT` steps of one
-/// GPU launched at once (at most 6 sruns in flight, 8 CPUs for 4 GPUs, so
-/// steps wait for GPUs), then `SEQUENTIAL` steps back to back.
-#[test]
-fn exclusive_gpu_steps_under_load() {
-    if !require_slurm("exclusive_gpu_steps_under_load") {
-        return;
-    }
-    let cfg = ClusterConfig::gpus(plugins(), 4).with_cpus(1, 8, 1);
-    let c = Cluster::start(cfg);
-    let slurmd = c.pid(Daemon::Slurmd).expect("slurmd");
-    let line = task_line(&["SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE"], "0.05");
-    let task = c.layout.jobs.join("task.sh");
-    std::fs::write(&task, format!("#!/bin/sh\n{line}\n")).expect("task script");
-    let mut slurmd_rss = Vec::new();
-    let mut stepd_rss = Vec::new();
-    let mut all = Vec::new();
-    for round in 0..ROUNDS {
-        let dir = c.layout.jobs.join(format!("round{round}"));
-        std::fs::create_dir_all(&dir).expect("round dir");
-        let script = format!(
-            r#"#!/bin/bash
-out={dir}
-step() {{
-    srun -n1 --exclusive --gres=gpu:1 /bin/sh {task} >"$out/$1.out" 2>"$out/$1.err"
-    echo $? >"$out/$1.rc"
-}}
-for i in $(seq -w 1 {CONCURRENT}); do
-    while [ "$(jobs -rp | wc -l)" -ge 6 ]; do wait -n; done
-    step c$i &
-done
-wait
-for i in $(seq -w 1 {SEQUENTIAL}); do step s$i; done
-"#,
-            dir = dir.display(),
-            task = task.display()
-        );
-        let job = c.sbatch_timeout(&["-n8", "--gres=gpu:4"], &script, Duration::from_secs(600));
-        assert!(job.ok(), "round {round}: {job:?}\n{}", c.log_tails(40));
-        assert!(c.wait_no_jobs(Duration::from_secs(60)), "jobs left after round {round}");
-        let (records, failures) = read_records(&dir);
-        assert!(failures.is_empty(), "round {round}: failed steps:\n{}\n{}", failures.join("\n"), c.log_tails(40));
-        assert_eq!(records.len(), CONCURRENT + SEQUENTIAL, "round {round}");
+per_release! {
+    /// Rounds of one batch job with 4 GPUs each: `CONCURRENT` steps of one
+    /// GPU launched at once (at most 6 sruns in flight, 8 CPUs for 4 GPUs, so
+    /// steps wait for GPUs), then `SEQUENTIAL` steps back to back.
+    fn exclusive_gpu_steps_under_load(bed) {
+        let cfg = ClusterConfig::gpus(plugins(), 4).with_cpus(1, 8, 1);
+        let c = Cluster::start(cfg);
+        let slurmd = c.pid(Daemon::Slurmd).expect("slurmd");
+        let line = task_line(&["SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE"], "0.05");
+        let task = c.layout.jobs.join("task.sh");
+        std::fs::write(&task, format!("#!/bin/sh\n{line}\n")).expect("task script");
+        let mut slurmd_rss = Vec::new();
+        let mut stepd_rss = Vec::new();
+        let mut all = Vec::new();
+        for round in 0..ROUNDS {
+            let dir = c.layout.jobs.join(format!("round{round}"));
+            std::fs::create_dir_all(&dir).expect("round dir");
+            let script = format!(
+                r#"#!/bin/bash
+    out={dir}
+    step() {{
+        srun -n1 --exclusive --gres=gpu:1 /bin/sh {task} >"$out/$1.out" 2>"$out/$1.err"
+        echo $? >"$out/$1.rc"
+    }}
+    for i in $(seq -w 1 {CONCURRENT}); do
+        while [ "$(jobs -rp | wc -l)" -ge 6 ]; do wait -n; done
+        step c$i &
+    done
+    wait
+    for i in $(seq -w 1 {SEQUENTIAL}); do step s$i; done
+    "#,
+                dir = dir.display(),
+                task = task.display()
+            );
+            let job = c.sbatch_timeout(&["-n8", "--gres=gpu:4"], &script, Duration::from_secs(600));
+            assert!(job.ok(), "round {round}: {job:?}\n{}", c.log_tails(40));
+            assert!(c.wait_no_jobs(Duration::from_secs(60)), "jobs left after round {round}");
+            let (records, failures) = read_records(&dir);
+            assert!(failures.is_empty(), "round {round}: failed steps:\n{}\n{}", failures.join("\n"), c.log_tails(40));
+            assert_eq!(records.len(), CONCURRENT + SEQUENTIAL, "round {round}");
 
-        // Every step's environment matches its allocation.
-        let jobid = records[0].get("SLURM_JOB_ID").to_string();
-        let mut steps: Vec<&str> = records.iter().map(|r| r.get("SLURM_STEP_ID")).collect();
-        steps.sort_unstable();
-        steps.dedup();
-        assert_eq!(steps.len(), records.len(), "round {round}: a step id seen twice");
-        for r in &records {
-            let gpu = r.get("SLURM_STEP_GPUS");
-            assert!(["0", "1", "2", "3"].contains(&gpu), "round {round} {}: SLURM_STEP_GPUS={gpu:?} {r:?}", r.name);
-            assert_eq!(r.get("CUDA_VISIBLE_DEVICES"), gpu, "{r:?}");
-            assert_eq!(r.get("SLURM_JOB_GPUS"), "0,1,2,3", "{r:?}");
-            assert_eq!(r.get("SLURM_GPUS_ON_NODE"), "1", "{r:?}");
-            assert_eq!(r.get("SLURM_JOB_ID"), jobid, "{r:?}");
+            // Every step's environment matches its allocation.
+            let jobid = records[0].get("SLURM_JOB_ID").to_string();
+            let mut steps: Vec<&str> = records.iter().map(|r| r.get("SLURM_STEP_ID")).collect();
+            steps.sort_unstable();
+            steps.dedup();
+            assert_eq!(steps.len(), records.len(), "round {round}: a step id seen twice");
+            for r in &records {
+                let gpu = r.get("SLURM_STEP_GPUS");
+                assert!(["0", "1", "2", "3"].contains(&gpu), "round {round} {}: SLURM_STEP_GPUS={gpu:?} {r:?}", r.name);
+                assert_eq!(r.get("CUDA_VISIBLE_DEVICES"), gpu, "{r:?}");
+                assert_eq!(r.get("SLURM_JOB_GPUS"), "0,1,2,3", "{r:?}");
+                assert_eq!(r.get("SLURM_GPUS_ON_NODE"), "1", "{r:?}");
+                assert_eq!(r.get("SLURM_JOB_ID"), jobid, "{r:?}");
+            }
+            // No GPU in two steps at once.
+            let clash = overlaps(&records, "SLURM_STEP_GPUS");
+            assert!(clash.is_empty(), "round {round}: GPUs handed to two running steps:\n{clash:#?}");
+            let conc = max_concurrency(&records, "SLURM_STEP_GPUS");
+            eprintln!("round {round}: per GPU most steps at once {conc:?}; GPUs used {:?}", conc.keys().collect::<Vec<_>>());
+
+            slurmd_rss.push(vm_rss_kib(slurmd));
+            stepd_rss.push(median(records.iter().filter_map(|r| r.get("stepd_rss").parse().ok()).collect()));
+            all.extend(records);
         }
-        // No GPU in two steps at once.
-        let clash = overlaps(&records, "SLURM_STEP_GPUS");
-        assert!(clash.is_empty(), "round {round}: GPUs handed to two running steps:\n{clash:#?}");
-        let conc = max_concurrency(&records, "SLURM_STEP_GPUS");
-        eprintln!("round {round}: per GPU most steps at once {conc:?}; GPUs used {:?}", conc.keys().collect::<Vec<_>>());
-
-        slurmd_rss.push(vm_rss_kib(slurmd));
-        stepd_rss.push(median(records.iter().filter_map(|r| r.get("stepd_rss").parse().ok()).collect()));
-        all.extend(records);
+        assert_eq!(c.pid(Daemon::Slurmd), Some(slurmd), "slurmd must survive the load");
+        eprintln!("slurmd VmRSS after each round (KiB): {slurmd_rss:?}; slurmstepd median VmRSS per round (KiB): {stepd_rss:?}");
+        // Rounds 2..n repeat round 1: memory must stay flat once warm.
+        let growth = slurmd_rss[ROUNDS - 1].saturating_sub(slurmd_rss[0]);
+        assert!(growth <= 1024, "slurmd grew by {growth} KiB over {} rounds of {} steps: {slurmd_rss:?}", ROUNDS - 1, CONCURRENT + SEQUENTIAL);
+        let growth = stepd_rss[ROUNDS - 1].saturating_sub(stepd_rss[0]);
+        assert!(growth <= 256, "slurmstepd grew by {growth} KiB from round to round: {stepd_rss:?}");
+        assert!(!c.log(Daemon::Slurmd).contains("internal error (panic)"), "{}", c.log_tails(40));
     }
-    assert_eq!(c.pid(Daemon::Slurmd), Some(slurmd), "slurmd must survive the load");
-    eprintln!("slurmd VmRSS after each round (KiB): {slurmd_rss:?}; slurmstepd median VmRSS per round (KiB): {stepd_rss:?}");
-    // Rounds 2..n repeat round 1: memory must stay flat once warm.
-    let growth = slurmd_rss[ROUNDS - 1].saturating_sub(slurmd_rss[0]);
-    assert!(growth <= 1024, "slurmd grew by {growth} KiB over {} rounds of {} steps: {slurmd_rss:?}", ROUNDS - 1, CONCURRENT + SEQUENTIAL);
-    let growth = stepd_rss[ROUNDS - 1].saturating_sub(stepd_rss[0]);
-    assert!(growth <= 256, "slurmstepd grew by {growth} KiB from round to round: {stepd_rss:?}");
-    assert!(!c.log(Daemon::Slurmd).contains("internal error (panic)"), "{}", c.log_tails(40));
+
 }
 
 /// Many small jobs on shared GPUs (a job array): no GPU is given more
@@ -238,31 +237,26 @@ fn shared_jobs(kind: &str, node_gres: &str, request: &str, per_gpu: usize, check
     assert!(!c.log(Daemon::Slurmd).contains("internal error (panic)"), "{}", c.log_tails(40));
 }
 
-/// gres/shard: 2 shards per GPU, 40 one-shard jobs on 8 CPUs.
-#[test]
-fn shard_jobs_under_load() {
-    if !require_slurm("shard_jobs_under_load") {
-        return;
-    }
-    shared_jobs("shard", "gpu:2,shard:4", "shard:1", 2, &|r| {
-        let gpu = r.get("SLURM_JOB_GPUS");
-        assert_eq!(r.get("CUDA_VISIBLE_DEVICES"), gpu, "{r:?}");
-        assert_eq!(r.get("SLURM_SHARDS_ON_NODE"), "1", "{r:?}");
-        assert_eq!(r.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "", "{r:?}");
-    });
-}
+per_release! {
 
-/// gres/mps: 100 per GPU, 40 jobs of 50 on 8 CPUs (with one_sharing, the
-/// default, all of them on the GPU MPS is running on).
-#[test]
-fn mps_jobs_under_load() {
-    if !require_slurm("mps_jobs_under_load") {
-        return;
+    /// gres/shard: 2 shards per GPU, 40 one-shard jobs on 8 CPUs.
+    fn shard_jobs_under_load(bed) {
+        shared_jobs("shard", "gpu:2,shard:4", "shard:1", 2, &|r| {
+            let gpu = r.get("SLURM_JOB_GPUS");
+            assert_eq!(r.get("CUDA_VISIBLE_DEVICES"), gpu, "{r:?}");
+            assert_eq!(r.get("SLURM_SHARDS_ON_NODE"), "1", "{r:?}");
+            assert_eq!(r.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "", "{r:?}");
+        });
     }
-    shared_jobs("mps", "gpu:2,mps:200", "mps:50", 2, &|r| {
-        let gpu = r.get("SLURM_JOB_GPUS");
-        assert_eq!(r.get("CUDA_VISIBLE_DEVICES"), gpu, "{r:?}");
-        assert_eq!(r.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50", "{r:?}");
-        assert_eq!(r.get("SLURM_SHARDS_ON_NODE"), "", "{r:?}");
-    });
+
+    /// gres/mps: 100 per GPU, 40 jobs of 50 on 8 CPUs (with one_sharing, the
+    /// default, all of them on the GPU MPS is running on).
+    fn mps_jobs_under_load(bed) {
+        shared_jobs("mps", "gpu:2,mps:200", "mps:50", 2, &|r| {
+            let gpu = r.get("SLURM_JOB_GPUS");
+            assert_eq!(r.get("CUDA_VISIBLE_DEVICES"), gpu, "{r:?}");
+            assert_eq!(r.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50", "{r:?}");
+            assert_eq!(r.get("SLURM_SHARDS_ON_NODE"), "", "{r:?}");
+        });
+    }
 }

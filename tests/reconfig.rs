@@ -12,7 +12,7 @@ use gres_test_harness as harness;
 use harness::*;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 fn plugins() -> PluginSet {
@@ -62,15 +62,8 @@ fn restart_slurmd(c: &Cluster, previous: &mut Restarted) -> Restarted {
             harness::process::terminate_pid(pid, Duration::from_secs(10));
         }
     }
-    let mut cmd = Command::new(tool("setpriv"));
-    cmd.arg("--pdeathsig").arg("TERM").arg(tool("slurmd")).arg("-D").arg("-N").arg(&c.config.node_name);
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy().into_owned();
-        if k.starts_with("SLURM_") || k.starts_with("SALLOC_") || k.starts_with("SBATCH_") || k.starts_with("SRUN_") || harness::is_gpu_var(&k) {
-            cmd.env_remove(&k);
-        }
-    }
-    cmd.env("SLURM_CONF", c.layout.slurm_conf()).env("LC_ALL", "C").env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    let mut cmd = c.daemon_command("slurmd");
+    cmd.arg("-D").arg("-N").arg(&c.config.node_name);
     for (k, v) in &c.config.slurmd_env {
         cmd.env(k, v);
     }
@@ -135,84 +128,82 @@ fn check_new_jobs(c: &Cluster, held: &BTreeSet<String>, when: &str) {
     assert!(!out.ok(), "{when}: a job of 3 GPUs started while only 2 are free:\n{out}");
 }
 
-#[test]
-fn reconfigure_and_restart_keep_running_jobs_gpus() {
-    if !require_slurm("reconfigure_and_restart_keep_running_jobs_gpus") {
-        return;
-    }
-    let c = Cluster::start(ClusterConfig::gpus(plugins(), 4).with_cpus(1, 8, 1));
-    let dir: PathBuf = c.layout.jobs.join("reconf");
-    std::fs::create_dir_all(&dir).expect("dir");
-    let (flag1, flag2) = (dir.join("flag1"), dir.join("flag2"));
-    let rec = "echo \"STEP=$SLURM_STEP_GPUS CVD=$CUDA_VISIBLE_DEVICES JOB=$SLURM_JOB_GPUS\"";
-    let long = dir.join("long.sh");
-    // The long step ends once the last short step is done, so that the
-    // short steps always find the job's other GPU free.
-    std::fs::write(&long, format!("#!/bin/sh\n{rec} >{d}/l0\nwhile [ ! -e {d}/s2.done ]; do sleep 0.2; done\n{rec} >{d}/l1\n", d = dir.display()))
-        .expect("long.sh");
-    let script = format!(
-        "#!/bin/bash\n{rec} >{d}/batch\n\
-         srun -n1 --exclusive --gres=gpu:1 /bin/sh {long} &\n\
-         while [ ! -e {d}/l0 ]; do sleep 0.2; done\n\
-         srun -n1 --exclusive --gres=gpu:1 /bin/sh -c '{rec}' >{d}/s0\n\
-         while [ ! -e {f1} ]; do sleep 0.2; done\n\
-         srun -n1 --exclusive --gres=gpu:1 /bin/sh -c '{rec}' >{d}/s1\n\
-         while [ ! -e {f2} ]; do sleep 0.2; done\n\
-         srun -n1 --exclusive --gres=gpu:1 /bin/sh -c '{rec}' >{d}/s2\n\
-         touch {d}/s2.done\n\
-         wait\n",
-        d = dir.display(),
-        long = long.display(),
-        f1 = flag1.display(),
-        f2 = flag2.display()
-    );
-    let (out, id) = c.sbatch_submit(&["-n2", "--gres=gpu:2"], &script);
-    let id = id.unwrap_or_else(|| panic!("sbatch failed:\n{out}"));
-    let batch = wait_file(&c, &dir.join("batch"), "batch script");
-    let held = gpu_set(&value_of(&batch, "JOB"));
-    assert_eq!(held.len(), 2, "job's GPUs: {batch}");
-    let l0 = wait_file(&c, &dir.join("l0"), "long step");
-    let s0 = wait_file(&c, &dir.join("s0"), "step before");
-    let (long_gpu, other_gpu) = (value_of(&l0, "STEP"), value_of(&s0, "STEP"));
-    assert!(held.contains(&long_gpu) && held.contains(&other_gpu) && long_gpu != other_gpu, "steps' GPUs {l0} {s0} of the job's {held:?}");
-    assert_eq!(value_of(&l0, "CVD"), long_gpu, "{l0}");
+per_release! {
+    fn reconfigure_and_restart_keep_running_jobs_gpus(bed) {
+        let c = Cluster::start(ClusterConfig::gpus(plugins(), 4).with_cpus(1, 8, 1));
+        let dir: PathBuf = c.layout.jobs.join("reconf");
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (flag1, flag2) = (dir.join("flag1"), dir.join("flag2"));
+        let rec = "echo \"STEP=$SLURM_STEP_GPUS CVD=$CUDA_VISIBLE_DEVICES JOB=$SLURM_JOB_GPUS\"";
+        let long = dir.join("long.sh");
+        // The long step ends once the last short step is done, so that the
+        // short steps always find the job's other GPU free.
+        std::fs::write(&long, format!("#!/bin/sh\n{rec} >{d}/l0\nwhile [ ! -e {d}/s2.done ]; do sleep 0.2; done\n{rec} >{d}/l1\n", d = dir.display()))
+            .expect("long.sh");
+        let script = format!(
+            "#!/bin/bash\n{rec} >{d}/batch\n\
+             srun -n1 --exclusive --gres=gpu:1 /bin/sh {long} &\n\
+             while [ ! -e {d}/l0 ]; do sleep 0.2; done\n\
+             srun -n1 --exclusive --gres=gpu:1 /bin/sh -c '{rec}' >{d}/s0\n\
+             while [ ! -e {f1} ]; do sleep 0.2; done\n\
+             srun -n1 --exclusive --gres=gpu:1 /bin/sh -c '{rec}' >{d}/s1\n\
+             while [ ! -e {f2} ]; do sleep 0.2; done\n\
+             srun -n1 --exclusive --gres=gpu:1 /bin/sh -c '{rec}' >{d}/s2\n\
+             touch {d}/s2.done\n\
+             wait\n",
+            d = dir.display(),
+            long = long.display(),
+            f1 = flag1.display(),
+            f2 = flag2.display()
+        );
+        let (out, id) = c.sbatch_submit(&["-n2", "--gres=gpu:2"], &script);
+        let id = id.unwrap_or_else(|| panic!("sbatch failed:\n{out}"));
+        let batch = wait_file(&c, &dir.join("batch"), "batch script");
+        let held = gpu_set(&value_of(&batch, "JOB"));
+        assert_eq!(held.len(), 2, "job's GPUs: {batch}");
+        let l0 = wait_file(&c, &dir.join("l0"), "long step");
+        let s0 = wait_file(&c, &dir.join("s0"), "step before");
+        let (long_gpu, other_gpu) = (value_of(&l0, "STEP"), value_of(&s0, "STEP"));
+        assert!(held.contains(&long_gpu) && held.contains(&other_gpu) && long_gpu != other_gpu, "steps' GPUs {l0} {s0} of the job's {held:?}");
+        assert_eq!(value_of(&l0, "CVD"), long_gpu, "{l0}");
 
-    // scontrol reconfigure: slurmd reloads its configuration and the GRES
-    // plugins load gres.conf again.
-    let slurmd = c.pid(Daemon::Slurmd).expect("slurmd");
-    let seen = count(&c.log(Daemon::Slurmd), "got reconfigure request");
-    c.scontrol(&["reconfigure"]).expect_ok("scontrol reconfigure");
-    wait_log(&c, "got reconfigure request", seen + 1);
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(c.pid(Daemon::Slurmd), Some(slurmd), "slurmd died in reconfigure\n{}", c.log_tails(40));
-    wait_responding(&c);
-    assert_eq!(c.node_field("Gres").as_deref(), Some("gpu:4"));
-    check_new_jobs(&c, &held, "after reconfigure");
-    std::fs::write(&flag1, "").expect("flag1");
-    let s1 = wait_file(&c, &dir.join("s1"), "step after reconfigure");
-    assert_eq!(s1, s0, "a step of the running job sees other GPUs after reconfigure");
+        // scontrol reconfigure: slurmd reloads its configuration and the GRES
+        // plugins load gres.conf again.
+        let slurmd = c.pid(Daemon::Slurmd).expect("slurmd");
+        let seen = count(&c.log(Daemon::Slurmd), "got reconfigure request");
+        c.scontrol(&["reconfigure"]).expect_ok("scontrol reconfigure");
+        wait_log(&c, "got reconfigure request", seen + 1);
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(c.pid(Daemon::Slurmd), Some(slurmd), "slurmd died in reconfigure\n{}", c.log_tails(40));
+        wait_responding(&c);
+        assert_eq!(c.node_field("Gres").as_deref(), Some("gpu:4"));
+        check_new_jobs(&c, &held, "after reconfigure");
+        std::fs::write(&flag1, "").expect("flag1");
+        let s1 = wait_file(&c, &dir.join("s1"), "step after reconfigure");
+        assert_eq!(s1, s0, "a step of the running job sees other GPUs after reconfigure");
 
-    // slurmd restart.
-    let mut none = Restarted(None);
-    let restarted = restart_slurmd(&c, &mut none);
-    if let (Some(pid), Some(our_dir)) = (restarted.0.as_ref().map(Child::id), &c.our_dir) {
-        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-        let ours = our_dir.join("gres_gpu.so");
-        assert!(maps.contains(&*ours.to_string_lossy()), "the restarted slurmd did not load our gres_gpu.so");
+        // slurmd restart.
+        let mut none = Restarted(None);
+        let restarted = restart_slurmd(&c, &mut none);
+        if let (Some(pid), Some(our_dir)) = (restarted.0.as_ref().map(Child::id), &c.our_dir) {
+            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            let ours = our_dir.join("gres_gpu.so");
+            assert!(maps.contains(&*ours.to_string_lossy()), "the restarted slurmd did not load our gres_gpu.so");
+        }
+        assert_eq!(c.node_field("Gres").as_deref(), Some("gpu:4"));
+        check_new_jobs(&c, &held, "after slurmd restart");
+        std::fs::write(&flag2, "").expect("flag2");
+        let job = c.wait_job(id, Duration::from_secs(120));
+        assert!(job.ok(), "the job that ran through reconfigure and restart failed: {job:?}\n{}", c.log_tails(40));
+        let s2 = std::fs::read_to_string(dir.join("s2")).unwrap_or_default();
+        let l1 = std::fs::read_to_string(dir.join("l1")).unwrap_or_default();
+        assert_eq!(s2, s0, "a step of the running job sees other GPUs after a slurmd restart");
+        assert_eq!(l1, l0, "the step that spanned reconfigure and restart");
+        // Afterwards all four GPUs are free again.
+        let out = c.srun(&["-n1", "--gres=gpu:4", "printenv", "SLURM_STEP_GPUS"]).expect_ok("all GPUs free again");
+        assert_eq!(out.stdout.trim(), "0,1,2,3", "{out}");
+        let log = c.log(Daemon::Slurmd);
+        assert!(!log.contains("internal error (panic)"), "{}", c.log_tails(40));
+        drop(restarted);
     }
-    assert_eq!(c.node_field("Gres").as_deref(), Some("gpu:4"));
-    check_new_jobs(&c, &held, "after slurmd restart");
-    std::fs::write(&flag2, "").expect("flag2");
-    let job = c.wait_job(id, Duration::from_secs(120));
-    assert!(job.ok(), "the job that ran through reconfigure and restart failed: {job:?}\n{}", c.log_tails(40));
-    let s2 = std::fs::read_to_string(dir.join("s2")).unwrap_or_default();
-    let l1 = std::fs::read_to_string(dir.join("l1")).unwrap_or_default();
-    assert_eq!(s2, s0, "a step of the running job sees other GPUs after a slurmd restart");
-    assert_eq!(l1, l0, "the step that spanned reconfigure and restart");
-    // Afterwards all four GPUs are free again.
-    let out = c.srun(&["-n1", "--gres=gpu:4", "printenv", "SLURM_STEP_GPUS"]).expect_ok("all GPUs free again");
-    assert_eq!(out.stdout.trim(), "0,1,2,3", "{out}");
-    let log = c.log(Daemon::Slurmd);
-    assert!(!log.contains("internal error (panic)"), "{}", c.log_tails(40));
-    drop(restarted);
 }

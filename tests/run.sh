@@ -11,6 +11,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$HOME/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
 # Under this script missing prerequisites are failures, not skips.
 export GRES_RS_REQUIRE_SLURM="${GRES_RS_REQUIRE_SLURM:-1}"
+# The Slurm releases the per-release tests run on (gres-test-harness
+# testbed): all = the host's 22.05 and every test-bed chroot that is built
+# (24.11 trixie, 26.05 sid); or e.g. GRES_RS_SLURM=22.05 or 22.05,26.05.
+export GRES_RS_SLURM="${GRES_RS_SLURM:-all}"
 
 echo "==> tests/setup-debian.sh"
 bash tests/setup-debian.sh

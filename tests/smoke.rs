@@ -1,4 +1,6 @@
-//! Smoke tests on real Slurm 22.05 daemons (see crates/test-harness).
+//! Smoke tests on real Slurm daemons, on every release of the test bed
+//! (`GRES_RS_SLURM`, see crates/test-harness): each test is a module of
+//! `slurm_22_05`, `slurm_24_11`, `slurm_26_05`.
 //!
 //! Need root and the Debian slurm packages (tests/setup-debian.sh); without
 //! them they print "skipped" (or fail when CI=true). Tests with our plugins
@@ -35,71 +37,8 @@ fn check_srun_env(c: &Cluster) {
     assert_eq!(env_value(&none.stdout, "CUDA_VISIBLE_DEVICES"), None, "{none}");
 }
 
-#[test]
-fn stock_srun_sees_cuda_visible_devices() {
-    if !require_slurm("stock_srun_sees_cuda_visible_devices") {
-        return;
-    }
-    let c = Cluster::start(ClusterConfig::gpus(PluginSet::Stock, 4));
-    assert_eq!(c.node_field("Gres").as_deref(), Some("gpu:4"));
-    check_srun_env(&c);
-}
-
-#[test]
-fn ours_srun_sees_cuda_visible_devices_and_ours_are_loaded() {
-    if !require_slurm("ours_srun_sees_cuda_visible_devices_and_ours_are_loaded") {
-        return;
-    }
-    let c = Cluster::start(ClusterConfig::gpus(PluginSet::Ours, 4));
-    let gres = ["gres_gpu", "gres_mps", "gres_shard"];
-    c.assert_ours_loaded(&gres);
-    // slurmctld loads a GRES plugin only for GRES some node reports.
-    c.assert_ours_loaded_in(Daemon::Slurmctld, &["gres_gpu"]);
-    c.assert_stepd_ours_loaded(&gres, &["--gres=gpu:1"]);
-    assert_eq!(c.node_field("Gres").as_deref(), Some("gpu:4"));
-    check_srun_env(&c);
-}
-
-/// gpu_nvml.so is only loaded when slurmd picks gpu/nvml, i.e. with
-/// `AutoDetect=nvml` and a loadable libnvidia-ml.so (a stub here, whose
-/// nvmlInit fails: the plugin must then report no GPUs and gres.conf wins).
-#[test]
-fn ours_gpu_nvml_is_loaded_with_autodetect_nvml() {
-    if !require_slurm("ours_gpu_nvml_is_loaded_with_autodetect_nvml") {
-        return;
-    }
-    let mut cfg = ClusterConfig::gpus(PluginSet::Ours, 4);
-    cfg.nvml_stub = true;
-    cfg.gres_conf = format!("AutoDetect=nvml\n{}", gpu_gres_line(4));
-
-    let g = Cluster::slurmd_g(&cfg);
-    g.assert_ours_loaded(&["gres_gpu", "gpu_nvml"]);
-    assert!(g.output.ok(), "slurmd -G failed:\n{}", g.output);
-    assert_eq!(g.gres_lines().len(), 4, "expected 4 GPUs from gres.conf:\n{}", g.output);
-
+fn concurrent_steps(cfg: ClusterConfig) {
     let c = Cluster::start(cfg);
-    c.assert_ours_loaded(&["gres_gpu", "gres_mps", "gres_shard", "gpu_nvml"]);
-    let out = c.srun(&["--gres=gpu:1", "env"]).expect_ok("srun with gpu/nvml selected");
-    assert!(env_value(&out.stdout, "CUDA_VISIBLE_DEVICES").is_some(), "{out}");
-}
-
-/// `slurmd -G` prints the same GRES configuration with both plugin sets.
-#[test]
-fn slurmd_g_same_config_stock_and_ours() {
-    if !require_slurm("slurmd_g_same_config_stock_and_ours") {
-        return;
-    }
-    let stock = Cluster::slurmd_g(&ClusterConfig::gpus(PluginSet::Stock, 4));
-    assert!(stock.output.ok(), "{}", stock.output);
-    assert_eq!(stock.gres_lines().len(), 4, "{}", stock.output);
-    let ours = Cluster::slurmd_g(&ClusterConfig::gpus(PluginSet::Ours, 4));
-    ours.assert_ours_loaded(&["gres_gpu", "gres_mps", "gres_shard"]);
-    assert!(ours.output.ok(), "{}", ours.output);
-    assert_eq!(stock.gres_lines(), ours.gres_lines());
-}
-
-fn concurrent_steps(plugins: PluginSet) {
-    let c = Cluster::start(ClusterConfig::gpus(plugins, 4));
     let job = c.sbatch(&["--gres=gpu:4", "-n3"], CONCURRENT_STEPS).expect_ok("batch job with 3 concurrent steps");
     c.wait_no_jobs(std::time::Duration::from_secs(30));
     let blocks = c.collect_dumps();
@@ -124,41 +63,93 @@ fn concurrent_steps(plugins: PluginSet) {
     eprintln!("{}", job.output);
 }
 
-#[test]
-fn stock_concurrent_exclusive_steps_get_distinct_gpus() {
-    if !require_slurm("stock_concurrent_exclusive_steps_get_distinct_gpus") {
-        return;
+per_release! {
+    fn stock_srun_sees_cuda_visible_devices(bed) {
+        let c = Cluster::start(bed.config(PluginSet::Stock, 4));
+        assert_eq!(c.node_field("Gres").as_deref(), Some("gpu:4"));
+        check_srun_env(&c);
     }
-    concurrent_steps(PluginSet::Stock);
-}
 
-#[test]
-fn ours_concurrent_exclusive_steps_get_distinct_gpus() {
-    if !require_slurm("ours_concurrent_exclusive_steps_get_distinct_gpus") {
-        return;
+    fn ours_srun_sees_cuda_visible_devices_and_ours_are_loaded(bed) {
+        let Some(cfg) = bed.ours_config(bed.config(PluginSet::Ours, 4), "ours_srun_sees_cuda_visible_devices_and_ours_are_loaded") else { return };
+        let c = Cluster::start(cfg);
+        let gres = ["gres_gpu", "gres_mps", "gres_shard"];
+        c.assert_ours_loaded(&gres);
+        // slurmctld loads a GRES plugin only for GRES some node reports.
+        c.assert_ours_loaded_in(Daemon::Slurmctld, &["gres_gpu"]);
+        c.assert_stepd_ours_loaded(&gres, &["--gres=gpu:1"]);
+        assert_eq!(c.node_field("Gres").as_deref(), Some("gpu:4"));
+        check_srun_env(&c);
     }
-    concurrent_steps(PluginSet::Ours);
-}
 
-/// The same GPU scenario on stock and on ours gives the same GPU
-/// variables in tasks, batch scripts, prolog and epilog.
-#[test]
-fn differential_gpu_basic() {
-    if !require_slurm("differential_gpu_basic") {
-        return;
+    /// gpu_nvml.so is only loaded when slurmd picks gpu/nvml, i.e. with
+    /// `AutoDetect=nvml` and a loadable libnvidia-ml.so (a stub here, whose
+    /// nvmlInit fails: the plugin must then report no GPUs and gres.conf wins).
+    /// Where slurmd unloads the gpu plugin after loading its config
+    /// (`Behaviour::slurmd_keeps_gpu_plugin`, 26.05), slurmstepd's maps prove it.
+    fn ours_gpu_nvml_is_loaded_with_autodetect_nvml(bed) {
+        let mut cfg = bed.config(PluginSet::Ours, 4);
+        cfg.nvml_stub = true;
+        cfg.gres_conf = format!("AutoDetect=nvml\n{}", gpu_gres_line(4));
+        let Some(cfg) = bed.ours_config(cfg, "ours_gpu_nvml_is_loaded_with_autodetect_nvml") else { return };
+
+        let g = Cluster::slurmd_g(&cfg);
+        g.assert_ours_loaded(&["gres_gpu", "gpu_nvml"]);
+        assert!(g.output.ok(), "slurmd -G failed:\n{}", g.output);
+        assert_eq!(g.gres_lines().len(), 4, "expected 4 GPUs from gres.conf:\n{}", g.output);
+
+        let c = Cluster::start(cfg);
+        if bed.behaviour.slurmd_keeps_gpu_plugin {
+            c.assert_ours_loaded(&["gres_gpu", "gres_mps", "gres_shard", "gpu_nvml"]);
+        } else {
+            c.assert_ours_loaded(&["gres_gpu", "gres_mps", "gres_shard"]);
+            c.assert_stepd_ours_loaded(&["gres_gpu", "gpu_nvml"], &["--gres=gpu:1"]);
+        }
+        let out = c.srun(&["--gres=gpu:1", "env"]).expect_ok("srun with gpu/nvml selected");
+        assert!(env_value(&out.stdout, "CUDA_VISIBLE_DEVICES").is_some(), "{out}");
     }
-    let mut cfg = ClusterConfig::gpus(PluginSet::Stock, 4);
-    cfg.dump_prolog_epilog_env = true;
-    let scn = Scenario::new("gpu-basic", cfg)
-        .run(Run::slurmd_g("slurmd-g"))
-        .run(Run::srun("gpu1", &["--gres=gpu:1"]))
-        .run(Run::srun("gpu2", &["--gres=gpu:2"]))
-        .run(Run::srun("two-tasks", &["-n2", "--gres=gpu:3"]))
-        .run(Run::srun("gpus-per-task", &["-n2", "--gpus-per-task=1"]))
-        .run(Run::srun("no-gpu", &[]))
-        .run(Run::srun("too-many", &["--gres=gpu:5", "--immediate=5"]))
-        .run(Run::sbatch("batch-concurrent", &["--gres=gpu:4", "-n3"], CONCURRENT_STEPS).unordered());
-    differential(&scn);
+
+    /// `slurmd -G` prints the same GRES configuration with both plugin sets.
+    fn slurmd_g_same_config_stock_and_ours(bed) {
+        let stock = Cluster::slurmd_g(&bed.config(PluginSet::Stock, 4));
+        assert!(stock.output.ok(), "{}", stock.output);
+        assert_eq!(stock.gres_lines().len(), 4, "{}", stock.output);
+        // The release's log prefix (Behaviour::log_prefix) is what comes off.
+        for l in stock.gres_lines() {
+            assert!(l.starts_with("Gres Name="), "{:?} prefix not stripped: {l:?}", bed.behaviour.log_prefix);
+        }
+        let Some(cfg) = bed.ours_config(bed.config(PluginSet::Ours, 4), "slurmd_g_same_config_stock_and_ours") else { return };
+        let ours = Cluster::slurmd_g(&cfg);
+        ours.assert_ours_loaded(&["gres_gpu", "gres_mps", "gres_shard"]);
+        assert!(ours.output.ok(), "{}", ours.output);
+        assert_eq!(stock.gres_lines(), ours.gres_lines());
+    }
+
+    fn stock_concurrent_exclusive_steps_get_distinct_gpus(bed) {
+        concurrent_steps(bed.config(PluginSet::Stock, 4));
+    }
+
+    fn ours_concurrent_exclusive_steps_get_distinct_gpus(bed) {
+        let Some(cfg) = bed.ours_config(bed.config(PluginSet::Ours, 4), "ours_concurrent_exclusive_steps_get_distinct_gpus") else { return };
+        concurrent_steps(cfg);
+    }
+
+    /// The same GPU scenario on stock and on ours gives the same GPU
+    /// variables in tasks, batch scripts, prolog and epilog.
+    fn differential_gpu_basic(bed) {
+        let mut cfg = ClusterConfig::gpus(PluginSet::Stock, 4);
+        cfg.dump_prolog_epilog_env = true;
+        let scn = Scenario::new("gpu-basic", cfg)
+            .run(Run::slurmd_g("slurmd-g"))
+            .run(Run::srun("gpu1", &["--gres=gpu:1"]))
+            .run(Run::srun("gpu2", &["--gres=gpu:2"]))
+            .run(Run::srun("two-tasks", &["-n2", "--gres=gpu:3"]))
+            .run(Run::srun("gpus-per-task", &["-n2", "--gpus-per-task=1"]))
+            .run(Run::srun("no-gpu", &[]))
+            .run(Run::srun("too-many", &["--gres=gpu:5", "--immediate=5"]))
+            .run(Run::sbatch("batch-concurrent", &["--gres=gpu:4", "-n3"], CONCURRENT_STEPS).unordered());
+        bed.differential(&scn, "differential_gpu_basic");
+    }
 }
 
 // gres/mps and gres/shard scenarios, with their documented deviations from

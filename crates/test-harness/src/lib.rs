@@ -39,6 +39,7 @@ pub mod nvml_stub;
 pub mod process;
 pub mod scenario;
 pub mod standin;
+pub mod testbed;
 
 pub use fsutil::{make_fake_gpu_nodes, TempDir};
 pub use process::CmdOutput;
@@ -351,14 +352,27 @@ pub fn dynamic_symbols(lib: &Path) -> Vec<DynSymbol> {
 /// as `tests/releases.rs` assembles them) is taken from there; otherwise
 /// the one built into this crate (for the release of this build).
 pub fn install_ours(built: &Path, names: &[&str], dir: &Path) -> Result<(), String> {
+    install_ours_from(built, None, names, dir)
+}
+
+/// [`install_ours`] with the plugin files taken from `plugin_files`
+/// (another release's build, [`testbed::OurBuild`]) instead of the ones
+/// built into this crate.
+pub fn install_ours_from(built: &Path, plugin_files: Option<&Path>, names: &[&str], dir: &Path) -> Result<(), String> {
     let src = built.join(LIBRARY_FILE);
     fsutil::install_atomic(&src, &dir.join(LIBRARY_FILE), 0o755).map_err(|e| format!("installing {} in {}: {e}", src.display(), dir.display()))?;
     for n in names {
         let file = PLUGIN_FILES.iter().find(|f| f.file == *n).ok_or_else(|| format!("{n} is not one of our plugin files"))?;
+        let to = dir.join(format!("{n}.so"));
+        // Another release's files: given, or beside its library; else the
+        // files built into this crate.
         let beside = built.join(format!("{n}.so"));
-        let bytes =
-            if beside.is_file() { fs::read(&beside).map_err(|e| format!("reading {}: {e}", beside.display()))? } else { plugin_file_bytes(file).to_vec() };
-        fsutil::write_atomic(&bytes, &dir.join(format!("{n}.so")), 0o755).map_err(|e| format!("installing {n}.so in {}: {e}", dir.display()))?;
+        match plugin_files {
+            Some(from) => fsutil::install_atomic(&from.join(format!("{n}.so")), &to, 0o755),
+            None if beside.is_file() => fsutil::install_atomic(&beside, &to, 0o755),
+            None => fsutil::write_atomic(plugin_file_bytes(file), &to, 0o755),
+        }
+        .map_err(|e| format!("installing {n}.so in {}: {e}", dir.display()))?;
     }
     Ok(())
 }
@@ -466,6 +480,10 @@ pub struct ClusterConfig {
     /// Take our built `lib*.so` from this directory instead of the default
     /// build (e.g. [`test_build_dir`], with the test hooks).
     pub plugin_build_dir: Option<PathBuf>,
+    /// Take our four plugin files from this directory instead of the ones
+    /// built into this crate (which are the host release's): another
+    /// release's build ([`testbed::OurBuild`]); required in a chroot.
+    pub plugin_files_dir: Option<PathBuf>,
     /// Stock plugin files Debian does not ship (the bench's gpu_nvml.so
     /// built from Debian's source), copied into a directory that PluginDir
     /// names just before Debian's.
@@ -518,8 +536,9 @@ impl ClusterConfig {
             verify_ours_loaded: true,
             start_timeout: Duration::from_secs(60),
             plugin_build_dir: None,
+            plugin_files_dir: None,
             extra_stock_plugins: Vec::new(),
-            chroot: None,
+            chroot: testbed::current().and_then(|b| b.chroot),
         }
     }
 
@@ -533,6 +552,14 @@ impl ClusterConfig {
     /// or the chroot's (a path inside it).
     pub fn stock_plugin_dir(&self) -> PathBuf {
         self.chroot.as_ref().map(|r| r.stock_plugin_dir()).unwrap_or_else(stock_plugin_dir)
+    }
+
+    /// The Slurm version the daemons run: the chroot's, or the host's.
+    pub fn slurm_version(&self) -> String {
+        match &self.chroot {
+            Some(r) => r.slurm_version().unwrap_or_default(),
+            None => testbed::host_version().unwrap_or_else(|| chroot::RELEASES[0].slurm.to_string()),
+        }
     }
 
     /// A `Command` for a Slurm (or other) program on the host, or inside
@@ -700,11 +727,23 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
         (format!("{}:{stock}", dir.display()), Some(dir.clone()))
     } else {
         let names: Vec<&str> = ours.iter().map(|s| s.as_str()).collect();
+        // In a chroot, the default build and the plugin files built into
+        // the harness are the host release's: our build for the chroot's
+        // release instead (the test-hooks one when the config asked for a
+        // build of its own), or the OursUnavailable panic.
+        let release_build = match &c.chroot {
+            Some(root) if c.plugin_files_dir.is_none() => Some(testbed::our_build_for_chroot(root, c.plugin_build_dir.is_some())),
+            _ => None,
+        };
+        let c = &match release_build {
+            Some(b) => b.apply(c.clone()),
+            None => c.clone(),
+        };
         let built = match &c.plugin_build_dir {
             Some(d) => d.clone(),
             None => locate_our_library()?,
         };
-        install_ours(&built, &names, &l.plugins)?;
+        install_ours_from(&built, c.plugin_files_dir.as_deref(), &names, &l.plugins)?;
         (format!("{}:{stock}", l.plugins.display()), Some(l.plugins.clone()))
     };
 
@@ -869,6 +908,10 @@ pub struct SlurmdG {
     pub our_dir: Option<PathBuf>,
     /// Every file the dynamic loader opened (from LD_DEBUG=files).
     pub loaded_files: Vec<String>,
+    /// The stock plugin dir as slurmd saw it (inside its chroot, if any).
+    pub stock_dir: PathBuf,
+    /// How its release prefixes log lines ([`testbed::Behaviour`]).
+    pub log_prefix: testbed::LogPrefix,
 }
 
 impl SlurmdG {
@@ -879,13 +922,13 @@ impl SlurmdG {
     }
     /// The "Gres Name=..." lines, normalized.
     pub fn gres_lines(&self) -> Vec<String> {
-        self.normalized().lines().filter(|l| l.contains("Gres Name=")).map(|l| l.trim_start_matches("slurmd: ").to_string()).collect()
+        self.normalized().lines().filter(|l| l.contains("Gres Name=")).map(|l| self.log_prefix.strip(l, "slurmd").to_string()).collect()
     }
     /// Asserts each named plugin was loaded from our dir, not Debian's.
     #[track_caller]
     pub fn assert_ours_loaded(&self, names: &[&str]) {
         let our = self.our_dir.as_ref().unwrap_or_else(|| panic!("slurmd -G ran without our plugins"));
-        if let Err(e) = check_loaded(&self.loaded_files, our, names) {
+        if let Err(e) = check_loaded_with(&self.loaded_files, our, &self.stock_dir, names) {
             panic!("slurmd -G: {e}\nfiles loaded:\n  {}\n{}", self.loaded_files.join("\n  "), self.output);
         }
     }
@@ -895,7 +938,12 @@ impl SlurmdG {
 /// `our_dir` and must not come from the stock dir, and our library
 /// ([`LIBRARY_FILE`]) must come from `our_dir` too.
 pub fn check_loaded(paths: &[String], our_dir: &Path, names: &[&str]) -> Result<(), String> {
-    let stock = stock_plugin_dir();
+    check_loaded_with(paths, our_dir, &stock_plugin_dir(), names)
+}
+
+/// [`check_loaded`] against the stock dir `stock` (as the process saw it:
+/// a chroot's processes see its own dir at the host's path).
+pub fn check_loaded_with(paths: &[String], our_dir: &Path, stock: &Path, names: &[&str]) -> Result<(), String> {
     let mut errs = Vec::new();
     let library = our_dir.join(LIBRARY_FILE).to_string_lossy().into_owned();
     if !names.is_empty() && !paths.iter().any(|x| x == &library || x.starts_with(&format!("{library} "))) {
@@ -910,6 +958,36 @@ pub fn check_loaded(paths: &[String], our_dir: &Path, names: &[&str]) -> Result<
         }
         if has(&theirs) {
             errs.push(format!("stock {theirs} IS loaded"));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
+}
+
+/// The proof of loading for a process in chroot `root` (whose paths the
+/// host cannot read as paths): by device and inode, our `<name>.so` and
+/// library in `our_dir` (a host dir bound at its own path inside) are
+/// mapped, and the chroot's stock file of each name (`stock`, a path
+/// inside) is not.
+pub fn check_mapped_in_chroot(pid: u32, root: &chroot::Chroot, our_dir: &Path, stock: &Path, names: &[&str]) -> Result<(), String> {
+    let mut errs = Vec::new();
+    let mapped = |f: &Path| chroot::mapping_of(pid, f).map(|m| m.is_some());
+    let lib = our_dir.join(LIBRARY_FILE);
+    if !names.is_empty() && !mapped(&lib)? {
+        errs.push(format!("{} is NOT mapped (by device+inode)", lib.display()));
+    }
+    for n in names {
+        let ours = our_dir.join(format!("{n}.so"));
+        if !mapped(&ours)? {
+            errs.push(format!("{} is NOT mapped (by device+inode)", ours.display()));
+        }
+        if let Some(theirs) = root.resolve(stock.join(format!("{n}.so"))).filter(|p| p.is_file()) {
+            if mapped(&theirs)? {
+                errs.push(format!("stock {} (the chroot's {}) IS mapped", theirs.display(), stock.join(format!("{n}.so")).display()));
+            }
         }
     }
     if errs.is_empty() {
@@ -942,6 +1020,11 @@ pub struct Cluster {
     slurmctld: Option<Child>,
     slurmd: Option<Child>,
     stopped: bool,
+    /// Open `/proc/<daemon>/ns/mnt` of the chroot-run daemons, taken once
+    /// they are up: an open namespace file keeps the namespace, and so its
+    /// inode number, from being freed and reused by another cluster's new
+    /// namespace before `stop` has ended its strays (dropped there).
+    ns_pins: Vec<fs::File>,
     _guard: Option<ClusterLock>,
 }
 
@@ -1005,6 +1088,7 @@ impl Cluster {
             slurmctld: None,
             slurmd: None,
             stopped: false,
+            ns_pins: Vec::new(),
             _guard: None,
         };
         match c.boot() {
@@ -1042,6 +1126,13 @@ impl Cluster {
         clean_env(&mut cmd, &self.layout);
         cmd.current_dir(&self.layout.root);
         cmd
+    }
+
+    /// A daemon's command as the cluster starts it (`setpriv --pdeathsig
+    /// TERM`, the cluster's environment, in its chroot if any), for a test
+    /// that restarts one itself.
+    pub fn daemon_command(&self, prog: &str) -> Command {
+        self.daemon_cmd(prog, None)
     }
 
     fn boot(&mut self) -> Result<(), String> {
@@ -1123,6 +1214,9 @@ impl Cluster {
                 return Err(format!("node not IDLE after {:?}; last: {last_state}", self.config.start_timeout));
             }
             thread::sleep(Duration::from_millis(200));
+        }
+        if self.config.chroot.is_some() {
+            self.pin_namespaces();
         }
         if self.config.verify_ours_loaded && self.our_dir.is_some() {
             let names = self.expected_gres_plugins();
@@ -1210,6 +1304,14 @@ impl Cluster {
 
     fn check_ours_loaded_in(&self, d: Daemon, names: &[&str]) -> Result<(), String> {
         let our = self.our_dir.as_ref().ok_or("cluster runs the stock plugins")?;
+        if let Some(root) = &self.config.chroot {
+            let pid = self.pid(d).ok_or_else(|| format!("{d:?} is not running"))?;
+            return check_mapped_in_chroot(pid, root, our, &self.config.stock_plugin_dir(), names).map_err(|e| {
+                let m: Vec<String> =
+                    chroot::mappings(pid).unwrap_or_default().into_iter().map(|m| m.path).filter(|p| p.contains("slurm") || p.contains("gres")).collect();
+                format!("{d:?} (pid {pid}, in chroot {}): {e}\nslurm-related mappings (paths as the host shows them): {m:#?}", root.root().display())
+            });
+        }
         let files = self.mapped_files(d)?;
         check_loaded(&files, our, names).map_err(|e| {
             let slurm: Vec<&String> = files.iter().filter(|f| f.contains("slurm") || f.contains("gres") || f.contains(&*our.to_string_lossy())).collect();
@@ -1255,7 +1357,9 @@ impl Cluster {
     pub fn assert_stepd_ours_loaded(&self, names: &[&str], srun_args: &[&str]) {
         let our = self.our_dir.as_ref().expect("cluster runs the stock plugins");
         let files = self.stepd_mapped_files(srun_args).unwrap_or_else(|e| panic!("{e}"));
-        if let Err(e) = check_loaded(&files, our, names) {
+        // The task reads its slurmstepd's maps from inside the chroot (if
+        // any): the paths are the chroot's, our dir bound at its own path.
+        if let Err(e) = check_loaded_with(&files, our, &self.config.stock_plugin_dir(), names) {
             panic!("slurmstepd proof of loading failed: {e}\nmapped: {files:#?}");
         }
     }
@@ -1462,6 +1566,9 @@ impl Cluster {
                 process::terminate_pid(p, Duration::from_secs(3));
             }
         }
+        // The strays are gone: the namespaces may go (and their inodes be
+        // reused).
+        self.ns_pins.clear();
         if let Some(c) = self.munged.as_mut() {
             process::terminate_child(c, "munged", Duration::from_secs(5));
         }
@@ -1477,11 +1584,29 @@ impl Cluster {
     /// The mount namespaces of the chroot-run slurmd and slurmctld (none
     /// shared with this process).
     fn chroot_namespaces(&self) -> Vec<u64> {
+        use std::os::unix::fs::MetadataExt;
         let own = chroot::mount_namespace(std::process::id());
-        let mut v: Vec<u64> =
-            [Daemon::Slurmd, Daemon::Slurmctld].iter().filter_map(|d| self.pid(*d)).filter_map(chroot::mount_namespace).filter(|ns| Some(*ns) != own).collect();
+        let pinned = self.ns_pins.iter().filter_map(|f| f.metadata().ok()).map(|m| m.ino());
+        let live = [Daemon::Slurmd, Daemon::Slurmctld].iter().filter_map(|d| self.pid(*d)).filter_map(chroot::mount_namespace);
+        let mut v: Vec<u64> = pinned.chain(live).filter(|ns| Some(*ns) != own).collect();
+        v.sort_unstable();
         v.dedup();
         v
+    }
+
+    /// Opens the mount namespaces of the running chroot daemons (see
+    /// `ns_pins`); those still in this process's namespace (not yet past
+    /// `unshare`) are not pinned.
+    fn pin_namespaces(&mut self) {
+        let own = chroot::mount_namespace(std::process::id());
+        for d in [Daemon::Slurmd, Daemon::Slurmctld] {
+            let Some(pid) = self.pid(d) else { continue };
+            if chroot::mount_namespace(pid).is_some_and(|ns| Some(ns) != own) {
+                if let Ok(f) = fs::File::open(format!("/proc/{pid}/ns/mnt")) {
+                    self.ns_pins.push(f);
+                }
+            }
+        }
     }
 
     // ----- slurmd -G -------------------------------------------------------
@@ -1491,6 +1616,15 @@ impl Cluster {
     /// loader's file list (LD_DEBUG=files) is captured separately so the
     /// caller can prove which plugin files were loaded.
     pub fn slurmd_g(config: &ClusterConfig) -> SlurmdG {
+        if testbed::behaviour_of(&config.slurm_version()).slurmd_g_needs_munged {
+            // 24.11 and later authenticate before `-G`: on a started
+            // cluster (the node need not get IDLE: `-G` is what is tested).
+            let mut cfg = config.clone();
+            cfg.wait_idle = false;
+            cfg.verify_ours_loaded = false;
+            let c = Cluster::start(cfg);
+            return c.slurmd_g_in();
+        }
         let p = match prepare(config, "gres-rs-g", "grsg", 6817, 6818) {
             Ok(p) => p,
             Err(e) => panic!("slurmd -G setup failed: {e}"),
@@ -1519,25 +1653,15 @@ impl Cluster {
         // LD_DEBUG goes to stderr: slurmd closes all other descriptors at
         // start, so LD_DEBUG_OUTPUT would lose the plugin dlopen()s.
         cmd.env("LD_DEBUG", "files");
-        let mut output = process::run_with_timeout(cmd, Duration::from_secs(60), &l.capture);
-        let mut loaded: BTreeSet<String> = BTreeSet::new();
-        let mut stderr = String::new();
-        for line in output.stderr.lines() {
-            if is_ld_debug_line(line) {
-                // "    123:\tfile=/path/x.so [0];  dynamically loaded by ...",
-                // "    123:\tfile=/path/libgres_rs.so [0];  needed by ..."
-                if let Some(rest) = line.split("file=").nth(1) {
-                    if let Some(path) = rest.split_whitespace().next() {
-                        loaded.insert(path.to_string());
-                    }
-                }
-            } else {
-                stderr.push_str(line);
-                stderr.push('\n');
-            }
-        }
-        output.stderr = stderr;
-        let r = SlurmdG { output, dir: l.root.clone(), our_dir: p.our_dir.clone(), loaded_files: loaded.into_iter().collect() };
+        let (output, loaded_files) = split_ld_debug(process::run_with_timeout(cmd, Duration::from_secs(60), &l.capture));
+        let r = SlurmdG {
+            output,
+            dir: l.root.clone(),
+            our_dir: p.our_dir.clone(),
+            loaded_files,
+            stock_dir: config.stock_plugin_dir(),
+            log_prefix: testbed::behaviour_of(&config.slurm_version()).log_prefix,
+        };
         if keep_dirs() {
             let _ = fs::remove_file(l.root.join(fsutil::IN_USE_MARKER));
             eprintln!("harness: GRES_RS_KEEP=1: kept slurmd -G dir {}", l.root.display());
@@ -1546,6 +1670,56 @@ impl Cluster {
         }
         r
     }
+}
+
+impl Cluster {
+    /// `slurmd -G -N <node>` on this started cluster (with munged: what
+    /// Slurm 24.11 and later need), in a chroot if the cluster is in one;
+    /// the dynamic loader's file list as in [`Cluster::slurmd_g`].
+    pub fn slurmd_g_in(&self) -> SlurmdG {
+        let mut cmd = self.command("slurmd");
+        cmd.current_dir(&self.layout.root);
+        cmd.arg("-G").arg("-N").arg(&self.config.node_name);
+        for (k, v) in &self.config.slurmd_env {
+            cmd.env(k, v);
+        }
+        if let Some(ld) = &self.ld_library_path {
+            cmd.env("LD_LIBRARY_PATH", ld);
+        }
+        cmd.env("LD_DEBUG", "files");
+        let (output, loaded_files) = split_ld_debug(process::run_with_timeout(cmd, Duration::from_secs(60), &self.layout.capture));
+        SlurmdG {
+            output,
+            dir: self.layout.root.clone(),
+            our_dir: self.our_dir.clone(),
+            loaded_files,
+            stock_dir: self.config.stock_plugin_dir(),
+            log_prefix: testbed::behaviour_of(&self.config.slurm_version()).log_prefix,
+        }
+    }
+}
+
+/// Splits the dynamic loader's LD_DEBUG=files lines off stderr: (the
+/// output without them, every file they name as loaded).
+fn split_ld_debug(mut output: CmdOutput) -> (CmdOutput, Vec<String>) {
+    let mut loaded: BTreeSet<String> = BTreeSet::new();
+    let mut stderr = String::new();
+    for line in output.stderr.lines() {
+        if is_ld_debug_line(line) {
+            // "    123:\tfile=/path/x.so [0];  dynamically loaded by ...",
+            // "    123:\tfile=/path/libgres_rs.so [0];  needed by ..."
+            if let Some(rest) = line.split("file=").nth(1) {
+                if let Some(path) = rest.split_whitespace().next() {
+                    loaded.insert(path.to_string());
+                }
+            }
+        } else {
+            stderr.push_str(line);
+            stderr.push('\n');
+        }
+    }
+    output.stderr = stderr;
+    (output, loaded.into_iter().collect())
 }
 
 impl Drop for Cluster {

@@ -286,13 +286,19 @@ impl ScenarioResult {
 pub fn run_scenario(scn: &Scenario, plugins: PluginSet) -> ScenarioResult {
     let mut config = scn.config.clone();
     config.plugins = plugins.clone();
-    let needs_cluster = scn.runs.iter().any(|r| !matches!(r.kind, RunKind::SlurmdG));
+    // Slurm 24.11 and later need munged for `slurmd -G`: there it runs on
+    // the scenario's cluster (`Cluster::slurmd_g_in`).
+    let g_on_cluster = crate::testbed::behaviour_of(&config.slurm_version()).slurmd_g_needs_munged;
+    let needs_cluster = g_on_cluster || scn.runs.iter().any(|r| !matches!(r.kind, RunKind::SlurmdG));
     let cluster = if needs_cluster { Some(Cluster::start(config.clone())) } else { None };
     let mut results = Vec::new();
     for r in &scn.runs {
         let res = match &r.kind {
             RunKind::SlurmdG => {
-                let g = Cluster::slurmd_g(&config);
+                let g = match (&cluster, g_on_cluster) {
+                    (Some(c), true) => c.slurmd_g_in(),
+                    _ => Cluster::slurmd_g(&config),
+                };
                 if !plugins.ours().is_empty() {
                     let names: Vec<String> =
                         config.gres_types.split(',').map(|t| format!("gres_{}", t.trim())).filter(|n| plugins.ours().contains(n)).collect();
@@ -446,8 +452,16 @@ pub fn differential(scn: &Scenario) -> (ScenarioResult, ScenarioResult) {
 pub fn differential_with(scn: &Scenario, ours_set: PluginSet) -> (ScenarioResult, ScenarioResult) {
     let stock = run_scenario(scn, PluginSet::Stock);
     let ours = run_scenario(scn, ours_set);
+    assert_no_differences(scn, &stock, &ours);
+    (stock, ours)
+}
+
+/// Prints both reports and panics listing every difference
+/// ([`compare_envs`]) between the two sides of `scn`.
+#[track_caller]
+pub fn assert_no_differences(scn: &Scenario, stock: &ScenarioResult, ours: &ScenarioResult) {
     eprintln!("{}{}", stock.report(), ours.report());
-    let diffs = compare_envs(&stock, &ours);
+    let diffs = compare_envs(stock, ours);
     if !diffs.is_empty() {
         let mut outs = String::new();
         for (a, b) in stock.runs.iter().zip(ours.runs.iter()) {
@@ -465,5 +479,4 @@ pub fn differential_with(scn: &Scenario, ours_set: PluginSet) -> (ScenarioResult
         }
         panic!("scenario {}: {} difference(s) between stock and ours:\n  {}\n{outs}", scn.name, diffs.len(), diffs.join("\n  "));
     }
-    (stock, ours)
 }
