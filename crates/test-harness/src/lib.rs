@@ -267,45 +267,24 @@ pub fn test_build_dir(release: bool) -> PathBuf {
 }
 
 /// Our plugins built for another Slurm release: `SLURM_INCLUDE_DIR=include
-/// cargo build --release -p gres_rs --target-dir <target>/slurm-<version>`
-/// (up to date after the first time), then `<that dir>/plugins/` holding
+/// cargo build -p gres_rs --target-dir <target>/slurm-<version>` (the
+/// test bed's own build of that release, [`testbed::TestBed::our_build`];
+/// up to date after the first time), then `<that dir>/plugins/` holding
 /// its library and the four plugin files its build.rs made, which
 /// [`install_ours`] takes (set it as [`ClusterConfig::plugin_build_dir`]).
 /// One build at a time per test process.  Returns the `plugins` dir.
 pub fn build_for_release(version: &str, include: &Path) -> Result<PathBuf, String> {
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = workspace_root().join("target").join(format!("slurm-{version}"));
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-    let t0 = std::time::Instant::now();
-    let status = Command::new(cargo)
-        .current_dir(workspace_root())
-        .args(["build", "--release", "-p", "gres_rs", "--target-dir"])
-        .arg(&dir)
-        .env("SLURM_INCLUDE_DIR", include)
-        .env_remove("SLURM_VERSION")
-        .env_remove("CARGO_TARGET_DIR")
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !status.success() {
-        return Err(format!("SLURM_INCLUDE_DIR={} cargo build --release -p gres_rs --target-dir {} failed", include.display(), dir.display()));
-    }
-    eprintln!("harness: Slurm {version}: build up to date after {:.1?} ({})", t0.elapsed(), dir.display());
-    // The plugin files of this build: the newest OUT_DIR of build.rs.
-    let rd = fs::read_dir(dir.join("release/build")).map_err(|e| format!("{}/release/build: {e}", dir.display()))?;
-    let out = rd
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("gres-slurm-abi-"))
-        .map(|e| e.path().join("out/plugin-files"))
-        .filter(|p| p.join("gres_gpu.so").is_file())
-        .max_by_key(|p| fs::metadata(p.join("gres_gpu.so")).and_then(|m| m.modified()).ok())
-        .ok_or_else(|| format!("no plugin files under {}/release/build", dir.display()))?;
+    let dir = target_dir().join(format!("slurm-{version}"));
+    let built = testbed::cargo_build(version, include, &dir, false, false)?;
+    let files = built.plugin_files_dir.ok_or_else(|| format!("the build for Slurm {version} names no plugin files"))?;
     let plugins = dir.join("plugins");
     fs::create_dir_all(&plugins).map_err(|e| format!("{}: {e}", plugins.display()))?;
     let copy = |src: &Path, name: &str| fsutil::install_atomic(src, &plugins.join(name), 0o755).map_err(|e| format!("installing {}: {e}", src.display()));
-    copy(&dir.join("release").join(LIBRARY_FILE), LIBRARY_FILE)?;
+    copy(&built.lib_dir.join(LIBRARY_FILE), LIBRARY_FILE)?;
     for f in &PLUGIN_FILES {
-        copy(&out.join(format!("{}.so", f.file)), &format!("{}.so", f.file))?;
+        copy(&files.join(format!("{}.so", f.file)), &format!("{}.so", f.file))?;
     }
     Ok(plugins)
 }

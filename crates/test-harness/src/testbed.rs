@@ -364,7 +364,7 @@ pub(crate) fn host_version() -> Option<String> {
 /// `cargo build -p gres_rs` for the Slurm headers in `include`, into
 /// `target`; the library's dir and the plugin files' dir (from the build
 /// script's `out_dir` in cargo's JSON messages).
-fn cargo_build(version: &str, include: &Path, target: &Path, test_hooks: bool, release: bool) -> Result<OurBuild, String> {
+pub(crate) fn cargo_build(version: &str, include: &Path, target: &Path, test_hooks: bool, release: bool) -> Result<OurBuild, String> {
     let t0 = Instant::now();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
     let mut cmd = Command::new(cargo);
@@ -535,7 +535,8 @@ mod build_tests {
     #[ignore]
     fn cargo_build_finds_library_and_plugin_files() {
         let v = super::host_version().unwrap_or_else(|| "22.05.8".into());
-        let target = crate::target_dir().join(format!("slurm-{v}-selftest"));
+        // The directory the release tests build into (tests/releases.rs).
+        let target = crate::target_dir().join(format!("slurm-{v}"));
         let b = super::cargo_build(&v, std::path::Path::new("/usr/include"), &target, false, false).unwrap_or_else(|e| panic!("{e}"));
         assert!(b.lib_dir.join(crate::LIBRARY_FILE).is_file());
         let files = b.plugin_files_dir.expect("plugin files dir");
