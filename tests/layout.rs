@@ -92,7 +92,8 @@
 //!   `apt-get update` if apt has none).
 //! * Every other series uses the newest upstream tarball of the series,
 //!   `slurm-<MM>-<mm>-<micro>-<rel>.tar.xz`, in `$GRES_RS_SLURM_TARBALLS`,
-//!   else `/work/shared/slurm-src`.  Its SHA-256 must match the directory's
+//!   else `../shared/slurm-src` beside the checkout, else
+//!   `/work/shared/slurm-src`.  Its SHA-256 must match the directory's
 //!   `SHA256SUMS` when that lists it.  It is extracted once into
 //!   `/var/cache/slurm-gpu-gres/src/<tarball stem>` (or, if that cannot be
 //!   written, the same name under the temporary directory), with a marker
@@ -1340,7 +1341,11 @@ fn tarball_micro(file: &str, series: &Series) -> Option<(u32, u32)> {
 
 /// The newest tarball of the series, or the one of release `micro`.
 fn tarball_source(series: &Series, micro: Option<u32>) -> SourceLookup {
-    let dir = std::env::var_os(TARBALL_ENV).filter(|v| !v.is_empty()).map_or_else(|| PathBuf::from(TARBALL_DIR), PathBuf::from);
+    // `../shared/slurm-src` beside the checkout, as CI has it, else the
+    // usual place.
+    let beside = repo_root().join("../shared/slurm-src");
+    let default = if beside.is_dir() { beside } else { PathBuf::from(TARBALL_DIR) };
+    let dir = std::env::var_os(TARBALL_ENV).filter(|v| !v.is_empty()).map_or(default, PathBuf::from);
     let newest = fs::read_dir(&dir)
         .into_iter()
         .flatten()
