@@ -218,15 +218,7 @@ impl Chroot {
     /// (uid, gid) of a user of the chroot's own `/etc/passwd` (its munge
     /// user's ids are not the host's).
     pub fn user_ids(&self, name: &str) -> Option<(u32, u32)> {
-        let pw = fs::read_to_string(self.host_path("/etc/passwd")).ok()?;
-        pw.lines().find_map(|l| {
-            let f: Vec<&str> = l.split(':').collect();
-            if f.len() >= 4 && f[0] == name {
-                Some((f[2].parse().ok()?, f[3].parse().ok()?))
-            } else {
-                None
-            }
-        })
+        crate::fsutil::user_ids_in(&self.host_path("/etc/passwd"), name)
     }
 
     /// Everything missing for running clusters in this chroot (empty when

@@ -129,7 +129,12 @@ pub fn free_port(avoid: &[u16]) -> io::Result<u16> {
 
 /// (uid, gid) of a local user from /etc/passwd.
 pub fn user_ids(name: &str) -> Option<(u32, u32)> {
-    let pw = fs::read_to_string("/etc/passwd").ok()?;
+    user_ids_in(Path::new("/etc/passwd"), name)
+}
+
+/// (uid, gid) of user `name` in the passwd file `passwd`.
+pub fn user_ids_in(passwd: &Path, name: &str) -> Option<(u32, u32)> {
+    let pw = fs::read_to_string(passwd).ok()?;
     pw.lines().find_map(|l| {
         let f: Vec<&str> = l.split(':').collect();
         if f.len() >= 4 && f[0] == name {
