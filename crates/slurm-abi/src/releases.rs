@@ -107,6 +107,16 @@ pub fn present(since: Option<&str>, until: Option<&str>, release: &str) -> bool 
 }
 
 /// The changes in force in `release` (a release, `"26.05.5"`).
+///
+/// ```
+/// use gres_slurm_abi::releases::changes_in;
+/// let plus8 = |r| changes_in(r).any(|c| c.cfg == "slurm_gres_job_state_plus8");
+/// // Debian unstable's 26.05.5: without it, slurmd dies at the first task
+/// // launch (gres_p_prep_build_env reads gres_bit_alloc where node_cnt is).
+/// assert!(plus8("26.05.5"));
+/// assert!(!plus8("26.05.3"));
+/// assert!(!plus8("24.11.5"));
+/// ```
 pub fn changes_in(release: &str) -> impl Iterator<Item = &'static Change> + '_ {
     CHANGES.iter().filter(move |c| present(Some(c.since), c.until, release))
 }
