@@ -16,6 +16,7 @@ pub mod model;
 pub mod node_conf;
 pub mod nvml_model;
 pub mod plugin_files;
+pub mod proc_maps;
 pub mod sharing;
 pub mod slurm_conf;
 pub mod wire;

@@ -44,21 +44,11 @@ pub const LIBRARY_FILE: &str = "libgres_rs.so";
 /// its own directory), else the first mapped `<file>.so`.
 pub fn loaded_from(maps: &str, file: &str) -> Option<String> {
     let name = format!("{file}.so");
-    let mut candidates: Vec<&str> = Vec::new();
-    let mut library_dirs: Vec<&str> = Vec::new();
-    for line in maps.lines() {
-        let Some(path) = line.split_whitespace().nth(5) else { continue };
-        if !path.starts_with('/') {
-            continue;
-        }
-        let (dir, base) = path.rsplit_once('/').unwrap_or(("", path));
-        if base == name && !candidates.contains(&path) {
-            candidates.push(path);
-        } else if base == LIBRARY_FILE && !library_dirs.contains(&dir) {
-            library_dirs.push(dir);
-        }
-    }
-    let beside_library = candidates.iter().find(|p| p.rsplit_once('/').is_some_and(|(dir, _)| library_dirs.contains(&dir)));
+    let files = crate::proc_maps::mapped_files(maps);
+    let split = |p: &str| p.rsplit_once('/').map(|(dir, base)| (dir.to_string(), base.to_string())).unwrap_or_default();
+    let library_dirs: Vec<String> = files.iter().map(|m| split(&m.path)).filter(|(_, base)| base == LIBRARY_FILE).map(|(dir, _)| dir).collect();
+    let candidates: Vec<&str> = files.iter().map(|m| m.path.as_str()).filter(|p| split(p).1 == name).collect();
+    let beside_library = candidates.iter().find(|p| library_dirs.contains(&split(p).0));
     beside_library.or(candidates.first()).map(|p| p.to_string())
 }
 

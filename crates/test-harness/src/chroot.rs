@@ -336,15 +336,10 @@ pub struct Mapping {
 pub fn mappings(pid: u32) -> Result<Vec<Mapping>, String> {
     let maps = fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| format!("cannot read /proc/{pid}/maps: {e}"))?;
     let mut v: Vec<Mapping> = Vec::new();
-    for line in maps.lines() {
-        // address perms offset dev inode path
-        let mut f = line.split_whitespace();
-        let (Some(_), Some(_), Some(_), Some(dev), Some(inode)) = (f.next(), f.next(), f.next(), f.next(), f.next()) else { continue };
-        let Some(i) = line.find(" /") else { continue };
-        let path = line[i + 1..].trim().to_string();
-        let Some((ma, mi)) = dev.split_once(':') else { continue };
-        let (Ok(ma), Ok(mi), Ok(inode)) = (u32::from_str_radix(ma, 16), u32::from_str_radix(mi, 16), inode.parse::<u64>()) else { continue };
-        let m = Mapping { dev: (ma, mi), inode, path };
+    for m in slurm_gpu_gres::core::proc_maps::mapped_files(&maps) {
+        // The path as the kernel shows it, ` (deleted)` included.
+        let path = if m.deleted { format!("{} (deleted)", m.path) } else { m.path };
+        let m = Mapping { dev: m.dev, inode: m.inode, path };
         if !v.contains(&m) {
             v.push(m);
         }
@@ -356,8 +351,6 @@ pub fn mappings(pid: u32) -> Result<Vec<Mapping>, String> {
 /// and inode, whatever path the kernel shows for it), if any.
 pub fn mapping_of(pid: u32, host_file: &Path) -> Result<Option<Mapping>, String> {
     let md = fs::metadata(host_file).map_err(|e| format!("{}: {e}", host_file.display()))?;
-    let dev = md.dev();
-    // glibc's major()/minor() encoding of st_dev
-    let (ma, mi) = ((((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff)) as u32, (((dev >> 12) & 0xffff_ff00) | (dev & 0xff)) as u32);
-    Ok(mappings(pid)?.into_iter().find(|m| m.inode == md.ino() && m.dev == (ma, mi)))
+    let dev = slurm_gpu_gres::core::proc_maps::split_dev(md.dev());
+    Ok(mappings(pid)?.into_iter().find(|m| m.inode == md.ino() && m.dev == dev))
 }

@@ -275,13 +275,11 @@ pub fn mapped_files(pid: u32) -> Result<Vec<String>, String> {
 /// Paths of all files named in a maps text (deduplicated, in order).
 pub fn paths_in_maps(maps: &str) -> Vec<String> {
     let mut v: Vec<String> = Vec::new();
-    for line in maps.lines() {
-        // "address perms offset dev inode   /path/to/file": only the path
-        // column contains a '/'.
-        if let Some(p) = line.find(" /").map(|i| line[i + 1..].trim()) {
-            if !v.iter().any(|x| x == p) {
-                v.push(p.to_string());
-            }
+    for m in slurm_gpu_gres::core::proc_maps::mapped_files(maps) {
+        // The path as the kernel shows it, ` (deleted)` included.
+        let p = if m.deleted { format!("{} (deleted)", m.path) } else { m.path };
+        if !v.contains(&p) {
+            v.push(p);
         }
     }
     v

@@ -18,55 +18,7 @@ use crate::{StatusArgs, StatusFormat, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};
 /// The daemons whose plugins are shown, by `/proc/<pid>/comm`.
 pub const DAEMONS: [&str; 3] = ["slurmd", "slurmstepd", "slurmctld"];
 
-/// One file mapped by a process, from a `/proc/<pid>/maps` line.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mapped {
-    pub path: String,
-    /// `major:minor` of the file system, as the kernel writes it (hex).
-    pub dev: (u32, u32),
-    pub inode: u64,
-    /// The kernel says ` (deleted)`: the file was removed or replaced.
-    pub deleted: bool,
-    /// The first mapping's address range, for `/proc/<pid>/map_files/`.
-    pub range: String,
-}
-
-/// The files of `maps` (the text of `/proc/<pid>/maps`), each once, in
-/// order of first mapping.  Anonymous and special mappings are left out.
-pub fn mapped_files(maps: &str) -> Vec<Mapped> {
-    let mut out: Vec<Mapped> = Vec::new();
-    for line in maps.lines() {
-        let mut fields = line.splitn(6, ' ');
-        let (Some(range), Some(_perms), Some(_offset), Some(dev), Some(inode)) = (fields.next(), fields.next(), fields.next(), fields.next(), fields.next())
-        else {
-            continue;
-        };
-        let path = fields.next().unwrap_or("").trim_start();
-        if !path.starts_with('/') {
-            continue;
-        }
-        let Ok(inode) = inode.parse::<u64>() else { continue };
-        let Some((major, minor)) = dev.split_once(':').and_then(|(a, b)| Some((u32::from_str_radix(a, 16).ok()?, u32::from_str_radix(b, 16).ok()?))) else {
-            continue;
-        };
-        let (path, deleted) = match path.strip_suffix(" (deleted)") {
-            Some(p) => (p, true),
-            None => (path, false),
-        };
-        if out.iter().any(|m| m.path == path && m.inode == inode && m.dev == (major, minor)) {
-            continue;
-        }
-        out.push(Mapped { path: path.to_string(), dev: (major, minor), inode, deleted, range: range.to_string() });
-    }
-    out
-}
-
-/// `major:minor` of a `st_dev`, as glibc's `gnu_dev_major`/`minor` split it.
-pub fn split_dev(dev: u64) -> (u32, u32) {
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
-    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
-    (major as u32, minor as u32)
-}
+pub use slurm_gpu_gres::core::proc_maps::{mapped_files, split_dev, Mapped};
 
 /// Whether a file name is one of the plugin files shown: GRES plugins of
 /// GPUs (`gres_gpu.so`, `gres_mps.so`, `gres_shard.so`), any gpu plugin
@@ -308,17 +260,6 @@ mod tests {
 ";
 
     #[test]
-    fn maps_lines_give_each_file_once() {
-        let files = mapped_files(MAPS);
-        let names: Vec<(&str, u64, bool)> = files.iter().map(|m| (m.path.as_str(), m.inode, m.deleted)).collect();
-        assert_eq!(names[1], ("/opt/ours/gres_gpu.so", 200, false));
-        assert_eq!(names[2], ("/opt/ours/libgres_rs.so", 300, true));
-        assert_eq!(files.len(), 6, "{names:?}");
-        assert_eq!(files[1].dev, (0xfd, 1));
-        assert_eq!(files[1].range, "7f0000000000-7f0000001000");
-    }
-
-    #[test]
     fn ours_stock_and_replaced() {
         let files = mapped_files(MAPS);
         let read = |m: &Mapped| -> Result<Vec<u8>, String> { Err(format!("no {}", m.path)) };
@@ -357,11 +298,5 @@ mod tests {
         assert_eq!(exit_status(&[]), EXIT_PROBLEMS);
         assert!(render_text(&[]).starts_with("no slurmd"));
         assert!(render_text(&d(Err("cannot read /proc/1/maps: Permission denied".into()))).contains("unknown: cannot read /proc/1/maps"));
-    }
-
-    #[test]
-    fn dev_numbers_split_as_glibc_does() {
-        assert_eq!(split_dev(0xfd01), (0xfd, 1));
-        assert_eq!(split_dev((259 << 8) | 3), (259, 3));
     }
 }
