@@ -181,8 +181,7 @@ fn plugin_dir_problems(slurm: &SlurmConf, types: &[String]) -> (Vec<Problem>, Op
     }
     let text = dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(":");
     let slurmd = crate::install::installed_version().map(|(v, _)| v);
-    // A plugin file or our library is a few MiB at most.
-    let read = |p: &Path| slurm_gpu_gres::core::files::read_bounded(p, 64 << 20).ok();
+    let read = |p: &Path| slurm_gpu_gres::core::files::read_bounded(p, crate::install::MAX_PLUGIN_FILE_LEN).ok();
     let choices = crate::plugin_dir::predict(&dirs, &crate::plugin_dir::plugin_names(types), slurmd, &read);
     let ours_gpu = choices.iter().find(|c| c.name == "gres_gpu").and_then(|c| c.loaded.as_ref()).map(|(_, ours, _)| *ours);
     (crate::plugin_dir::problems(&choices, &text, slurm), ours_gpu)

@@ -199,6 +199,10 @@ pub fn header_version(text: &str) -> Option<u32> {
 /// asking slurmd (for tests, and hosts without slurmd).
 pub const VERSION_ENV: &str = "GRES_RS_SLURMD_VERSION";
 
+/// A plugin file or our library is a few MiB at most: `check` and
+/// `status` read none larger than this.
+pub const MAX_PLUGIN_FILE_LEN: u64 = 64 << 20;
+
 /// The installed slurmd's release, and where it was read.
 pub fn installed_version() -> Option<(u32, String)> {
     if let Some(v) = std::env::var(VERSION_ENV).ok().and_then(|v| parse_version(&v)) {

@@ -139,16 +139,8 @@ fn status_of(pid: u32, name: &str) -> DaemonStatus {
     DaemonStatus { name: name.to_string(), pid, plugins }
 }
 
-/// A plugin file is a few MiB at most; a mapped file larger than this is
-/// not read.
-const MAX_PLUGIN_FILE: u64 = 64 << 20;
-
-fn read_limited(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let f = fs::File::open(path)?;
-    let mut bytes = Vec::new();
-    f.take(MAX_PLUGIN_FILE).read_to_end(&mut bytes)?;
-    Ok(bytes)
+fn read_limited(path: &Path) -> Result<Vec<u8>, slurm_gpu_gres::core::files::ReadError> {
+    slurm_gpu_gres::core::files::read_bounded(path, crate::install::MAX_PLUGIN_FILE_LEN)
 }
 
 pub fn run(args: &StatusArgs) -> u8 {
