@@ -169,13 +169,23 @@ per_release! {
 
         // scontrol reconfigure: slurmd reloads its configuration and the GRES
         // plugins load gres.conf again.
+        // From 23.11 slurmd executes itself again (in place: it runs with
+        // -D), so the same PID starts anew and loads our plugins again.
         let slurmd = c.pid(Daemon::Slurmd).expect("slurmd");
-        let seen = count(&c.log(Daemon::Slurmd), "got reconfigure request");
+        let marker = bed.behaviour.reconfigure_marker();
+        let log = c.log(Daemon::Slurmd);
+        let (seen, started) = (count(&log, marker), count(&log, "slurmd started on"));
         c.scontrol(&["reconfigure"]).expect_ok("scontrol reconfigure");
-        wait_log(&c, "got reconfigure request", seen + 1);
+        wait_log(&c, marker, seen + 1);
+        if bed.behaviour.reconfigure_reexecs {
+            wait_log(&c, "slurmd started on", started + 1);
+        }
         std::thread::sleep(Duration::from_secs(2));
         assert_eq!(c.pid(Daemon::Slurmd), Some(slurmd), "slurmd died in reconfigure\n{}", c.log_tails(40));
         wait_responding(&c);
+        if c.our_dir.is_some() {
+            c.assert_ours_loaded(&["gres_gpu"]);
+        }
         assert_eq!(c.node_field("Gres").as_deref(), Some("gpu:4"));
         check_new_jobs(&c, &held, "after reconfigure");
         std::fs::write(&flag1, "").expect("flag1");

@@ -66,13 +66,52 @@ pub struct Behaviour {
     /// gres/mps and gres/shard `task_set_env` set the variables in the
     /// fixed order (Slurm 23.02.7, "Fix mps/shard task_set_env order").
     pub sharing_env_order_fixed: bool,
+    /// `scontrol reconfigure` makes slurmd execute itself again (23.11+:
+    /// slurmd.c `_try_to_reconfig`, in place under `-D`, a forked child
+    /// otherwise); it logs "Caught SIGHUP. Triggering reconfigure." and
+    /// "slurmd started on" again, and loads every plugin afresh.  22.05
+    /// rereads its configuration in the running process ("got reconfigure
+    /// request").
+    pub reconfigure_reexecs: bool,
+}
+
+impl Behaviour {
+    /// The slurmd log line that shows a reconfigure request was taken.
+    pub fn reconfigure_marker(&self) -> &'static str {
+        if self.reconfigure_reexecs {
+            "Caught SIGHUP. Triggering reconfigure."
+        } else {
+            "got reconfigure request"
+        }
+    }
 }
 
 /// The table of [`Behaviour`]s, one per series of the test bed.
 pub const BEHAVIOURS: [Behaviour; 3] = [
-    Behaviour { series: "22.05", log_prefix: LogPrefix::Program, slurmd_g_needs_munged: false, slurmd_keeps_gpu_plugin: true, sharing_env_order_fixed: false },
-    Behaviour { series: "24.11", log_prefix: LogPrefix::Program, slurmd_g_needs_munged: true, slurmd_keeps_gpu_plugin: true, sharing_env_order_fixed: true },
-    Behaviour { series: "26.05", log_prefix: LogPrefix::Timestamp, slurmd_g_needs_munged: true, slurmd_keeps_gpu_plugin: false, sharing_env_order_fixed: true },
+    Behaviour {
+        series: "22.05",
+        log_prefix: LogPrefix::Program,
+        slurmd_g_needs_munged: false,
+        slurmd_keeps_gpu_plugin: true,
+        sharing_env_order_fixed: false,
+        reconfigure_reexecs: false,
+    },
+    Behaviour {
+        series: "24.11",
+        log_prefix: LogPrefix::Program,
+        slurmd_g_needs_munged: true,
+        slurmd_keeps_gpu_plugin: true,
+        sharing_env_order_fixed: true,
+        reconfigure_reexecs: true,
+    },
+    Behaviour {
+        series: "26.05",
+        log_prefix: LogPrefix::Timestamp,
+        slurmd_g_needs_munged: true,
+        slurmd_keeps_gpu_plugin: false,
+        sharing_env_order_fixed: true,
+        reconfigure_reexecs: true,
+    },
 ];
 
 /// "24.11" of "24.11.5".
