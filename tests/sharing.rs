@@ -14,7 +14,7 @@ use gres_test_harness as harness;
 
 use harness::scenario::{run_scenario, EnvBlock, Run, RunResult, Scenario, ScenarioResult};
 use harness::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------
@@ -267,8 +267,16 @@ per_release! {
         // the wrong order; with a task binding request its tasks crash --
         // up to 23.02.6 (`Behaviour::sharing_env_order_fixed`): later stock
         // gets this run right and must agree with ours.
+        // Later stock runs the tasks but they lose their device (deviation
+        // 1, later releases): gres/gpu's task function, called without a
+        // gpu allocation and unprotected, unsets CUDA_VISIBLE_DEVICES and
+        // SLURM_STEP_GPUS; gres/mps sets only its percentage and
+        // SLURM_GPUS_ON_NODE again.  Ours keeps the step's device.
         let stock_crashes = !bed.behaviour.sharing_env_order_fixed;
-        let (stock, ours) = compare(&scn, &|d| device_order(d) || (stock_crashes && d.run == "bind" && (d.var == "<outcome>" || d.var == "<environments>")));
+        let lost_device = |d: &Diff| d.run == "bind" && (d.var == "CUDA_VISIBLE_DEVICES" || d.var == "SLURM_STEP_GPUS") && d.stock.is_none();
+        let (stock, ours) = compare(&scn, &|d| {
+            device_order(d) || (stock_crashes && d.run == "bind" && (d.var == "<outcome>" || d.var == "<environments>")) || (!stock_crashes && lost_device(d))
+        });
         let conf = &ours.run("conf").gres_lines;
         assert_eq!(conf.iter().filter(|l| l.contains("Name=mps") && l.contains("Count=100")).count(), 4, "{conf:#?}");
         assert_eq!(conf.iter().filter(|l| l.contains("Name=gpu") && l.contains("Count=1 ")).count(), 4, "{conf:#?}");
@@ -294,6 +302,9 @@ per_release! {
             assert!(!stock.run("bind").ok, "stock tasks are expected to crash here on Slurm {} (deviation 1)", bed.version);
         } else {
             assert!(stock.run("bind").ok, "stock tasks run here on Slurm {} (deviation 1 fixed in 23.02.7):\n{}", bed.version, stock.run("bind").output);
+            for t in blocks(&stock, "bind", "bind") {
+                assert_vars(t, &[("SLURM_GPUS_ON_NODE", "1"), ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "50")]);
+            }
         }
 
         assert!(ours.run("batch").ok, "{}", ours.run("batch").output);
@@ -309,8 +320,8 @@ per_release! {
     /// gres.shtml, MPS configuration example 2: counts 1300, 1200, 1100, 1000
     /// and `--gres=mps:200` give 15, 16, 18 and 20 percent.  Type and Cores of
     /// the mps records come from the GPUs.  Each GPU is reached in turn by
-    /// holding the ones before it as whole GPUs, which also shows that a GPU
-    /// allocated as `gpu` is not handed out as mps.
+    /// holding, as a whole GPU, the one each MPS step ran on, which also
+    /// shows that a GPU allocated as `gpu` is not handed out as mps.
     fn mps_documentation_example_per_gpu_counts(bed) {
         const TYPES: [&str; 4] = ["gtx1080", "gtx1070", "gtx1060", "gtx1050"];
         let mut conf = String::new();
@@ -321,7 +332,11 @@ per_release! {
             conf.push_str(&format!("Name=mps Count={c} File={{DEV}}/nvidia{i}\n"));
         }
         let node_gres = format!("{},mps:4600", TYPES.map(|t| format!("gpu:{t}:1")).join(","));
-        let config = mps_config("gpu,mps", &node_gres, &conf);
+        // Two sockets of two cores: from 24.11 slurmctld drains a node whose
+        // GPU Cores do not cover whole sockets ("doesn't match socket
+        // boundaries", gres.c `_check_core_range_matches_sock`), and the
+        // example's Cores=0-1 / 2-3 are its sockets.
+        let config = mps_config("gpu,mps", &node_gres, &conf).with_cpus(2, 2, 1);
         let g = Cluster::slurmd_g(&ClusterConfig { plugins: PluginSet::Ours, ..config.clone() });
         let stock_g = Cluster::slurmd_g(&config);
         assert_eq!(g.gres_lines(), stock_g.gres_lines());
@@ -329,25 +344,40 @@ per_release! {
             let want = format!("Name=mps Type={t} Count={c} Index={i} ");
             assert!(g.gres_lines().iter().any(|l| l.contains(&want) && l.contains(if i < 2 { "Cores=0-1" } else { "Cores=2-3" })), "{want}: {}", g.normalized());
         }
+        // Each MPS step is followed by a job holding the GPU it ran on as a
+        // whole GPU (by its Type), so the next step must go to another one
+        // and the four steps reach every GPU, in whatever order the
+        // scheduler picks them (it prefers another socket from 24.11).
         let (_, ours) = compare_flow(
             "mps-doc",
             &config,
             &|c| {
                 let mut held = Held::new();
-                let mut runs = vec![step(c, "gpu0", &["--gres=mps:200"])];
-                for (i, t) in TYPES.iter().take(3).enumerate() {
-                    hold(c, &mut held, &[&format!("--gres=gpu:{t}:1")]);
-                    runs.push(step(c, &format!("gpu{}", i + 1), &["--gres=mps:200"]));
+                let mut runs = Vec::new();
+                for i in 0..TYPES.len() {
+                    let run = step(c, &format!("mps{i}"), &["--gres=mps:200"]);
+                    let gpu = run.blocks.iter().find_map(|b| b.get("SLURM_STEP_GPUS")).and_then(|g| g.parse::<usize>().ok());
+                    runs.push(run);
+                    match gpu {
+                        Some(g) if g < TYPES.len() && i + 1 < TYPES.len() => hold(c, &mut held, &[&format!("--gres=gpu:{}:1", TYPES[g])]),
+                        _ => break,
+                    }
                 }
                 release(c, &mut held);
                 runs
             },
             &device_order,
         );
-        for (i, pct) in ["15", "16", "18", "20"].iter().enumerate() {
-            let tag = format!("gpu{i}");
-            assert_vars(block(&ours, &tag, &tag), &mps_vars("SLURM_STEP_GPUS", &i.to_string(), pct));
+        let mut reached = BTreeSet::new();
+        for i in 0..TYPES.len() {
+            let tag = format!("mps{i}");
+            let b = block(&ours, &tag, &tag);
+            let gpu: usize = b.get("SLURM_STEP_GPUS").and_then(|g| g.parse().ok()).unwrap_or_else(|| panic!("{}", b.describe()));
+            let pct = ["15", "16", "18", "20"][gpu];
+            assert_vars(b, &mps_vars("SLURM_STEP_GPUS", &gpu.to_string(), pct));
+            reached.insert(gpu);
         }
+        assert_eq!(reached.len(), TYPES.len(), "the steps did not reach every GPU: {reached:?}");
     }
 
     /// Per-GPU counts with zeros: `Name=mps Count=500 File=nvidia[1-2]` gives
