@@ -52,19 +52,33 @@ fn clean_configuration() {
     let d = conf("clean", SLURM, Some("Name=gpu File=/dev/nvidia[0-1]\n"));
     let out = check(&d, &["--node", "n1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // For people: the node, then a table.
+    assert_eq!(
+        text(&out.stdout),
+        "n1: 8 CPUs, AutoDetect=unset, from gres.conf\n  \
+         NAME  TYPE  COUNT  INDEX  FILE          CORES\n  \
+         gpu   -     1      0      /dev/nvidia0  -\n  \
+         gpu   -     1      1      /dev/nvidia1  -\n"
+    );
+    assert!(text(&out.stderr).ends_with("gres-rs: check: 1 node: 0 fatal, 0 errors, 0 warnings\n"), "{}", text(&out.stderr));
+    // For diffing with slurmd -G: its lines.
+    let out = check(&d, &["--node", "n1", "--format", "slurmd"]);
     assert_eq!(
         text(&out.stdout),
         "NodeName=n1 CPUs=8 AutoDetect=unset\n\
          Gres Name=gpu Type=(null) Count=1 Index=0 ID=7696487 File=/dev/nvidia0 (null)\n\
          Gres Name=gpu Type=(null) Count=1 Index=1 ID=7696487 File=/dev/nvidia1 (null)\n"
     );
-    assert!(text(&out.stderr).ends_with("gres-rs: check: 1 node: 0 fatal, 0 errors, 0 warnings\n"), "{}", text(&out.stderr));
     // All nodes read the same lines: one table.
     let out = check(&d, &["--all-nodes"]);
     assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).starts_with("n[1-4]: 8 CPUs, AutoDetect=unset, from gres.conf\n  NAME "), "{}", text(&out.stdout));
+    let out = check(&d, &["--all-nodes", "--format", "slurmd"]);
     assert!(text(&out.stdout).starts_with("NodeName=n[1-4] CPUs=8"), "{}", text(&out.stdout));
-    let out = check(&d, &["--all-nodes", "--quiet"]);
-    assert!(out.stdout.is_empty());
+    for format in ["text", "slurmd"] {
+        let out = check(&d, &["--all-nodes", "--quiet", "--format", format]);
+        assert!(out.stdout.is_empty(), "{format}");
+    }
 }
 
 #[test]
@@ -80,7 +94,8 @@ fn fatal_error_with_caret_and_suggestion() {
     assert!(err.contains("|          ^^^^ did you mean `Type`?"), "{err}");
     assert!(err.contains("1 fatal"), "{err}");
     // slurmd would not start: no table.
-    assert!(!text(&out.stdout).contains("Gres Name="));
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    assert!(check(&d, &["--node", "n2", "--format", "slurmd"]).stdout.is_empty());
 }
 
 #[test]
@@ -174,6 +189,7 @@ fn help_reads_like_a_man_page() {
     let out = gres_rs(&["check", "--help"]);
     let help = text(&out.stdout);
     assert!(help.contains("slurmd -G") && help.contains("--no-device-check") && help.contains("EXIT STATUS"), "{help}");
+    assert!(help.contains("- slurmd: The exact lines `slurmd -G` prints") && help.contains("- text:   For people"), "{help}");
     let out = gres_rs(&["install", "--help"]);
     let help = text(&out.stdout);
     assert!(help.contains("anyone who can write to a PluginDir") && help.contains("refused even with --force"), "{help}");
@@ -195,6 +211,7 @@ fn man_pages_and_completions_from_the_help_definitions() {
     assert_eq!(pages, ["gres-rs-check.1", "gres-rs-detect.1", "gres-rs-install.1", "gres-rs-status.1", "gres-rs.1"]);
     let check = fs::read_to_string(man.join("gres-rs-check.1")).unwrap();
     assert!(check.contains(".TH gres-rs-check 1") && check.contains("no\\-device\\-check") && check.contains("EXIT STATUS"), "{check}");
+    assert!(check.contains("slurmd: The exact lines `slurmd \\-G` prints"), "{check}");
     // The hidden command has no page.
     assert!(!fs::read_to_string(man.join("gres-rs.1")).unwrap().contains("gres\\-rs\\-generate"));
 
@@ -222,7 +239,7 @@ fn examples_are_clean() {
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{}:\n{err}", dir.display());
         assert!(err.contains(" 0 fatal, 0 errors, 0 warnings"), "{}:\n{err}", dir.display());
-        assert!(text(&out.stdout).contains("Gres Name=gpu"), "{}", dir.display());
+        assert!(text(&out.stdout).lines().any(|l| l.starts_with("  gpu ")), "{}", dir.display());
         checked += 1;
     }
     assert!(checked >= 5, "{checked} examples");
@@ -601,7 +618,7 @@ fn syntax_errors_anywhere_stop_every_node() {
         assert!(err.contains("error[fatal]: Parsing error at unrecognized key: Fle"), "{err}");
         assert!(err.contains(&format!("{}:2:22", d.0.join("gres.conf").display())), "{err}");
         assert!(err.contains("did you mean `File`?"), "{err}");
-        assert!(!text(&out.stdout).contains("Gres Name="), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
     }
     // Included files are read too, and a missing one stops slurmd.
     let d = conf("include", SLURM, Some("Name=gpu File=/dev/nvidia[0-1]\ninclude missing.conf\n"));
@@ -610,7 +627,7 @@ fn syntax_errors_anywhere_stop_every_node() {
     assert!(text(&out.stderr).contains("\"Include\" failed: unable to read"), "{}", text(&out.stderr));
     let d = conf("include-ok", SLURM, Some("include more.conf\n"));
     fs::write(d.0.join("more.conf"), "NodeName=n[1-4] Name=gpu File=/dev/nvidia[0-1]\n").unwrap();
-    let out = check(&d, &["--all-nodes"]);
+    let out = check(&d, &["--all-nodes", "--format", "slurmd"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).matches("Gres Name=gpu").count(), 2);
 }
@@ -682,11 +699,18 @@ fn same_device_in_multiple_files_in_another_order() {
     let Some(c) = DeviceCheck::run("same-mult", 2, gres, &[]) else { return };
     // A warning: slurmd starts (as the stock one does, silently).
     assert_eq!(c.code, Some(0), "{}", c.stderr);
+    let files = c.at("{T}/dev/nvidia1,{T}/dev/nvidia0");
+    let pad = |s: &str| format!("{s:<w$}", w = files.len());
     assert_eq!(
         c.stdout,
-        c.at("NodeName=$HOST CPUs=2 AutoDetect=unset\n\
-             Gres Name=gpu Type=(null) Count=1 Index=0 ID=7696487 File={T}/dev/nvidia[0-1] (null)\n\
-             Gres Name=gpu Type=(null) Count=1 Index=0 ID=7696487 File={T}/dev/nvidia1,{T}/dev/nvidia0 (null)\n")
+        format!(
+            "$HOST: 2 CPUs, AutoDetect=unset, from gres.conf\n  \
+             NAME  TYPE  COUNT  INDEX  {}  CORES\n  \
+             gpu   -     1      0      {}  -\n  \
+             gpu   -     1      0      {files}  -\n",
+            pad("FILE"),
+            pad(&c.at("{T}/dev/nvidia[0-1]"))
+        )
     );
     let want = format!(
         "warning: {{T}}/dev/nvidia1 is the same device as {{T}}/dev/nvidia1 (GPU 0, line 2): two jobs could be given one GPU\n \
@@ -838,12 +862,16 @@ fn values_of_later_releases_name_their_release() {
     assert!(err.contains(&expected_warning), "{err}");
     assert!(err.ends_with("gres-rs: check: 1 node: 0 fatal, 1 error, 1 warning\n"), "{err}");
     // slurmd 24.11 reads AutoDetect=full as no AutoDetect.
-    assert!(text(&out.stdout).starts_with("NodeName=n1 CPUs=8 AutoDetect=unset\n"), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).starts_with("n1: 8 CPUs, AutoDetect=unset, from gres.conf\n"), "{}", text(&out.stdout));
 
     // 26.05 knows both.
     let out = check(&d, &["--node", "n1", "--no-device-check", "--slurm-release", "26.05.3"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).starts_with("NodeName=n1 CPUs=8 AutoDetect=full\n"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).starts_with("n1: 8 CPUs, AutoDetect=full, from gres.conf; detection (AutoDetect=full) runs on the node, not here\n"),
+        "{}",
+        text(&out.stdout)
+    );
     assert!(text(&out.stderr).ends_with("gres-rs: check: 1 node: 0 fatal, 0 errors, 0 warnings\n"), "{}", text(&out.stderr));
 
     // Flags=explicit exists from 23.02, AutoDetect=nvidia from 24.11.

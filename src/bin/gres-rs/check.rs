@@ -71,6 +71,9 @@ impl Nodes {
 struct Outcome {
     cpus: u32,
     local: bool,
+    /// Where the records come from, for people: "from gres.conf", "2 GPUs
+    /// detected by NVML here, merged with gres.conf", ...
+    origin: String,
     prediction: Prediction,
     problems: Vec<Problem>,
 }
@@ -425,7 +428,7 @@ impl Env<'_> {
         let map = CpuMap::for_node(&hw, actual, self.config_overrides);
         let abs_to_mac = move |r: &str| map.abs_to_mac(r);
         let ctx = NodeContext { node_name: &entry.name, cpu_cnt: cpus, gres_types: Some(self.types), abs_to_mac: Some(&abs_to_mac), behaviour: self.behaviour };
-        let mut outcome = Outcome { cpus, local, prediction: Prediction::default(), problems: Vec::new() };
+        let mut outcome = Outcome { cpus, local, origin: String::new(), prediction: Prediction::default(), problems: Vec::new() };
         let gres_node = match self.sliced.map(|s| s.node_config(lines, &ctx)) {
             None => None,
             Some(Ok(g)) => Some(g),
@@ -469,6 +472,18 @@ impl Env<'_> {
         let detection_pending = !local
             && system.is_none()
             && matches!(autodetect, AutoDetect::Nvml | AutoDetect::Rsmi | AutoDetect::OneApi | AutoDetect::Nrt | AutoDetect::Nvidia | AutoDetect::Full);
+        let configured = if gres_node.is_some() { "gres.conf" } else { "slurm.conf (no gres.conf)" };
+        let gpus = |n: usize| if n == 1 { "1 GPU".to_string() } else { format!("{n} GPUs") };
+        outcome.origin = match &system {
+            Some(s) if self.fake_path.is_some() => format!("{} from fake_gpus.conf, merged with {configured}", gpus(s.len())),
+            Some(s) => format!("{} detected by NVML on this host, merged with {configured}", gpus(s.len())),
+            None if detection_pending => format!("from {configured}; detection (AutoDetect={}) runs on the node, not here", autodetect.as_str()),
+            None if local && matches!(autodetect, AutoDetect::Nvml | AutoDetect::Full) && self.args.no_detect => {
+                format!("from {configured}; NVML not asked (--no-detect)")
+            }
+            None if local && matches!(autodetect, AutoDetect::Nvml | AutoDetect::Full) => format!("from {configured}; NVML detected nothing"),
+            None => format!("from {configured}"),
+        };
         let stat = |p: &str| -> Result<DevStat, String> { stat_device(p) };
         let device_check = local && !self.args.no_device_check;
         let mut prediction = node_conf::predict(NodeInput {
@@ -664,7 +679,7 @@ fn output(args: &CheckArgs, report: &Report) -> u8 {
             let code = exit_code(&json.summary, args.fail_on);
             return finish(r.and_then(|()| out.flush()), code);
         }
-        CheckFormat::Text => {
+        CheckFormat::Text | CheckFormat::Slurmd => {
             let styled = render::styled_stderr();
             let mut err = String::new();
             for p in report.file_problems.iter().filter(shown) {
@@ -677,11 +692,9 @@ fn output(args: &CheckArgs, report: &Report) -> u8 {
                 let hostlist = node_conf::ranged_string(&names);
                 let o = &g.outcome;
                 if !args.quiet {
-                    let state = if o.fatal() { " (slurmd stops, see below)" } else { "" };
-                    r = r.and_then(|()| writeln!(out, "NodeName={hostlist} CPUs={} AutoDetect={}{state}", o.cpus, o.prediction.autodetect.as_str()));
-                    for l in &o.prediction.lines {
-                        r = r.and_then(|()| writeln!(out, "{l}"));
-                    }
+                    // People's tables: a blank line between two nodes.
+                    let gap = if args.format == CheckFormat::Text && !std::ptr::eq(g, &report.groups[0]) { "\n" } else { "" };
+                    r = r.and_then(|()| write!(out, "{gap}{}", node_text(args.format, &hostlist, o)));
                 }
                 for p in o.problems.iter().filter(shown) {
                     let label = several.then_some(hostlist.as_str());
@@ -702,6 +715,32 @@ fn output(args: &CheckArgs, report: &Report) -> u8 {
         }
     };
     finish(written.0, written.1)
+}
+
+/// A group of nodes on standard output: for people (`text`: a header line
+/// and an aligned table), or the lines `slurmd -G` prints (`slurmd`).
+fn node_text(format: CheckFormat, hostlist: &str, o: &Outcome) -> String {
+    let autodetect = o.prediction.autodetect.as_str();
+    let mut s = String::new();
+    if format == CheckFormat::Slurmd {
+        let state = if o.fatal() { " (slurmd stops, see below)" } else { "" };
+        s.push_str(&format!("NodeName={hostlist} CPUs={} AutoDetect={autodetect}{state}\n", o.cpus));
+        for l in &o.prediction.lines {
+            s.push_str(l);
+            s.push('\n');
+        }
+        return s;
+    }
+    s.push_str(&format!("{hostlist}: {} CPU{}, AutoDetect={autodetect}", o.cpus, if o.cpus == 1 { "" } else { "s" }));
+    if o.fatal() {
+        s.push_str(": slurmd stops (see below), no GRES\n");
+    } else if o.prediction.records.is_empty() {
+        s.push_str(&format!(", {}: no GRES\n", o.origin));
+    } else {
+        s.push_str(&format!(", {}\n", o.origin));
+        s.push_str(&render::gres_table(&o.prediction.records));
+    }
+    s
 }
 
 /// 1 when a problem of at least the `--fail-on` severity was found.
