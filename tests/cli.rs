@@ -1105,3 +1105,121 @@ fn a_type_of_gres_conf_the_node_does_not_have_is_one_diagnosis() {
     let ok = conf("typematch", "GresTypes=gpu\nNodeName=n1 CPUs=8 Gres=gpu:a100:2\n", Some("Name=gpu Type=a100 File=/dev/nvidia[0-1]\n"));
     assert!(!text(&check(&ok, &["--node", "n1", "--no-device-check"]).stderr).contains("matches none of the node's Gres= types"));
 }
+
+/// Whether this host has an NVIDIA driver's NVML (the tests below need
+/// one the stand-in can play, not a real one).
+fn host_has_nvml() -> bool {
+    ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu", "/usr/lib"]
+        .iter()
+        .any(|d| Path::new(d).join("libnvidia-ml.so.1").exists() || Path::new(d).join("libnvidia-ml.so").exists())
+}
+
+/// A directory with the NVML stand-in as the NVIDIA driver installs it
+/// (`libnvidia-ml.so.1` only), and, with `dev_link`, the unversioned
+/// `libnvidia-ml.so` of the driver's development package too: given as
+/// `LD_LIBRARY_PATH`, it is what `dlopen()` finds in gres-rs, as in slurmd
+/// on such a host.
+fn nvml_lib_dir(name: &str, dev_link: bool) -> Dir {
+    let d = temp_dir(name);
+    fs::copy(standin::library(), d.0.join("libnvidia-ml.so.1")).unwrap();
+    if dev_link {
+        std::os::unix::fs::symlink("libnvidia-ml.so.1", d.0.join("libnvidia-ml.so")).unwrap();
+    }
+    d
+}
+
+/// `check --verbose --no-detect` of this host as a node with
+/// `AutoDetect=nvml`, `PluginDir=<dirs>` and
+/// `AcctGatherEnergyType=acct_gather_energy/gpu`, NVML found in `lib_dir`,
+/// the installed slurmd taken as `slurmd`: exit status, standard error and
+/// the configuration's directory.
+fn check_nvml_host(name: &str, dirs: &str, lib_dir: &Dir, slurmd: &str, extra: &[&str]) -> (Option<i32>, String, Dir) {
+    let host = this_host();
+    let d = conf(
+        name,
+        &format!("GresTypes=gpu\nPluginDir={dirs}\nAcctGatherEnergyType=acct_gather_energy/gpu\nNodeName={host} CPUs=1 Gres=gpu:1\n"),
+        Some("AutoDetect=nvml\nName=gpu File=/dev/null\n"),
+    );
+    let out = Command::new(GRES_RS)
+        .args(["check", "--node", &host, "--verbose", "--no-detect", "--slurm-conf"])
+        .arg(d.0.join("slurm.conf"))
+        .args(extra)
+        .env("LD_LIBRARY_PATH", &lib_dir.0)
+        .env("GRES_RS_SLURMD_VERSION", slurmd)
+        .env("NO_COLOR", "1")
+        .env_remove("SLURM_CONF")
+        .output()
+        .unwrap();
+    (out.status.code(), text(&out.stderr), d)
+}
+
+#[test]
+fn gpu_plugin_slurmd_picks_and_its_file() {
+    let stock = "/usr/lib/x86_64-linux-gnu/slurm-wlm";
+    if host_has_nvml() || !Path::new(stock).join("gpu_generic.so").is_file() || Path::new(stock).join("gpu_nvml.so").exists() {
+        eprintln!("gpu_plugin_slurmd_picks_and_its_file: needs Debian's stock plugins (no gpu_nvml.so) and no NVIDIA driver: skipped");
+        return;
+    }
+    let Some(ours) = install_dir("gpu-plugin") else { return };
+    assert!(install_into(&ours.0, false).status.success());
+    let o = ours.0.display().to_string();
+    let so1 = nvml_lib_dir("nvml-so1", false);
+    let both = nvml_lib_dir("nvml-both", true);
+
+    let slurm_conf = |d: &Dir| d.0.join("slurm.conf").display().to_string();
+
+    // Debian 12's slurmd (22.05) with the driver's development link picks
+    // gpu/nvml, and the stock directory has no gpu_nvml.so: slurmd stops.
+    let (code, err, d) = check_nvml_host("gpu-nvml-missing", stock, &both, "22.05.8", &[]);
+    let missing = format!(
+        "error[fatal]: slurmd picks gpu/nvml (AutoDetect=nvml and libnvidia-ml.so can be loaded), but there is no gpu_nvml.so in PluginDir={stock}: it stops (cannot create gpu context for gpu/nvml) and the node gets no GRES\n \
+         --> {}:2:11\n"
+    , slurm_conf(&d));
+    assert!(err.contains(&missing), "{err}");
+    assert!(
+        err.contains("= help: install ours for this release (gres-rs install --plugin-dir DIR, DIR first in PluginDir); the stock packages of Debian ship no gpu_nvml.so"),
+        "{err}"
+    );
+    assert_eq!(code, Some(1), "{err}");
+    // 24.11 also tries libnvidia-ml.so.1: the driver alone is enough.
+    let (code, err, _d) = check_nvml_host("gpu-nvml-missing-2411", stock, &so1, "22.05.8", &["--slurm-release", "24.11"]);
+    assert!(
+        err.contains(&format!(
+            "error[fatal]: slurmd picks gpu/nvml (AutoDetect=nvml and libnvidia-ml.so.1 can be loaded), but there is no gpu_nvml.so in PluginDir={stock}: it stops"
+        )),
+        "{err}"
+    );
+    assert_eq!(code, Some(1), "{err}");
+
+    // A gpu_nvml.so of another release (ours, built for 24.11.5) beside
+    // its library: passed over, and none accepted.
+    let other = temp_dir("gpu-nvml-other");
+    let mut bytes = fs::read(ours.0.join("gpu_nvml.so")).unwrap();
+    let v2205 = 0x16_05_08u32.to_le_bytes();
+    assert_eq!(bytes.windows(4).filter(|w| *w == v2205).count(), 1, "plugin_version 22.05.8 found once in gpu_nvml.so");
+    assert!(replace_all(&mut bytes, &v2205, &0x18_0b_05u32.to_le_bytes()));
+    fs::write(other.0.join("gpu_nvml.so"), &bytes).unwrap();
+    fs::copy(ours.0.join(LIBRARY_FILE), other.0.join(LIBRARY_FILE)).unwrap();
+    let x = other.0.display().to_string();
+    let (code, err, _d) = check_nvml_host("gpu-nvml-mismatch", &format!("{x}:{stock}"), &both, "22.05.8", &[]);
+    assert!(
+        err.contains(&format!("warning: slurmd passes over {x}/gpu_nvml.so: it is built for Slurm 24.11.5, slurmd is 22.05.8, and finds no other")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "error[fatal]: slurmd picks gpu/nvml (AutoDetect=nvml and libnvidia-ml.so can be loaded), but no gpu_nvml.so in PluginDir={x}:{stock} is one it accepts: it stops (cannot create gpu context for gpu/nvml) and the node gets no GRES"
+        )),
+        "{err}"
+    );
+    assert_eq!(code, Some(1), "{err}");
+
+    // Ours first: loaded, and slurmd starts.
+    let (code, err, _d) = check_nvml_host("gpu-nvml-ours", &format!("{o}:{stock}"), &both, "22.05.8", &[]);
+    assert!(
+        err.contains(&format!("note: slurmd picks gpu/nvml (AutoDetect=nvml and libnvidia-ml.so can be loaded): loads {o}/gpu_nvml.so (ours, Slurm 22.05.8)")),
+        "{err}"
+    );
+    assert!(!err.contains("AcctGatherEnergyType") && !err.contains("error:") && !err.contains("error["), "{err}");
+    assert_eq!(code, Some(0), "{err}");
+}

@@ -101,6 +101,13 @@ and a suggestion where one is known.
 The GRES table goes to standard output, problems to standard error
 (--quiet: problems only).
 
+It also predicts, as slurmd searches PluginDir, which file of each GRES
+plugin slurmd loads and whether it accepts it (its release, libgres_rs.so
+beside ours), and which gpu plugin it picks: gpu/nvml for AutoDetect=nvml
+when it can load libnvidia-ml.so (from Slurm 24.05 also libnvidia-ml.so.1),
+else gpu/generic; a gpu/nvml without an acceptable gpu_nvml.so (Debian's
+packages ship none) stops slurmd.
+
 DEFAULTS
     slurm.conf is $SLURM_CONF, else /etc/slurm/slurm.conf, else (a
     configless node) the copy slurmd got from slurmctld: /run/slurm/conf,
