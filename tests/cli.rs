@@ -1223,3 +1223,111 @@ fn gpu_plugin_slurmd_picks_and_its_file() {
     assert!(!err.contains("AcctGatherEnergyType") && !err.contains("error:") && !err.contains("error["), "{err}");
     assert_eq!(code, Some(0), "{err}");
 }
+
+/// The `AutoDetect=nvml` warnings that depend on libnvidia-ml.so.1 being
+/// there (the NVML stand-in as the driver installs it, through
+/// `LD_LIBRARY_PATH`), with our gres/gpu and with the stock one.
+#[test]
+fn autodetect_nvml_with_the_driver_but_no_development_link() {
+    let stock = "/usr/lib/x86_64-linux-gnu/slurm-wlm";
+    if host_has_nvml() || !Path::new(stock).join("gpu_generic.so").is_file() {
+        eprintln!("autodetect_nvml_with_the_driver_but_no_development_link: needs Debian's stock plugins and no NVIDIA driver: skipped");
+        return;
+    }
+    let Some(ours) = install_dir("nvml-so1-only") else { return };
+    assert!(install_into(&ours.0, false).status.success());
+    let o = ours.0.display().to_string();
+    let so1 = nvml_lib_dir("nvml-so1-only", false);
+    let gres = |d: &Dir| d.0.join("gres.conf").display().to_string();
+    let slurm_conf = |d: &Dir| d.0.join("slurm.conf").display().to_string();
+
+    // 22.05 with the driver's libnvidia-ml.so.1 only: gpu/generic.  Our
+    // gres/gpu detects through libnvidia-ml.so.1 (AutoDetect=nvml works),
+    // but gpu/nvml's --gpu-freq and energy are missing.
+    let (code, err, d) = check_nvml_host("gpu-nvml-ours-so1", &format!("{o}:{stock}"), &so1, "22.05.8", &[]);
+    assert!(
+        err.contains(&format!(
+            "note: slurmd picks gpu/generic (AutoDetect=nvml, but libnvidia-ml.so cannot be loaded): loads {stock}/gpu_generic.so (stock, Slurm 22.05.8)"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "warning: AutoDetect=nvml: our gres/gpu detects the GPUs through libnvidia-ml.so.1, but slurmd picks gpu/generic (libnvidia-ml.so, unversioned, cannot be loaded), so --gpu-freq and acct_gather_energy/gpu have no gpu/nvml\n \
+             --> {}:1:12\n",
+            gres(&d)
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "= help: install the driver's development link (Debian: apt install libnvidia-ml-dev, or ln -s libnvidia-ml.so.1 libnvidia-ml.so next to it)\n"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "warning: AcctGatherEnergyType=acct_gather_energy/gpu, but slurmd will use gpu/generic, which reads no energy: jobs' GPU energy stays 0\n \
+             --> {}:3:22\n",
+            slurm_conf(&d)
+        )),
+        "{err}"
+    );
+    assert!(err.contains("= help: energy needs gpu/nvml: AutoDetect=nvml in gres.conf and the driver's libnvidia-ml.so (unversioned) loadable"), "{err}");
+    assert!(!err.contains("no NVIDIA driver"), "{err}");
+    assert_eq!(code, Some(0), "{err}");
+
+    // The same with the stock gres/gpu: it detects nothing then.
+    let (code, err, d) = check_nvml_host("gpu-nvml-stock-so1", stock, &so1, "22.05.8", &[]);
+    assert!(
+        err.contains(&format!(
+            "warning: AutoDetect=nvml, but libnvidia-ml.so (unversioned) cannot be loaded here: the stock slurmd falls back to gpu/generic and detects no GPU\n \
+             --> {}:1:12\n",
+            gres(&d)
+        )),
+        "{err}"
+    );
+    assert!(err.contains("gres-rs's gres_gpu.so asks NVML through libnvidia-ml.so.1 itself"), "{err}");
+    assert!(!err.contains("our gres/gpu detects"), "{err}");
+    assert_eq!(code, Some(0), "{err}");
+    // 24.11 picks gpu/nvml there: no such warning (and no gpu_nvml.so).
+    let (_, err, _d) = check_nvml_host("gpu-nvml-stock-so1-2411", stock, &so1, "22.05.8", &["--slurm-release", "24.11"]);
+    assert!(!err.contains("cannot be loaded here") && !err.contains("acct_gather_energy/gpu, but"), "{err}");
+}
+
+/// `detect` warns as check does when slurmd would not pick gpu/nvml: the
+/// GPUs detected through the driver's libnvidia-ml.so.1, no unversioned
+/// libnvidia-ml.so.
+#[test]
+fn detect_warns_when_slurmd_would_not_pick_gpu_nvml() {
+    if host_has_nvml() {
+        eprintln!("detect_warns_when_slurmd_would_not_pick_gpu_nvml: this host has an NVIDIA driver: skipped");
+        return;
+    }
+    let fixture = standin::scratch_dir().join("cli-detect-a100.conf");
+    fs::write(&fixture, fs::read_to_string(standin::fixture("a100_mig.conf")).unwrap().replace("cpus 0-31", "cpus 0")).unwrap();
+    let detect = |lib_dir: &Dir| {
+        let out = Command::new(GRES_RS)
+            .args(["detect", "--mig-minors"])
+            .arg(standin::fixture("mig-minors"))
+            .env("LD_LIBRARY_PATH", &lib_dir.0)
+            .env("GRES_RS_NVML_FIXTURE", &fixture)
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stderr))
+    };
+    let warning = "gres-rs: warning: libnvidia-ml.so (unversioned) cannot be loaded here: slurmd picks gpu/generic instead of gpu/nvml (the stock gres/gpu then detects no GPU; ours detects through libnvidia-ml.so.1, but --gpu-freq and acct_gather_energy/gpu need gpu/nvml): install the driver's development link (Debian: apt install libnvidia-ml-dev)\n";
+    let (code, err) = detect(&nvml_lib_dir("detect-so1", false));
+    assert_eq!(code, Some(0), "{err}");
+    // Only a slurmd before 24.05 needs the unversioned name.
+    if slurm_gpu_gres::ffi::behaviour::build().nvml_versioned_lib {
+        assert!(!err.contains("warning"), "{err}");
+    } else {
+        assert!(err.contains(warning), "{err}");
+        assert_eq!(err.matches("gres-rs: warning:").count(), 1, "{err}");
+    }
+    // With the development link slurmd picks gpu/nvml: no warning.
+    let (code, err) = detect(&nvml_lib_dir("detect-both", true));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("warning"), "{err}");
+}
