@@ -60,7 +60,7 @@ struct Run {
     stderr: String,
 }
 
-/// `gres-rs check --node n1` on the configuration in `dir`, under the
+/// `gres-rs check --node n1 --format slurmd` on the configuration in `dir`, under the
 /// address-space limit, killed after 60 s.
 fn check(dir: &Dir) -> Run {
     let slurm = dir.0.join("slurm.conf");
@@ -70,7 +70,7 @@ fn check(dir: &Dir) -> Run {
         .arg(format!("--as={ADDRESS_SPACE}"))
         .arg("--")
         .arg(GRES_RS)
-        .args(["check", "--node", "n1", "--slurm-conf"])
+        .args(["check", "--node", "n1", "--format", "slurmd", "--slurm-conf"])
         .arg(&slurm)
         .env_remove("SLURM_CONF")
         .env("NO_COLOR", "1")

@@ -72,11 +72,16 @@ EXIT STATUS
     2   usage error, or a file that cannot be read or written";
 
 const CHECK_LONG_ABOUT: &str = "\
-Predict, for each node, the GRES table slurmd would configure: the same
-`Gres Name=... Type=... Count=... Index=... ID=... File=...` lines that
-`slurmd -G` prints, after slurm.conf and gres.conf are merged and the GRES
-plugins have done their part (GPUs merged with fake_gpus.conf or NVML
-detection, MPS and shard counts spread over the GPUs).
+Predict, for each node, the GRES table slurmd would configure, after
+slurm.conf and gres.conf are merged and the GRES plugins have done their
+part (GPUs merged with fake_gpus.conf or NVML detection, MPS and shard
+counts spread over the GPUs).  By default it is a table for people: per
+node its CPUs, AutoDetect and where the GPUs come from, then one row per
+GRES record (name, type, count, index, device files, cores; links,
+unique id and flags where a record has them).  --format slurmd prints
+instead the exact `Gres Name=... Type=... Count=... Index=... ID=...
+File=...` lines of `slurmd -G`, to diff with it; --format json all of it
+for programs.
 
 gres.conf is read as the Slurm release the plugins are built for reads
 it (--slurm-release for another): an AutoDetect= value or a Flags= word
@@ -93,7 +98,15 @@ to gpu/generic.
 Errors point at the file, line and column, with a caret under the fault
 and a suggestion where one is known.
 
-The GRES table goes to standard output, problems to standard error.
+The GRES table goes to standard output, problems to standard error
+(--quiet: problems only).
+
+It also predicts, as slurmd searches PluginDir, which file of each GRES
+plugin slurmd loads and whether it accepts it (its release, libgres_rs.so
+beside ours), and which gpu plugin it picks: gpu/nvml for AutoDetect=nvml
+when it can load libnvidia-ml.so (from Slurm 24.05 also libnvidia-ml.so.1),
+else gpu/generic; a gpu/nvml without an acceptable gpu_nvml.so (Debian's
+packages ship none) stops slurmd.
 
 DEFAULTS
     slurm.conf is $SLURM_CONF, else /etc/slurm/slurm.conf, else (a
@@ -108,6 +121,7 @@ EXAMPLES
     gres-rs check
     gres-rs check --node gpu07 --format json
     gres-rs check --all-nodes --no-device-check --slurm-conf new/slurm.conf
+    diff <(gres-rs check --format slurmd | grep ^Gres) <(slurmd -G 2>&1 | sed -n 's/^slurmd: Gres/Gres/p')
 
 EXIT STATUS
     0   no fatal problem and no error (warnings allowed); with
@@ -265,7 +279,11 @@ pub struct GenerateArgs {
 /// Output formats of `check`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CheckFormat {
+    /// For people: per node a line (CPUs, AutoDetect, where the GPUs come from) and an aligned table of its GRES
     Text,
+    /// The exact lines `slurmd -G` prints (NodeName=..., then Gres Name=...), for diffing with it
+    Slurmd,
+    /// One JSON document (schema version, every record and problem)
     Json,
 }
 

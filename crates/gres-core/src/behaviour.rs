@@ -139,6 +139,14 @@ pub struct Behaviour {
     /// from 25.11.0 (`>=` instead of `>`); ours always does
     /// (docs/deviations.md, MPS/shard 5).
     pub prep_node_index_checked: bool,
+    /// For `AutoDetect=nvml` slurmd picks gpu/nvml when it can `dlopen()`
+    /// `libnvidia-ml.so` or, from 24.05.0, `libnvidia-ml.so.1` (the name
+    /// the driver installs); before, only the unversioned
+    /// `libnvidia-ml.so` (the driver's development link), else
+    /// gpu/generic (`_get_gpu_type()`, `src/interfaces/gpu.c`; read in
+    /// 22.05.8's libslurmfull, 23.02.8, 23.11.11, 24.05.8, 24.11.5,
+    /// 26.05.3).
+    pub nvml_versioned_lib: bool,
 }
 
 impl Default for Behaviour {
@@ -167,6 +175,7 @@ impl Behaviour {
         shared_task_env_order_fixed: false,
         device_flags_on_wire: false,
         prep_node_index_checked: false,
+        nvml_versioned_lib: false,
     };
 
     /// Whether a gres.conf value exists.
@@ -177,6 +186,16 @@ impl Behaviour {
             Feature::AutoDetectFull => self.autodetect_full,
             Feature::FlagExplicit => self.flag_explicit,
             Feature::FlagEnvUuid => self.flag_env_uuid,
+        }
+    }
+
+    /// The libraries slurmd tries, in order, before it picks gpu/nvml for
+    /// `AutoDetect=nvml` (one that loads makes it gpu/nvml).
+    pub fn nvml_probe_libs(&self) -> &'static [&'static str] {
+        if self.nvml_versioned_lib {
+            &["libnvidia-ml.so", "libnvidia-ml.so.1"]
+        } else {
+            &["libnvidia-ml.so"]
         }
     }
 
@@ -205,6 +224,8 @@ mod tests {
         assert!(Feature::ALL.iter().all(|f| !b.has(*f)));
         assert!(!b.nvml_mig_bit14());
         assert_eq!(b.flag_words().len(), 6);
+        assert_eq!(b.nvml_probe_libs(), ["libnvidia-ml.so"]);
+        assert_eq!(Behaviour { nvml_versioned_lib: true, ..b }.nvml_probe_libs(), ["libnvidia-ml.so", "libnvidia-ml.so.1"]);
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub const SERIES: [(u32, u32); 8] = [(22, 5), (23, 2), (23, 11), (24, 5), (24, 1
 
 /// Every release at which a field of [`Behaviour`] changes, oldest first
 /// (what [`first_release`] can answer).
-const BOUNDARIES: [Release; 8] = [(22, 5, 0), (23, 2, 0), (23, 2, 7), (23, 11, 0), (23, 11, 4), (24, 11, 0), (25, 11, 0), (26, 5, 0)];
+const BOUNDARIES: [Release; 9] = [(22, 5, 0), (23, 2, 0), (23, 2, 7), (23, 11, 0), (23, 11, 4), (24, 5, 0), (24, 11, 0), (25, 11, 0), (26, 5, 0)];
 
 /// How release `major.minor.micro` behaves.  `None` for a series this
 /// project does not build for.
@@ -61,6 +61,7 @@ pub fn for_release(major: u32, minor: u32, micro: u32) -> Option<Behaviour> {
         shared_task_env_order_fixed: at_least((23, 2, 7)),
         device_flags_on_wire: at_least((25, 11, 0)),
         prep_node_index_checked: at_least((25, 11, 0)),
+        nvml_versioned_lib: at_least((24, 5, 0)),
     })
 }
 
@@ -128,6 +129,7 @@ mod tests {
     #[test]
     fn later_series() {
         assert!(b(24, 11, 0).autodetect_nvidia && !b(24, 5, 8).autodetect_nvidia);
+        assert!(!b(23, 11, 11).nvml_versioned_lib && b(24, 5, 0).nvml_versioned_lib && b(26, 5, 3).nvml_versioned_lib);
         assert_eq!(b(25, 5, 8).unique_id_in_env, UniqueIdInEnv::Always);
         let b2511 = b(25, 11, 7);
         assert_eq!(

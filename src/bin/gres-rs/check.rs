@@ -19,6 +19,7 @@ use slurm_gpu_gres::core::slurm_conf::SlurmConf;
 use slurm_gpu_gres::ffi::behaviour as abi;
 
 use crate::host::{self, LocalCpus};
+use crate::plugin_dir::GpuPick;
 use crate::render::{self, JsonProblem, JsonRecord, Sources};
 use crate::sliced::{SliceError, Sliced};
 use crate::{default_slurm_conf, tool_error, CheckArgs, CheckFormat, FailOn, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};
@@ -71,6 +72,9 @@ impl Nodes {
 struct Outcome {
     cpus: u32,
     local: bool,
+    /// Where the records come from, for people: "from gres.conf", "2 GPUs
+    /// detected by NVML here, merged with gres.conf", ...
+    origin: String,
     prediction: Prediction,
     problems: Vec<Problem>,
 }
@@ -168,23 +172,41 @@ fn check(args: &CheckArgs, report: &mut Report) -> Result<(), u8> {
     result
 }
 
-/// Which file of each GRES plugin slurmd will load from this host's
-/// `PluginDir` (slurm.conf's, else where Slurm's own plugins are), and
-/// whether it accepts it.
-/// Also whether the gres/gpu that slurmd loads is ours (`None`: unknown).
-fn plugin_dir_problems(slurm: &SlurmConf, types: &[String]) -> (Vec<Problem>, Option<bool>) {
-    let configured = slurm.plugin_dirs();
-    let dirs: Vec<PathBuf> =
-        if configured.is_empty() { crate::install::stock_dir().into_iter().collect() } else { configured.iter().map(PathBuf::from).collect() };
-    if dirs.is_empty() {
-        return (Vec::new(), None);
+/// This host's `PluginDir` as slurmd searches it.
+struct PluginDirs {
+    dirs: Vec<PathBuf>,
+    /// As slurm.conf would write it (`a:b`).
+    text: String,
+    /// The installed slurmd's release (`None`: unknown).
+    slurmd: Option<u32>,
+}
+
+impl PluginDirs {
+    /// slurm.conf's `PluginDir`, else where Slurm's own plugins are.
+    fn of(slurm: &SlurmConf) -> Option<PluginDirs> {
+        let configured = slurm.plugin_dirs();
+        let dirs: Vec<PathBuf> =
+            if configured.is_empty() { crate::install::stock_dir().into_iter().collect() } else { configured.iter().map(PathBuf::from).collect() };
+        if dirs.is_empty() {
+            return None;
+        }
+        let text = dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(":");
+        Some(PluginDirs { dirs, text, slurmd: crate::install::installed_version().map(|(v, _)| v) })
     }
-    let text = dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(":");
-    let slurmd = crate::install::installed_version().map(|(v, _)| v);
-    let read = |p: &Path| slurm_gpu_gres::core::files::read_bounded(p, crate::install::MAX_PLUGIN_FILE_LEN).ok();
-    let choices = crate::plugin_dir::predict(&dirs, &crate::plugin_dir::plugin_names(types), slurmd, &read);
+
+    fn predict(&self, names: &[&str]) -> Vec<crate::plugin_dir::Choice> {
+        let read = |p: &Path| slurm_gpu_gres::core::files::read_bounded(p, crate::install::MAX_PLUGIN_FILE_LEN).ok();
+        crate::plugin_dir::predict(&self.dirs, names, self.slurmd, &read)
+    }
+}
+
+/// Which file of each GRES plugin slurmd will load from this host's
+/// `PluginDir`, and whether it accepts it.
+/// Also whether the gres/gpu that slurmd loads is ours (`None`: unknown).
+fn plugin_dir_problems(slurm: &SlurmConf, dirs: &PluginDirs, types: &[String]) -> (Vec<Problem>, Option<bool>) {
+    let choices = dirs.predict(&crate::plugin_dir::plugin_names(types));
     let ours_gpu = choices.iter().find(|c| c.name == "gres_gpu").and_then(|c| c.loaded.as_ref()).map(|(_, ours, _)| *ours);
-    (crate::plugin_dir::problems(&choices, &text, slurm), ours_gpu)
+    (crate::plugin_dir::problems(&choices, &dirs.text, slurm), ours_gpu)
 }
 
 fn check_as(args: &CheckArgs, behaviour: &Behaviour, report: &mut Report) -> Result<(), u8> {
@@ -205,8 +227,9 @@ fn check_as(args: &CheckArgs, behaviour: &Behaviour, report: &mut Report) -> Res
         }
     };
     let mut ours_gpu = None;
-    if !args.no_device_check {
-        let (problems, ours) = plugin_dir_problems(&slurm, &types);
+    let plugin_dirs = if args.no_device_check { None } else { PluginDirs::of(&slurm) };
+    if let Some(dirs) = &plugin_dirs {
+        let (problems, ours) = plugin_dir_problems(&slurm, dirs, &types);
         report.file_problems.extend(problems);
         ours_gpu = ours;
     }
@@ -285,6 +308,7 @@ fn check_as(args: &CheckArgs, behaviour: &Behaviour, report: &mut Report) -> Res
         args,
         behaviour,
         ours_gpu,
+        plugin_dirs: plugin_dirs.as_ref(),
     };
     let whole_file = sliced.as_ref().is_some_and(|s| s.has_includes);
     let (full, mut evaluated) = std::thread::scope(|scope| {
@@ -377,6 +401,8 @@ struct Env<'a> {
     behaviour: &'a Behaviour,
     /// The gres/gpu slurmd loads from PluginDir is ours (None: unknown).
     ours_gpu: Option<bool>,
+    /// This host's PluginDir (None: not looked at).
+    plugin_dirs: Option<&'a PluginDirs>,
 }
 
 impl Env<'_> {
@@ -425,7 +451,7 @@ impl Env<'_> {
         let map = CpuMap::for_node(&hw, actual, self.config_overrides);
         let abs_to_mac = move |r: &str| map.abs_to_mac(r);
         let ctx = NodeContext { node_name: &entry.name, cpu_cnt: cpus, gres_types: Some(self.types), abs_to_mac: Some(&abs_to_mac), behaviour: self.behaviour };
-        let mut outcome = Outcome { cpus, local, prediction: Prediction::default(), problems: Vec::new() };
+        let mut outcome = Outcome { cpus, local, origin: String::new(), prediction: Prediction::default(), problems: Vec::new() };
         let gres_node = match self.sliced.map(|s| s.node_config(lines, &ctx)) {
             None => None,
             Some(Ok(g)) => Some(g),
@@ -463,12 +489,33 @@ impl Env<'_> {
                 &Default::default(),
             );
         }
+        // The gpu plugin slurmd picks on this host, and the file it loads.
+        let gpu_pick = if local { crate::plugin_dir::gpu_plugin(autodetect, self.behaviour, &host::library_loadable) } else { None };
+        let mut gpu_loads = None;
+        let gres_gpu = self.types.iter().any(|t| t.eq_ignore_ascii_case("gpu"));
+        if let (Some(pick), Some(dirs), true) = (&gpu_pick, self.plugin_dirs, gres_gpu) {
+            let choice = dirs.predict(&[pick.name]).remove(0);
+            gpu_loads = Some(choice.loaded.is_some());
+            problems.extend(crate::plugin_dir::gpu_problems(pick, &choice, &dirs.text, self.slurm));
+        }
         if self.fake_path.is_none() {
-            problems.extend(self.autodetect_problems(autodetect, local, system.is_some()));
+            problems.extend(self.autodetect_problems(autodetect, local, system.is_some(), gpu_pick.as_ref(), gpu_loads));
         }
         let detection_pending = !local
             && system.is_none()
             && matches!(autodetect, AutoDetect::Nvml | AutoDetect::Rsmi | AutoDetect::OneApi | AutoDetect::Nrt | AutoDetect::Nvidia | AutoDetect::Full);
+        let configured = if gres_node.is_some() { "gres.conf" } else { "slurm.conf (no gres.conf)" };
+        let gpus = |n: usize| if n == 1 { "1 GPU".to_string() } else { format!("{n} GPUs") };
+        outcome.origin = match &system {
+            Some(s) if self.fake_path.is_some() => format!("{} from fake_gpus.conf, merged with {configured}", gpus(s.len())),
+            Some(s) => format!("{} detected by NVML on this host, merged with {configured}", gpus(s.len())),
+            None if detection_pending => format!("from {configured}; detection (AutoDetect={}) runs on the node, not here", autodetect.as_str()),
+            None if local && matches!(autodetect, AutoDetect::Nvml | AutoDetect::Full) && self.args.no_detect => {
+                format!("from {configured}; NVML not asked (--no-detect)")
+            }
+            None if local && matches!(autodetect, AutoDetect::Nvml | AutoDetect::Full) => format!("from {configured}; NVML detected nothing"),
+            None => format!("from {configured}"),
+        };
         let stat = |p: &str| -> Result<DevStat, String> { stat_device(p) };
         let device_check = local && !self.args.no_device_check;
         let mut prediction = node_conf::predict(NodeInput {
@@ -502,11 +549,16 @@ impl Env<'_> {
         (outcome, Vec::new())
     }
 
-    fn autodetect_problems(&self, autodetect: AutoDetect, local: bool, detected: bool) -> Vec<Problem> {
+    /// `pick`: the gpu plugin slurmd picks here (None: not predicted);
+    /// `gpu_loads`: whether a file of it is accepted (None: not looked at).
+    fn autodetect_problems(&self, autodetect: AutoDetect, local: bool, detected: bool, pick: Option<&GpuPick>, gpu_loads: Option<bool>) -> Vec<Problem> {
         let mut out = Vec::new();
         let energy_gpu = self.slurm.get("AcctGatherEnergyType").is_some_and(|v| v.trim().eq_ignore_ascii_case("acct_gather_energy/gpu"));
-        let nvml_plugin = matches!(autodetect, AutoDetect::Nvml) && host::library_loadable("libnvidia-ml.so");
-        if local && energy_gpu && !nvml_plugin {
+        // gpu/generic: what slurmd falls back to, which reads no energy.
+        let generic = pick.is_some_and(|p| !p.is_nvml());
+        let nvml_libs = if self.behaviour.nvml_versioned_lib { "libnvidia-ml.so.1" } else { "libnvidia-ml.so (unversioned)" };
+        let no_energy = generic || pick.is_some_and(|p| p.is_nvml() && !p.required && gpu_loads == Some(false));
+        if local && energy_gpu && no_energy {
             let energy = self.slurm.get_spanned("AcctGatherEnergyType").map(|s| s.location.clone());
             out.push(
                 Problem::new(
@@ -514,7 +566,7 @@ impl Env<'_> {
                     energy,
                     "AcctGatherEnergyType=acct_gather_energy/gpu, but slurmd will use gpu/generic, which reads no energy: jobs' GPU energy stays 0",
                 )
-                .with_help("energy needs gpu/nvml: AutoDetect=nvml in gres.conf and the driver's libnvidia-ml.so (unversioned) loadable"),
+                .with_help(format!("energy needs gpu/nvml: AutoDetect=nvml in gres.conf and the driver's {nvml_libs} loadable")),
             );
         }
         match autodetect {
@@ -526,7 +578,7 @@ impl Env<'_> {
                 )
                 .with_help("install the NVIDIA driver, or list the GPUs with File= in gres.conf"),
             ),
-            AutoDetect::Nvml if local && !host::library_loadable("libnvidia-ml.so") && self.ours_gpu == Some(true) => out.push(
+            AutoDetect::Nvml if local && generic && self.ours_gpu == Some(true) => out.push(
                 Problem::new(
                     Severity::Warning,
                     self.global_autodetect.clone(),
@@ -534,7 +586,7 @@ impl Env<'_> {
                 )
                 .with_help("install the driver's development link (Debian: apt install libnvidia-ml-dev, or ln -s libnvidia-ml.so.1 libnvidia-ml.so next to it)"),
             ),
-            AutoDetect::Nvml if local && !host::library_loadable("libnvidia-ml.so") => out.push(
+            AutoDetect::Nvml if local && generic => out.push(
                 Problem::new(
                     Severity::Warning,
                     self.global_autodetect.clone(),
@@ -664,7 +716,7 @@ fn output(args: &CheckArgs, report: &Report) -> u8 {
             let code = exit_code(&json.summary, args.fail_on);
             return finish(r.and_then(|()| out.flush()), code);
         }
-        CheckFormat::Text => {
+        CheckFormat::Text | CheckFormat::Slurmd => {
             let styled = render::styled_stderr();
             let mut err = String::new();
             for p in report.file_problems.iter().filter(shown) {
@@ -677,11 +729,9 @@ fn output(args: &CheckArgs, report: &Report) -> u8 {
                 let hostlist = node_conf::ranged_string(&names);
                 let o = &g.outcome;
                 if !args.quiet {
-                    let state = if o.fatal() { " (slurmd stops, see below)" } else { "" };
-                    r = r.and_then(|()| writeln!(out, "NodeName={hostlist} CPUs={} AutoDetect={}{state}", o.cpus, o.prediction.autodetect.as_str()));
-                    for l in &o.prediction.lines {
-                        r = r.and_then(|()| writeln!(out, "{l}"));
-                    }
+                    // People's tables: a blank line between two nodes.
+                    let gap = if args.format == CheckFormat::Text && !std::ptr::eq(g, &report.groups[0]) { "\n" } else { "" };
+                    r = r.and_then(|()| write!(out, "{gap}{}", node_text(args.format, &hostlist, o)));
                 }
                 for p in o.problems.iter().filter(shown) {
                     let label = several.then_some(hostlist.as_str());
@@ -702,6 +752,32 @@ fn output(args: &CheckArgs, report: &Report) -> u8 {
         }
     };
     finish(written.0, written.1)
+}
+
+/// A group of nodes on standard output: for people (`text`: a header line
+/// and an aligned table), or the lines `slurmd -G` prints (`slurmd`).
+fn node_text(format: CheckFormat, hostlist: &str, o: &Outcome) -> String {
+    let autodetect = o.prediction.autodetect.as_str();
+    let mut s = String::new();
+    if format == CheckFormat::Slurmd {
+        let state = if o.fatal() { " (slurmd stops, see below)" } else { "" };
+        s.push_str(&format!("NodeName={hostlist} CPUs={} AutoDetect={autodetect}{state}\n", o.cpus));
+        for l in &o.prediction.lines {
+            s.push_str(l);
+            s.push('\n');
+        }
+        return s;
+    }
+    s.push_str(&format!("{hostlist}: {} CPU{}, AutoDetect={autodetect}", o.cpus, if o.cpus == 1 { "" } else { "s" }));
+    if o.fatal() {
+        s.push_str(": slurmd stops (see below), no GRES\n");
+    } else if o.prediction.records.is_empty() {
+        s.push_str(&format!(", {}: no GRES\n", o.origin));
+    } else {
+        s.push_str(&format!(", {}\n", o.origin));
+        s.push_str(&render::gres_table(&o.prediction.records));
+    }
+    s
 }
 
 /// 1 when a problem of at least the `--fail-on` severity was found.

@@ -1,6 +1,7 @@
 //! `gres-rs detect`: the GPUs NVML reports.
 
 use serde::Serialize;
+use slurm_gpu_gres::core::gres_conf::AutoDetect;
 use slurm_gpu_gres::core::host::NodeConfig;
 use slurm_gpu_gres::core::host::StandaloneHost;
 use slurm_gpu_gres::core::model::LogLevel;
@@ -125,7 +126,10 @@ pub fn run(args: &DetectArgs) -> u8 {
             eprintln!("gres-rs: error: {p}");
         }
     }
-    if found && args.nvml_lib.is_none() && !host::library_loadable("libnvidia-ml.so") {
+    // slurmd's choice for AutoDetect=nvml on this host, for the release
+    // the plugins are built for (as check predicts it).
+    let slurmd_pick = crate::plugin_dir::gpu_plugin(AutoDetect::Nvml, slurm_gpu_gres::ffi::behaviour::build(), &host::library_loadable);
+    if found && args.nvml_lib.is_none() && slurmd_pick.is_some_and(|p| !p.is_nvml()) {
         // As check says of AutoDetect=nvml.
         eprintln!(
             "gres-rs: warning: libnvidia-ml.so (unversioned) cannot be loaded here: slurmd picks gpu/generic instead of gpu/nvml (the stock gres/gpu then detects no GPU; ours detects through libnvidia-ml.so.1, but --gpu-freq and acct_gather_energy/gpu need gpu/nvml): install the driver's development link (Debian: apt install libnvidia-ml-dev)"

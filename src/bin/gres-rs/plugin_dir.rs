@@ -6,10 +6,20 @@
 //! our files (the stock directory first, `libgres_rs.so` missing beside a
 //! plugin file, a build for another release) are reported before a
 //! restart shows them.
+//!
+//! The gpu plugin is chosen before it is searched for: slurmd's
+//! `_get_gpu_type()` (`src/interfaces/gpu.c`) makes it gpu/nvml for
+//! `AutoDetect=nvml` when one of the NVML libraries of the release
+//! ([`Behaviour::nvml_probe_libs`]) can be loaded, else gpu/generic
+//! ([`gpu_plugin`]); a gpu/nvml without a `gpu_nvml.so` it accepts stops
+//! slurmd (`cannot create gpu context for gpu/nvml`), and the stock
+//! packages of Debian ship none.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use slurm_gpu_gres::core::behaviour::Behaviour;
+use slurm_gpu_gres::core::gres_conf::AutoDetect;
 use slurm_gpu_gres::core::node_conf::{Problem, Severity};
 use slurm_gpu_gres::core::slurm_conf::SlurmConf;
 use slurm_gpu_gres::LIBRARY_FILE;
@@ -140,4 +150,124 @@ pub fn problems(choices: &[Choice], dirs_text: &str, slurm: &SlurmConf) -> Vec<P
 pub fn plugin_names(types: &[String]) -> Vec<&'static str> {
     let wanted: BTreeSet<String> = types.iter().map(|t| t.to_ascii_lowercase()).collect();
     [("gpu", "gres_gpu"), ("mps", "gres_mps"), ("shard", "gres_shard")].into_iter().filter(|(t, _)| wanted.contains(*t)).map(|(_, n)| n).collect()
+}
+
+/// The gpu plugin slurmd picks for a node, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuPick {
+    /// The plugin file's name without `.so`: `gpu_nvml`, `gpu_generic`.
+    pub name: &'static str,
+    /// Why, as the messages say it: "AutoDetect=nvml and libnvidia-ml.so.1
+    /// can be loaded".
+    pub why: String,
+    /// A file of that name must load (else slurmd stops); `false` for the
+    /// probe of `AutoDetect=full`, which goes on to the next plugin.
+    pub required: bool,
+}
+
+impl GpuPick {
+    /// gpu/nvml: what reads energy and applies `--gpu-freq`.
+    pub fn is_nvml(&self) -> bool {
+        self.name == "gpu_nvml"
+    }
+}
+
+/// The gpu plugin slurmd of `behaviour`'s release picks for `autodetect`
+/// (`_get_gpu_type()`), `loadable` telling which libraries `dlopen()`
+/// finds.  `None` where this tool does not predict it (rsmi, nrt,
+/// nvidia: plugins of libraries it does not look for).
+pub fn gpu_plugin(autodetect: AutoDetect, behaviour: &Behaviour, loadable: &dyn Fn(&str) -> bool) -> Option<GpuPick> {
+    let libs = behaviour.nvml_probe_libs();
+    let nvml_lib = libs.iter().find(|l| loadable(l));
+    let generic = |why: String| Some(GpuPick { name: "gpu_generic", why, required: true });
+    match autodetect {
+        AutoDetect::Nvml => match nvml_lib {
+            Some(lib) => Some(GpuPick { name: "gpu_nvml", why: format!("AutoDetect=nvml and {lib} can be loaded"), required: true }),
+            None if libs.len() == 1 => generic(format!("AutoDetect=nvml, but {} cannot be loaded", libs[0])),
+            None => generic(format!("AutoDetect=nvml, but neither {} can be loaded", libs.join(" nor "))),
+        },
+        // The probe of AutoDetect=full tries gpu/nvml first, then the others.
+        AutoDetect::Full if behaviour.autodetect_full => {
+            nvml_lib.map(|lib| GpuPick { name: "gpu_nvml", why: format!("AutoDetect=full probes gpu/nvml first and {lib} can be loaded"), required: false })
+        }
+        AutoDetect::Unset | AutoDetect::Off | AutoDetect::OneApi | AutoDetect::Full => generic(format!("AutoDetect={}", autodetect.as_str())),
+        AutoDetect::Rsmi | AutoDetect::Nrt | AutoDetect::Nvidia => None,
+    }
+}
+
+/// The problems and notes of the gpu plugin's search: `choice` is the
+/// search for `pick.name`.
+pub fn gpu_problems(pick: &GpuPick, choice: &Choice, dirs_text: &str, slurm: &SlurmConf) -> Vec<Problem> {
+    let location = slurm.get_spanned("PluginDir").map(|s| s.location.clone());
+    let file = format!("{}.so", pick.name);
+    let plugin = pick.name.replacen('_', "/", 1);
+    let mut out: Vec<Problem> = problems(std::slice::from_ref(choice), dirs_text, slurm)
+        .into_iter()
+        .filter(|p| p.severity != Severity::Fatal)
+        .map(|mut p| {
+            if p.severity == Severity::Note {
+                p.message = format!("slurmd picks {plugin} ({}): {}", pick.why, p.message.trim_start_matches("slurmd "));
+            }
+            p
+        })
+        .collect();
+    if choice.loaded.is_none() {
+        let found = if choice.refused.is_empty() {
+            format!("there is no {file} in PluginDir={dirs_text}")
+        } else {
+            format!("no {file} in PluginDir={dirs_text} is one it accepts")
+        };
+        out.push(if pick.required {
+            Problem::new(
+                Severity::Fatal,
+                location,
+                format!("slurmd picks {plugin} ({}), but {found}: it stops (cannot create gpu context for {plugin}) and the node gets no GRES", pick.why),
+            )
+            .with_help(format!(
+                "install ours for this release (gres-rs install --plugin-dir DIR, DIR first in PluginDir); the stock packages of Debian ship no {file}"
+            ))
+        } else {
+            Problem::new(Severity::Warning, location, format!("slurmd picks {plugin} ({}), but {found}: it goes on without NVML detection", pick.why))
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slurm_gpu_gres::ffi::behaviour::for_release;
+
+    fn pick(autodetect: AutoDetect, release: (u32, u32, u32), have: &[&str]) -> Option<(&'static str, String, bool)> {
+        let b = for_release(release.0, release.1, release.2).unwrap();
+        gpu_plugin(autodetect, &b, &|lib: &str| have.contains(&lib)).map(|p| (p.name, p.why, p.required))
+    }
+
+    #[test]
+    fn gpu_plugin_as_slurmd_picks_it() {
+        let so1 = ["libnvidia-ml.so.1"];
+        let both = ["libnvidia-ml.so", "libnvidia-ml.so.1"];
+        // 22.05 and 23.11 try the unversioned name only.
+        for release in [(22, 5, 8), (23, 11, 11)] {
+            assert_eq!(pick(AutoDetect::Nvml, release, &so1), Some(("gpu_generic", "AutoDetect=nvml, but libnvidia-ml.so cannot be loaded".into(), true)));
+            assert_eq!(pick(AutoDetect::Nvml, release, &both), Some(("gpu_nvml", "AutoDetect=nvml and libnvidia-ml.so can be loaded".into(), true)));
+        }
+        // From 24.05 the driver's own libnvidia-ml.so.1 is enough.
+        for release in [(24, 5, 8), (24, 11, 5), (26, 5, 3)] {
+            assert_eq!(pick(AutoDetect::Nvml, release, &so1), Some(("gpu_nvml", "AutoDetect=nvml and libnvidia-ml.so.1 can be loaded".into(), true)));
+            assert_eq!(
+                pick(AutoDetect::Nvml, release, &[]),
+                Some(("gpu_generic", "AutoDetect=nvml, but neither libnvidia-ml.so nor libnvidia-ml.so.1 can be loaded".into(), true))
+            );
+        }
+        // AutoDetect=full (26.05) probes gpu/nvml first, and goes on.
+        assert_eq!(
+            pick(AutoDetect::Full, (26, 5, 3), &so1),
+            Some(("gpu_nvml", "AutoDetect=full probes gpu/nvml first and libnvidia-ml.so.1 can be loaded".into(), false))
+        );
+        assert_eq!(pick(AutoDetect::Full, (26, 5, 3), &[]), None);
+        assert_eq!(pick(AutoDetect::Unset, (26, 5, 3), &both), Some(("gpu_generic", "AutoDetect=unset".into(), true)));
+        assert_eq!(pick(AutoDetect::Off, (22, 5, 8), &both).map(|p| p.0), Some("gpu_generic"));
+        assert_eq!(pick(AutoDetect::Rsmi, (24, 11, 5), &both), None);
+    }
 }

@@ -9,7 +9,7 @@ use annotate_snippets::{Level, Renderer, Snippet};
 use serde::Serialize;
 use slurm_gpu_gres::core::files::{read_bounded, MAX_FILE_LEN};
 use slurm_gpu_gres::core::gres_conf::syntax::Location;
-use slurm_gpu_gres::core::model::{flags_to_string, GresRecord};
+use slurm_gpu_gres::core::model::{flags_to_string, ConfFlags, GresRecord};
 use slurm_gpu_gres::core::node_conf::{Problem, Severity};
 
 /// The lines of the configuration files, read once each.
@@ -224,6 +224,86 @@ pub fn json_problem(p: &Problem, nodes: Option<&str>, sources: &mut Sources) -> 
     }
 }
 
+/// The flags of a record an admin sets or needs to know, as gres.conf's
+/// `Flags=` words: the vendor variables when they are not the default
+/// set, `CountOnly`, `one_sharing`, `explicit`, and `mig` for MIG devices
+/// (not `SHARED`, which every mps and shard record has).  Empty when none.
+pub fn readable_flags(flags: ConfFlags) -> String {
+    let mut words = Vec::new();
+    if !flags.has(ConfFlags::ENV_DEF) {
+        for (bit, word) in [
+            (ConfFlags::ENV_NVML, "nvidia_gpu_env"),
+            (ConfFlags::ENV_RSMI, "amd_gpu_env"),
+            (ConfFlags::ENV_ONEAPI, "intel_gpu_env"),
+            (ConfFlags::ENV_OPENCL, "opencl_env"),
+        ] {
+            if flags.has(bit) {
+                words.push(word);
+            }
+        }
+    }
+    for (bit, word) in
+        [(ConfFlags::COUNT_ONLY, "CountOnly"), (ConfFlags::ONE_SHARING, "one_sharing"), (ConfFlags::EXPLICIT, "explicit"), (ConfFlags::MIG, "mig")]
+    {
+        if flags.has(bit) {
+            words.push(word);
+        }
+    }
+    words.join(",")
+}
+
+/// A node's GRES records as an aligned table for people, one row per
+/// record, each line indented by two spaces and ended by a newline:
+/// name, type, count, index, file(s) and cores always; links, unique id
+/// and flags only when a record has them.  `-` where a record has no
+/// value.
+pub fn gres_table(records: &[GresRecord]) -> String {
+    let dash = |v: Option<&str>| v.filter(|v| !v.is_empty()).unwrap_or("-").to_string();
+    let mut head = vec!["NAME", "TYPE", "COUNT", "INDEX", "FILE", "CORES"];
+    let links = records.iter().any(|r| r.links.is_some());
+    let unique = records.iter().any(|r| r.unique_id.is_some());
+    let flags: Vec<String> = records.iter().map(|r| readable_flags(r.flags)).collect();
+    let any_flags = flags.iter().any(|f| !f.is_empty());
+    if links {
+        head.push("LINKS");
+    }
+    if unique {
+        head.push("UNIQUE_ID");
+    }
+    if any_flags {
+        head.push("FLAGS");
+    }
+    let mut rows: Vec<Vec<String>> = vec![head.iter().map(|h| h.to_string()).collect()];
+    for (r, f) in records.iter().zip(&flags) {
+        let index = r.file.is_some().then(|| slurm_gpu_gres::core::node_conf::line_index(r.file.as_deref()).to_string());
+        let mut row =
+            vec![r.name.clone(), dash(r.type_name.as_deref()), r.count.to_string(), dash(index.as_deref()), dash(r.file.as_deref()), dash(r.cpus.as_deref())];
+        if links {
+            row.push(dash(r.links.as_deref()));
+        }
+        if unique {
+            row.push(dash(r.unique_id.as_deref()));
+        }
+        if any_flags {
+            row.push(dash(Some(f)));
+        }
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..rows[0].len()).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for row in &rows {
+        let mut line = String::from(" ");
+        for (cell, w) in row.iter().zip(&widths) {
+            line.push(' ');
+            line.push_str(cell);
+            line.push_str(&" ".repeat(w - cell.chars().count() + 1));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 /// A GRES record as JSON.
 #[derive(Serialize)]
 pub struct JsonRecord {
@@ -267,6 +347,44 @@ mod tests {
 
     fn line_loc(line: usize, column: usize) -> Location {
         Location { path: PathBuf::from("/etc/slurm/gres.conf"), line, column, len: 1 }
+    }
+
+    fn record(name: &str, file: Option<&str>, cpus: Option<&str>, flags: u32) -> GresRecord {
+        GresRecord {
+            name: name.into(),
+            file: file.map(Into::into),
+            cpus: cpus.map(Into::into),
+            cpu_cnt: 8,
+            count: 1,
+            flags: ConfFlags(flags),
+            plugin_id: slurm_gpu_gres::core::model::gres_build_id(name),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tables_for_people() {
+        let default_env = ConfFlags::HAS_FILE | ConfFlags::ENV_SET | ConfFlags::ENV_DEF;
+        let mut a = record("gpu", Some("/dev/nvidia0"), Some("0-3"), default_env);
+        a.type_name = Some("a100".into());
+        let mut b = record("gpu", Some("/dev/nvidia1"), None, ConfFlags::HAS_FILE | ConfFlags::ENV_NVML);
+        b.type_name = Some("a100".into());
+        b.links = Some("0,-1".into());
+        let mut mps = record("mps", Some("/dev/nvidia0"), None, ConfFlags::HAS_FILE | ConfFlags::SHARED | ConfFlags::ENV_DEF);
+        mps.count = 100;
+        assert_eq!(
+            gres_table(&[a.clone(), b, mps]),
+            "  NAME  TYPE  COUNT  INDEX  FILE          CORES  LINKS  FLAGS\n  \
+             gpu   a100  1      0      /dev/nvidia0  0-3    -      -\n  \
+             gpu   a100  1      1      /dev/nvidia1  -      0,-1   nvidia_gpu_env\n  \
+             mps   -     100    0      /dev/nvidia0  -      -      -\n"
+        );
+        // Without links or flags: no such columns; no file: no index.
+        assert_eq!(
+            gres_table(&[a, record("nic", None, None, 0)]),
+            "  NAME  TYPE  COUNT  INDEX  FILE          CORES\n  gpu   a100  1      0      /dev/nvidia0  0-3\n  nic   -     1      -      -             -\n"
+        );
+        assert_eq!(readable_flags(ConfFlags(ConfFlags::ENV_RSMI | ConfFlags::ONE_SHARING | ConfFlags::COUNT_ONLY)), "amd_gpu_env,CountOnly,one_sharing");
     }
 
     #[test]
