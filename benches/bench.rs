@@ -4,7 +4,20 @@
 //! cargo build --release --workspace        # the plugin files and gres-rs
 //! cargo bench --bench bench                # table on stdout, JSON in target/bench.json
 //! cargo bench --bench bench -- --quick --json /tmp/b.json --only slurmd-g,steps
+//! GRES_RS_SLURM=24.11 cargo bench --bench bench -- --quick --only slurmd-g,steps
 //! ```
+//!
+//! Releases: the `slurmd-g` and `steps` rows are measured on each Slurm
+//! release of the test bed that `GRES_RS_SLURM` selects, as for the tests
+//! (`22.05`, `24.11`, `26.05`, a list, or `all`; unset: the host's and
+//! every chroot that is built), each row labelled with its release (also
+//! in the JSON).  On a chroot's release (`harness::testbed::TestBed`) ours
+//! is built for it (`target/slurm-<version>`), the daemons, `slurmd -G`
+//! and valgrind are the chroot's, and `slurmd -G` is timed inside the
+//! chroot (`Chroot::timed_runs`), where it needs munged (a started
+//! cluster).  The NVML nodes need the stock gpu_nvml.so, which exists for
+//! the host's 22.05.8 only: on the other releases their rows say so.
+//! `rss` and `check` run on the host's release only.
 //!
 //! Rows (each a ratio ours/stock; lower is better for ours):
 //! * `slurmd-g`: wall time of `slurmd -G` (median of many runs), on a
@@ -32,6 +45,8 @@
 use gres_test_harness as harness;
 use gres_test_harness::standin;
 
+use harness::chroot::{Chroot, TimedRun};
+use harness::testbed::{behaviour_of, Selection, TestBed};
 use harness::*;
 use slurm_gpu_gres::core::nvml_model;
 use standin::{FixtureGpu, FixtureMig};
@@ -93,6 +108,8 @@ impl Opts {
 #[derive(Clone, Debug, Default)]
 struct Row {
     group: &'static str,
+    /// The Slurm release measured, e.g. "24.11.5".
+    release: String,
     what: String,
     metric: String,
     unit: String,
@@ -106,9 +123,10 @@ struct Row {
 
 impl Row {
     /// Instructions of one `slurmd -G` a side (callgrind), in thousands.
-    fn instructions(what: String, stock: f64, ours: f64, note: &str) -> Row {
+    fn instructions(release: &str, what: String, stock: f64, ours: f64, note: &str) -> Row {
         Row {
             group: "slurmd-g",
+            release: release.into(),
             what,
             metric: "instructions `slurmd -G` executes (valgrind callgrind)".into(),
             unit: "k".into(),
@@ -120,10 +138,11 @@ impl Row {
         }
     }
     /// Medians of memory samples (MiB) a side, against the 1 MiB goal.
-    fn memory(group: &'static str, what: &str, stock: &[f64], ours: &[f64], note: &str) -> Row {
+    fn memory(group: &'static str, release: &str, what: &str, stock: &[f64], ours: &[f64], note: &str) -> Row {
         let (s, o) = (median(stock), median(ours));
         Row {
             group,
+            release: release.into(),
             what: what.into(),
             metric: format!("difference ours - stock: {:+.2} MiB", o - s),
             unit: "MiB".into(),
@@ -133,6 +152,10 @@ impl Row {
             goal: "difference < 1 MiB".into(),
             note: note.into(),
         }
+    }
+    /// A row that a release cannot measure: why, in its note.
+    fn not_measured(group: &'static str, release: &str, what: &str, metric: &str, note: String) -> Row {
+        Row { group, release: release.into(), what: what.into(), metric: metric.into(), goal: "-".into(), note, ..Default::default() }
     }
     fn ratio(&self) -> Option<f64> {
         match (self.stock, self.ours) {
@@ -152,21 +175,24 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// Runs `f(side)` `n` times per side, alternating which side goes first
-/// (stock, ours, ours, stock, ...); returns the samples of each side.
+/// `n` runs per side, alternating which side goes first (stock, ours,
+/// ours, stock, ...).
+fn alternating(n: usize) -> Vec<Side> {
+    (0..n).flat_map(|i| if i % 2 == 0 { [Side::Stock, Side::Ours] } else { [Side::Ours, Side::Stock] }).collect()
+}
+
+/// The samples of each side (stock, ours) of values taken in `order`.
+fn by_side(order: &[Side], values: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let pick = |want: Side| order.iter().zip(values).filter(|(s, _)| **s == want).map(|(_, v)| *v).collect();
+    (pick(Side::Stock), pick(Side::Ours))
+}
+
+/// Runs `f(side)` `n` times per side in [`alternating`] order; returns
+/// the samples of each side.
 fn interleaved<F: FnMut(Side) -> f64>(n: usize, mut f: F) -> (Vec<f64>, Vec<f64>) {
-    let (mut s, mut o) = (Vec::new(), Vec::new());
-    for i in 0..n {
-        let order = if i % 2 == 0 { [Side::Stock, Side::Ours] } else { [Side::Ours, Side::Stock] };
-        for side in order {
-            let v = f(side);
-            match side {
-                Side::Stock => s.push(v),
-                Side::Ours => o.push(v),
-            }
-        }
-    }
-    (s, o)
+    let order = alternating(n);
+    let values: Vec<f64> = order.iter().map(|&side| f(side)).collect();
+    by_side(&order, &values)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,22 +207,46 @@ enum Side {
 
 /// A cluster directory prepared by the harness (slurm.conf, gres.conf,
 /// fake devices, our plugins installed) in which `slurmd -G` is run
-/// directly, so that only slurmd itself is timed.
+/// directly, so that only slurmd itself is timed.  On a release whose
+/// `slurmd -G` authenticates first (24.11 and later:
+/// `Behaviour::slurmd_g_needs_munged`) the harness's cluster stays up
+/// for its munged; in a chroot every run is the chroot's slurmd (and
+/// valgrind).
 struct GDir {
     dir: PathBuf,
     node: String,
     env: Vec<(String, String)>,
+    /// The release's chroot (`None`: the host).
+    chroot: Option<Chroot>,
+    /// The started cluster whose munged `slurmd -G` needs.
+    cluster: Option<Cluster>,
 }
 
 impl GDir {
     fn prepare(cfg: &ClusterConfig) -> GDir {
+        if behaviour_of(&cfg.slurm_version()).slurmd_g_needs_munged {
+            // As Cluster::slurmd_g does it, keeping the cluster.
+            let mut c = cfg.clone();
+            c.wait_idle = false;
+            c.verify_ours_loaded = false;
+            let cluster = Cluster::start(c);
+            let g = cluster.slurmd_g_in();
+            if !g.output.ok() {
+                panic!("slurmd -G failed while preparing {}:\n{}", g.dir.display(), g.output);
+            }
+            if g.our_dir.is_some() {
+                g.assert_ours_loaded(&["gres_gpu"]);
+            }
+            let dir = cluster.layout.root.clone();
+            return GDir { dir, node: cfg.node_name.clone(), env: cfg.slurmd_env.clone(), chroot: cfg.chroot.clone(), cluster: Some(cluster) };
+        }
         let keep = std::env::var_os("GRES_RS_KEEP").is_some();
         std::env::set_var("GRES_RS_KEEP", "1");
         let g = Cluster::slurmd_g(cfg);
         if !keep {
             std::env::remove_var("GRES_RS_KEEP");
         }
-        let d = GDir { dir: g.dir.clone(), node: cfg.node_name.clone(), env: cfg.slurmd_env.clone() };
+        let d = GDir { dir: g.dir.clone(), node: cfg.node_name.clone(), env: cfg.slurmd_env.clone(), chroot: cfg.chroot.clone(), cluster: None };
         if !g.output.ok() {
             panic!("slurmd -G failed while preparing {}:\n{}", d.dir.display(), g.output);
         }
@@ -209,8 +259,13 @@ impl GDir {
     fn slurm_conf(&self) -> PathBuf {
         self.dir.join("etc").join("slurm.conf")
     }
-    fn command(&self, prog: &Path, args: &[&str]) -> Command {
-        let mut cmd = Command::new(prog);
+    /// `prog` (a host tool, or in the chroot the chroot's) with `args`, the
+    /// directory's slurm.conf and nothing of Slurm's or our environment.
+    fn command(&self, prog: &str, args: &[&str]) -> Command {
+        let mut cmd = match &self.cluster {
+            Some(c) => c.command(prog),
+            None => Command::new(tool(prog)),
+        };
         for (k, _) in std::env::vars_os() {
             let k = k.to_string_lossy().into_owned();
             if k.starts_with("SLURM_") || k.starts_with("GRES_RS_") || k == "LD_LIBRARY_PATH" {
@@ -221,8 +276,17 @@ impl GDir {
         cmd.stdin(Stdio::null());
         cmd
     }
+    /// A program of the release as `slurmd -G` runs it: the path inside
+    /// the chroot, or the host's.
+    fn program(&self, name: &str) -> String {
+        let p = match &self.chroot {
+            Some(r) => r.tool(name).unwrap_or_else(|| panic!("no {name} in chroot {}", r.root().display())),
+            None => tool(name),
+        };
+        p.to_string_lossy().into_owned()
+    }
     fn slurmd_g(&self, extra_env: &[(&str, &Path)]) -> Command {
-        let mut cmd = self.command(&tool("slurmd"), &["-G", "-N", &self.node]);
+        let mut cmd = self.command("slurmd", &["-G", "-N", &self.node]);
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
@@ -231,10 +295,21 @@ impl GDir {
         }
         cmd
     }
+    /// `slurmd -G` as one command of `Chroot::timed_runs`.
+    fn timed_run(&self) -> TimedRun {
+        let mut env = vec![("SLURM_CONF".to_string(), self.slurm_conf().to_string_lossy().into_owned())];
+        env.extend(self.env.iter().cloned());
+        TimedRun { argv: vec![self.program("slurmd"), "-G".into(), "-N".into(), self.node.clone()], dir: self.dir.clone(), env }
+    }
 }
 
 impl Drop for GDir {
     fn drop(&mut self) {
+        // A cluster removes its own directory (and keeps it under
+        // GRES_RS_KEEP=1).
+        if self.cluster.is_some() {
+            return;
+        }
         // GRES_RS_KEEP=1 keeps it for a closer look (perf, strace), as the
         // harness keeps its clusters.
         if std::env::var_os("GRES_RS_KEEP").is_some() {
@@ -245,25 +320,74 @@ impl Drop for GDir {
     }
 }
 
+/// Wall times (seconds) of `runs` `slurmd -G` a side, in [`alternating`]
+/// order: on the host each timed from here; in a chroot timed inside it,
+/// all in one mount namespace (`Chroot::timed_runs`: entering the chroot
+/// costs more than a `slurmd -G`).
+fn slurmd_g_times(what: &str, stock: &GDir, ours: &GDir, runs: usize) -> (Vec<f64>, Vec<f64>) {
+    let order = alternating(runs);
+    let times: Vec<f64> = match &stock.chroot {
+        Some(root) => root
+            .timed_runs(
+                &[stock.dir.clone(), ours.dir.clone()],
+                &[stock.timed_run(), ours.timed_run()],
+                &order.iter().map(|s| usize::from(*s == Side::Ours)).collect::<Vec<_>>(),
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}")),
+        None => order
+            .iter()
+            .map(|&side| {
+                let d = if side == Side::Stock { stock } else { ours };
+                let (t, out) = timed(d.slurmd_g(&[]));
+                assert!(out.status.success(), "{what} ({side:?}): slurmd -G failed:\n{}", text(&out));
+                t
+            })
+            .collect(),
+    };
+    by_side(&order, &times)
+}
+
 /// The instructions one `slurmd -G` in `d` executes, user space, counted
-/// by valgrind's callgrind (`None` without valgrind).  With
+/// by valgrind's callgrind (the release's: the chroot's valgrind on the
+/// chroot's slurmd; `None` without valgrind).  With
 /// `GRES_RS_CALLGRIND_DIR=<dir>` the profiles stay there
-/// (`<dir>/<pid>.out`, one per run, for `callgrind_annotate`).
-fn instructions(d: &GDir) -> Option<f64> {
-    let slurmd = tool("slurmd");
-    let out_file = match std::env::var_os("GRES_RS_CALLGRIND_DIR") {
-        Some(dir) => format!("--callgrind-out-file={}/%p.out", Path::new(&dir).display()),
+/// (`<dir>/<label>.<pid>.out`, one per run, for `callgrind_annotate`).
+fn instructions(d: &GDir, label: &str) -> Option<f64> {
+    if d.chroot.as_ref().map_or(!tool("valgrind").is_file(), |r| r.tool("valgrind").is_none()) {
+        eprintln!("bench: no valgrind for {label}");
+        return None;
+    }
+    let keep = std::env::var_os("GRES_RS_CALLGRIND_DIR").map(PathBuf::from);
+    // In a chroot the profile is written in the (bound) directory first.
+    let out_dir = match (&keep, &d.chroot) {
+        (Some(k), None) => Some(k.clone()),
+        (Some(_), Some(_)) => Some(d.dir.clone()),
+        (None, _) => None,
+    };
+    let out_file = match &out_dir {
+        Some(dir) => format!("--callgrind-out-file={}/{label}.%p.out", dir.display()),
         None => "--callgrind-out-file=/dev/null".to_string(),
     };
-    let mut cmd = d.command(&tool("valgrind"), &["--tool=callgrind", &out_file]);
-    cmd.arg(&slurmd).args(["-G", "-N", &d.node]);
+    let slurmd = d.program("slurmd");
+    let mut cmd = d.command("valgrind", &["--tool=callgrind", &out_file, &slurmd, "-G", "-N", &d.node]);
     for (k, v) in &d.env {
         cmd.env(k, v);
     }
     let out = cmd.output().ok()?;
     if !out.status.success() {
-        eprintln!("bench: valgrind slurmd -G failed:\n{}", text(&out));
+        eprintln!("bench: valgrind slurmd -G ({label}) failed:\n{}", text(&out));
         return None;
+    }
+    if let (Some(k), Some(_)) = (&keep, &d.chroot) {
+        let _ = std::fs::create_dir_all(k);
+        for e in std::fs::read_dir(&d.dir).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&format!("{label}.")) && name.ends_with(".out") {
+                if let Err(err) = std::fs::copy(e.path(), k.join(&name)) {
+                    eprintln!("bench: keeping {}: {err}", e.path().display());
+                }
+            }
+        }
     }
     text(&out).lines().find_map(|l| l.split_once("Collected :").and_then(|(_, n)| n.trim().parse::<f64>().ok()))
 }
@@ -477,7 +601,8 @@ fn nvml_node(side: Side, fixture: &Path, sockets: u32, cores: u32, threads: u32,
 
 /// `slurmd -G` on two prepared directories, interleaved, `runs` times
 /// each (a full run).
-fn bench_slurmd_g(opts: &Opts, what: &str, stock: &GDir, ours: &GDir, runs: usize, goal: &str, note: &str) -> Row {
+#[allow(clippy::too_many_arguments)]
+fn bench_slurmd_g(opts: &Opts, release: &str, what: &str, stock: &GDir, ours: &GDir, runs: usize, goal: &str, note: &str) -> Row {
     let n = opts.n(runs, 7);
     // Both must configure GPUs.  (The numbers of lines may differ: with
     // gres/mps or gres/shard loaded, stock splits a MIG device into one
@@ -491,14 +616,12 @@ fn bench_slurmd_g(opts: &Opts, what: &str, stock: &GDir, ours: &GDir, runs: usiz
     }
     assert!(sl > 0 && ol > 0, "{what}: stock printed {sl} GPU lines, ours {ol}\n---- stock ----\n{}\n---- ours ----\n{}", text(&s_out), text(&o_out));
     let lines = if sl == ol { format!("{sl} `Gres Name=gpu` lines") } else { format!("`Gres Name=gpu` lines: stock {sl}, ours {ol}") };
-    let (s, o) = interleaved(n, |side| {
-        let d = if side == Side::Stock { stock } else { ours };
-        let (t, out) = timed(d.slurmd_g(&[]));
-        assert!(out.status.success(), "{what} ({side:?}): slurmd -G failed:\n{}", text(&out));
-        t * 1000.0
-    });
+    let (s, o) = slurmd_g_times(what, stock, ours, n);
+    let ms = |v: Vec<f64>| v.into_iter().map(|t| t * 1000.0).collect::<Vec<_>>();
+    let (s, o) = (ms(s), ms(o));
     Row {
         group: "slurmd-g",
+        release: release.into(),
         what: format!("{what} ({lines})"),
         metric: "`slurmd -G` wall time, median".into(),
         unit: "ms".into(),
@@ -558,9 +681,25 @@ fn explain_nvml(ours: &GDir, fixture: &Path) {
     }
 }
 
-fn rows_slurmd_g(opts: &Opts, mig_minors: bool, rows: &mut Vec<Row>) {
+/// The slurmd-g rows of release `bed` with our build for it (`build`).
+fn rows_slurmd_g(opts: &Opts, bed: &TestBed, build: &Result<testbed::OurBuild, String>, mig_minors: bool, rows: &mut Vec<Row>) {
+    let v = bed.version.as_str();
     let h100 = two_cpu_fixture("h100x8.conf");
     let mig = two_cpu_fixture("a100x8_mig.conf");
+    const FAKE: &str = "fake-GPU node: 8 GPUs in fake_gpus.conf";
+    const NVML: [&str; 2] = ["NVML node: 8x H100 with NVLink", "NVML node: 8x A100 x 7 MIG = 56 MIG devices"];
+    if let Err(e) = build {
+        for what in std::iter::once(FAKE).chain(NVML) {
+            rows.push(Row::not_measured("slurmd-g", v, what, "`slurmd -G`", format!("not measured: our build for Slurm {v} failed: {e}")));
+        }
+        return;
+    }
+    // Ours for a chroot's release is the build for it (on the host the
+    // workspace's, as the config has it).
+    let ours_cfg = |c: ClusterConfig| match (&bed.chroot, build) {
+        (Some(_), Ok(b)) => b.apply(bed.on(c)),
+        _ => bed.on(c),
+    };
     // (a1) the same fake-GPU node on both sides.
     let fake_node = |side: Side| {
         let mut c = nvml_node(Side::Stock, &h100, 1, 2, 1, None, mig_minors);
@@ -569,18 +708,41 @@ fn rows_slurmd_g(opts: &Opts, mig_minors: bool, rows: &mut Vec<Row>) {
         c
     };
     {
-        let (s, o) = (GDir::prepare(&fake_node(Side::Stock)), GDir::prepare(&fake_node(Side::Ours)));
+        let (s, o) = (GDir::prepare(&bed.on(fake_node(Side::Stock))), GDir::prepare(&ours_cfg(fake_node(Side::Ours))));
+        let where_ = if bed.chroot.is_some() { ", timed inside the chroot" } else { "" };
         // Like with like, and a small difference: more runs.
-        rows.push(bench_slurmd_g(opts, "fake-GPU node: 8 GPUs in fake_gpus.conf", &s, &o, 401, "<= 1.00", "both sides read fake_gpus.conf"));
-        match (instructions(&s), instructions(&o)) {
+        rows.push(bench_slurmd_g(opts, v, FAKE, &s, &o, 401, "<= 1.00", &format!("both sides read fake_gpus.conf{where_}")));
+        let valgrind = if bed.chroot.is_some() { "the chroot's valgrind on its slurmd; " } else { "" };
+        match (instructions(&s, &format!("{v}-stock-fake")), instructions(&o, &format!("{v}-ours-fake"))) {
             (Some(stock), Some(ours)) => rows.push(Row::instructions(
-                "fake-GPU node: 8 GPUs in fake_gpus.conf".into(),
+                v,
+                FAKE.into(),
                 stock,
                 ours,
-                "the CPU part of the wall time, without the machine's noise (one run a side is exact)",
+                &format!("{valgrind}the CPU part of the wall time, without the machine's noise (one run a side is exact)"),
             )),
-            _ => eprintln!("bench: no instruction counts (valgrind missing or failed); that row is left out"),
+            _ => rows.push(Row::not_measured(
+                "slurmd-g",
+                v,
+                FAKE,
+                "instructions `slurmd -G` executes (valgrind callgrind)",
+                "not measured: valgrind missing or failed (see stderr)".into(),
+            )),
         }
+    }
+    if bed.chroot.is_some() {
+        for what in NVML {
+            rows.push(Row::not_measured(
+                "slurmd-g",
+                v,
+                what,
+                "`slurmd -G` wall time, instructions, NVML calls",
+                format!(
+                    "not measured on Slurm {v}: no stock gpu_nvml.so for this release (Debian ships none; benches/stock-gpu-nvml.sh builds the host's 22.05.8 from its Debian source), and the NVML stand-in and mig-minors are set up for the host's slurmd only"
+                ),
+            ));
+        }
+        return;
     }
     // (a2, a3) NVML stand-in nodes.
     let stock_nvml = stock_gpu_nvml();
@@ -599,10 +761,11 @@ fn rows_slurmd_g(opts: &Opts, mig_minors: bool, rows: &mut Vec<Row>) {
                 ("-", "ours: AutoDetect=nvml on the NVML stand-in; stock: the same GPUs from fake_gpus.conf (no stock gpu_nvml.so, or no mig-minors for it)")
             }
         };
-        rows.push(bench_slurmd_g(opts, &format!("NVML node: {label}"), &stock, &ours, 101, goal, note));
+        rows.push(bench_slurmd_g(opts, v, &format!("NVML node: {label}"), &stock, &ours, 101, goal, note));
         if stock_so.is_some() {
-            if let (Some(s), Some(o)) = (instructions(&stock), instructions(&ours)) {
-                rows.push(Row::instructions(format!("NVML node: {label}"), s, o, "both sides include the NVML stand-in's own work"));
+            let tag = if mig_node { "mig" } else { "nvlink" };
+            if let (Some(s), Some(o)) = (instructions(&stock, &format!("{v}-stock-{tag}")), instructions(&ours, &format!("{v}-ours-{tag}"))) {
+                rows.push(Row::instructions(v, format!("NVML node: {label}"), s, o, "both sides include the NVML stand-in's own work"));
             }
         }
         if std::env::var_os("GRES_RS_BENCH_EXPLAIN").is_some() {
@@ -639,6 +802,7 @@ fn rows_slurmd_g(opts: &Opts, mig_minors: bool, rows: &mut Vec<Row>) {
         };
         rows.push(Row {
             group: "slurmd-g",
+            release: v.into(),
             what: format!("NVML node: {label}"),
             metric: "NVML calls during `slurmd -G`".into(),
             unit: "calls".into(),
@@ -655,11 +819,24 @@ fn rows_slurmd_g(opts: &Opts, mig_minors: bool, rows: &mut Vec<Row>) {
 // Step launch
 // ---------------------------------------------------------------------------
 
-fn rows_steps(opts: &Opts, rows: &mut Vec<Row>) {
+/// The steps rows of release `bed` with our build for it (`build`); the
+/// steps are timed inside the allocation (in the chroot for a chroot's
+/// release).
+fn rows_steps(opts: &Opts, bed: &TestBed, build: &Result<testbed::OurBuild, String>, rows: &mut Vec<Row>) {
+    let v = bed.version.as_str();
     let steps = opts.n(20, 5);
     let rounds = opts.n(25, 3);
-    let stock = Cluster::start(ClusterConfig::gpus(PluginSet::Stock, 4));
-    let ours = Cluster::start(ClusterConfig::gpus(PluginSet::Ours, 4));
+    let what = format!("{steps} sequential `srun --gres=gpu:1 true` steps in one allocation");
+    let ours = match build {
+        Ok(b) if bed.chroot.is_some() => b.apply(bed.config(PluginSet::Ours, 4)),
+        Ok(_) => bed.config(PluginSet::Ours, 4),
+        Err(e) => {
+            rows.push(Row::not_measured("steps", v, &what, "time per step, median of rounds", format!("not measured: our build for Slurm {v} failed: {e}")));
+            return;
+        }
+    };
+    let stock = Cluster::start(bed.config(PluginSet::Stock, 4));
+    let ours = Cluster::start(ours);
     ours.assert_stepd_ours_loaded(&["gres_gpu"], &["--gres=gpu:1"]);
     let script = format!(
         "s=$(date +%s%N); i=0; while [ $i -lt {steps} ]; do srun --gres=gpu:1 true || exit 1; i=$((i+1)); done; e=$(date +%s%N); echo STEP_NS=$((e-s))"
@@ -686,7 +863,8 @@ fn rows_steps(opts: &Opts, rows: &mut Vec<Row>) {
     let (rs, ro) = interleaved(opts.n(5, 2), |side| stepd_rss(if side == Side::Stock { &stock } else { &ours }));
     rows.push(Row {
         group: "steps",
-        what: format!("{steps} sequential `srun --gres=gpu:1 true` steps in one allocation"),
+        release: v.into(),
+        what,
         metric: "time per step, median of rounds".into(),
         unit: "ms".into(),
         stock: Some(median(&s)),
@@ -697,6 +875,7 @@ fn rows_steps(opts: &Opts, rows: &mut Vec<Row>) {
     });
     rows.push(Row::memory(
         "steps",
+        v,
         "slurmstepd resident memory of a `srun --gres=gpu:1` step (VmRSS)",
         &rs,
         &ro,
@@ -754,7 +933,8 @@ fn plugin_rss(pid: u32) -> String {
     per.iter().map(|(n, r, d)| format!("{} {r} KiB ({d} KiB private dirty)", n.rsplit('/').next().unwrap_or(n))).collect::<Vec<_>>().join(", ")
 }
 
-fn rows_rss(opts: &Opts, rows: &mut Vec<Row>) {
+/// The rss rows, on the host's release `v` only.
+fn rows_rss(opts: &Opts, v: &str, rows: &mut Vec<Row>) {
     let n = opts.n(5, 2);
     let mut pss = (Vec::new(), Vec::new());
     let mut dirty = (Vec::new(), Vec::new());
@@ -777,6 +957,7 @@ fn rows_rss(opts: &Opts, rows: &mut Vec<Row>) {
     });
     rows.push(Row::memory(
         "rss",
+        v,
         "slurmd resident memory once the node is idle (VmRSS)",
         &s,
         &o,
@@ -784,6 +965,7 @@ fn rows_rss(opts: &Opts, rows: &mut Vec<Row>) {
     ));
     rows.push(Row::memory(
         "rss",
+        v,
         "slurmd proportional set size once the node is idle (Pss)",
         &pss.0,
         &pss.1,
@@ -791,6 +973,7 @@ fn rows_rss(opts: &Opts, rows: &mut Vec<Row>) {
     ));
     rows.push(Row::memory(
         "rss",
+        v,
         "slurmd private dirty memory once the node is idle (Private_Dirty)",
         &dirty.0,
         &dirty.1,
@@ -802,7 +985,8 @@ fn rows_rss(opts: &Opts, rows: &mut Vec<Row>) {
 // gres-rs check on a large gres.conf
 // ---------------------------------------------------------------------------
 
-fn rows_check(opts: &Opts, rows: &mut Vec<Row>) {
+/// The check row, on the host's release `v` only.
+fn rows_check(opts: &Opts, v: &str, rows: &mut Vec<Row>) {
     const NODES: usize = 12_500;
     const PER_NODE: usize = 8;
     let what = format!("{}-line gres.conf ({NODES} nodes x {PER_NODE} GPUs)", NODES * PER_NODE);
@@ -810,6 +994,7 @@ fn rows_check(opts: &Opts, rows: &mut Vec<Row>) {
     let gres_rs = std::env::var_os("GRES_RS_BIN").map(PathBuf::from).unwrap_or_else(|| root.join("target/release/gres-rs"));
     let pending = |note: String| Row {
         group: "check",
+        release: v.into(),
         what: what.clone(),
         metric: "`gres-rs check --all-nodes` vs `slurmd -G`, median".into(),
         unit: "ms".into(),
@@ -839,7 +1024,7 @@ fn rows_check(opts: &Opts, rows: &mut Vec<Row>) {
     let d = GDir::prepare(&cfg);
     let conf_path = d.slurm_conf();
     let check = || {
-        let mut cmd = d.command(&gres_rs, &["check", "--all-nodes", "--quiet", "--slurm-conf"]);
+        let mut cmd = d.command(&gres_rs.to_string_lossy(), &["check", "--all-nodes", "--quiet", "--slurm-conf"]);
         cmd.arg(&conf_path);
         cmd
     };
@@ -909,13 +1094,14 @@ fn fmt_num(v: Option<f64>) -> String {
 }
 
 fn table(rows: &[Row]) -> String {
-    let mut s = String::from("| what | metric | stock | ours | ours/stock | goal | n | note |\n|---|---|---:|---:|---:|---|---:|---|\n");
+    let mut s = String::from("| Slurm | what | metric | stock | ours | ours/stock | goal | n | note |\n|---|---|---|---:|---:|---:|---|---:|---|\n");
     for r in rows {
         let unit = if r.unit.is_empty() { String::new() } else { format!(" {}", r.unit) };
         let val = |v: Option<f64>| if v.is_some() { format!("{}{unit}", fmt_num(v)) } else { "-".into() };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.release,
             r.what,
             r.metric,
             val(r.stock),
@@ -943,6 +1129,7 @@ fn json(machine: &[(String, String)], rows: &[Row], started: &str, secs: f64) ->
     #[derive(serde::Serialize)]
     struct JsonRow<'a> {
         group: &'a str,
+        release: &'a str,
         what: &'a str,
         metric: &'a str,
         unit: &'a str,
@@ -967,6 +1154,7 @@ fn json(machine: &[(String, String)], rows: &[Row], started: &str, secs: f64) ->
             .iter()
             .map(|r| JsonRow {
                 group: r.group,
+                release: &r.release,
                 what: &r.what,
                 metric: &r.metric,
                 unit: &r.unit,
@@ -1021,7 +1209,17 @@ fn self_test() {
     // strings escaped.
     let machine = vec![("cpu".to_string(), "x \"y\"".to_string()), ("os".to_string(), "a\\b\tc".to_string())];
     let rows = vec![
-        Row { group: "steps", what: "w\nx".into(), unit: "ms".into(), stock: Some(2.0), ours: Some(1.5), n: 3, goal: "<= 1.02".into(), ..Default::default() },
+        Row {
+            group: "steps",
+            release: "24.11.5".into(),
+            what: "w\nx".into(),
+            unit: "ms".into(),
+            stock: Some(2.0),
+            ours: Some(1.5),
+            n: 3,
+            goal: "<= 1.02".into(),
+            ..Default::default()
+        },
         Row { group: "check", stock: Some(f64::NAN), ours: None, note: "pending".into(), ..Default::default() },
     ];
     let text = json(&machine, &rows, "2026-01-01T00:00:00Z", 12.34);
@@ -1034,18 +1232,59 @@ fn self_test() {
     assert!(text.find("\"cpu\"") < text.find("\"os\""), "machine facts in order:\n{text}");
     let r0 = &v["rows"][0];
     assert_eq!(
-        (r0["group"].as_str(), r0["what"].as_str(), r0["stock"].as_f64(), r0["ours"].as_f64(), r0["ratio"].as_f64(), r0["n"].as_u64()),
-        (Some("steps"), Some("w\nx"), Some(2.0), Some(1.5), Some(0.75), Some(3))
+        (r0["group"].as_str(), r0["release"].as_str(), r0["what"].as_str(), r0["stock"].as_f64(), r0["ours"].as_f64(), r0["ratio"].as_f64(), r0["n"].as_u64()),
+        (Some("steps"), Some("24.11.5"), Some("w\nx"), Some(2.0), Some(1.5), Some(0.75), Some(3))
     );
     let r1 = &v["rows"][1];
     assert!(r1["stock"].is_null() && r1["ours"].is_null() && r1["ratio"].is_null(), "{text}");
-    let mut want = ["goal", "group", "metric", "n", "note", "ours", "ratio", "stock", "unit", "what"].map(String::from).to_vec();
+    let mut want = ["goal", "group", "metric", "n", "note", "ours", "ratio", "release", "stock", "unit", "what"].map(String::from).to_vec();
     let mut got = keys(r1);
     want.sort();
     got.sort();
     assert_eq!(got, want);
-    let order = ["group", "what", "metric", "unit", "stock", "ours", "ratio", "n", "goal", "note"].map(|k| text.rfind(&format!("\"{k}\"")));
+    let order = ["group", "release", "what", "metric", "unit", "stock", "ours", "ratio", "n", "goal", "note"].map(|k| text.rfind(&format!("\"{k}\"")));
     assert!(order.windows(2).all(|w| w[0] < w[1]), "row fields in order:\n{text}");
+}
+
+/// The releases `GRES_RS_SLURM` selects (as for the tests: unset, empty
+/// or `all` is the host's and every chroot that is built), opened, and a
+/// line for each selected one that cannot be (a chroot not built).  An
+/// explicitly named release that cannot be opened ends the bench.
+fn test_beds() -> (Vec<TestBed>, Vec<String>) {
+    let sel = Selection::from_env().unwrap_or_else(|e| {
+        eprintln!("bench: {e}");
+        std::process::exit(2)
+    });
+    let (mut beds, mut skipped) = (Vec::new(), Vec::new());
+    for series in testbed::all_series() {
+        if !sel.selects(series) {
+            continue;
+        }
+        match TestBed::open(series) {
+            Ok(b) => beds.push(b),
+            Err(e) if sel == Selection::All => {
+                eprintln!("bench: Slurm {series} skipped: {e}");
+                skipped.push(format!("Slurm {series} not measured ({e})"));
+            }
+            Err(e) => {
+                eprintln!("bench: GRES_RS_SLURM selects Slurm {series}, which cannot be opened: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
+    (beds, skipped)
+}
+
+/// `valgrind --version` of a release (the chroot's in a chroot).
+fn valgrind_version(bed: &TestBed) -> String {
+    let out = match &bed.chroot {
+        Some(r) => match r.tool("valgrind") {
+            Some(v) => r.command(v, &[]).arg("--version").output().ok(),
+            None => None,
+        },
+        None => Command::new(tool("valgrind")).arg("--version").output().ok(),
+    };
+    out.filter(|o| o.status.success()).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_else(|| "none".into())
 }
 
 fn main() {
@@ -1071,28 +1310,53 @@ fn main() {
         }
         std::env::set_var("GRES_RS_PLUGIN_DIR", &release);
     }
+    let (beds, skipped) = test_beds();
     let started = cmd_line("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]);
     let t0 = Instant::now();
-    let machine = machine();
+    let mut machine = machine();
+    machine.push(("test bed".into(), beds.iter().map(TestBed::label).chain(skipped.iter().cloned()).collect::<Vec<_>>().join("; ")));
+    machine.push(("valgrind".into(), beds.iter().map(|b| format!("{}: {}", b.version, valgrind_version(b))).collect::<Vec<_>>().join("; ")));
+    // Our build for each release (a chroot's: built for it, once).
+    let builds: Vec<Result<testbed::OurBuild, String>> =
+        if opts.wants("slurmd-g") || opts.wants("steps") { beds.iter().map(TestBed::our_build).collect() } else { Vec::new() };
     let mut rows = Vec::new();
     if opts.wants("slurmd-g") {
-        rows_slurmd_g(&opts, mig_minors, &mut rows);
+        for (bed, build) in beds.iter().zip(&builds) {
+            rows_slurmd_g(&opts, bed, build, mig_minors && bed.chroot.is_none(), &mut rows);
+        }
     }
     if opts.wants("steps") {
-        rows_steps(&opts, &mut rows);
+        for (bed, build) in beds.iter().zip(&builds) {
+            rows_steps(&opts, bed, build, &mut rows);
+        }
     }
-    if opts.wants("rss") {
-        rows_rss(&opts, &mut rows);
-    }
-    if opts.wants("check") {
-        rows_check(&opts, &mut rows);
+    // Memory and gres-rs check: the host's release only.
+    let host = beds.iter().find(|b| b.chroot.is_none()).map(|b| b.version.clone());
+    for (group, f) in [("rss", rows_rss as fn(&Opts, &str, &mut Vec<Row>)), ("check", rows_check)] {
+        if !opts.wants(group) {
+            continue;
+        }
+        match &host {
+            Some(v) => f(&opts, v, &mut rows),
+            None => rows.push(Row::not_measured(
+                group,
+                "-",
+                group,
+                "-",
+                "not measured: measured on the host's release only, which GRES_RS_SLURM does not select".into(),
+            )),
+        }
     }
     let secs = t0.elapsed().as_secs_f64();
     println!("\nMachine:");
     for (k, v) in &machine {
         println!("- {k}: {v}");
     }
-    println!("\nPlugins: ours from {}; stock from {}\n", std::env::var("GRES_RS_PLUGIN_DIR").unwrap_or_default(), stock_plugin_dir().display());
+    println!(
+        "\nPlugins: on the host ours from {}, stock from {}; in a chroot ours built for its release (target/slurm-<version>), stock the chroot's\n",
+        std::env::var("GRES_RS_PLUGIN_DIR").unwrap_or_default(),
+        stock_plugin_dir().display()
+    );
     print!("{}", table(&rows));
     if let Some(dir) = opts.json.parent() {
         let _ = std::fs::create_dir_all(dir);

@@ -38,17 +38,23 @@ pub const PLUGIN_FILES: [PluginFile; 4] = [GRES_GPU, GRES_MPS, GRES_SHARD, GPU_N
 /// as `$ORIGIN/libgres_rs.so`).
 pub const LIBRARY_FILE: &str = "libgres_rs.so";
 
-/// Where plugin file `file` (e.g. "gres_gpu") was loaded from, from the
-/// text of the process's `/proc/self/maps`: the mapped `<file>.so` whose
-/// directory also has our library mapped (the plugin file loads it from
-/// its own directory), else the first mapped `<file>.so`.
-pub fn loaded_from(maps: &str, file: &str) -> Option<String> {
+/// Where plugin file `file` (e.g. "gres_gpu") was loaded from, among the
+/// paths of the files loaded into the process (the dynamic loader's list,
+/// or the files of `/proc/<pid>/maps`): the `<file>.so` whose directory
+/// also holds a loaded copy of our library (the plugin file loads it from
+/// its own directory), else the first `<file>.so`.
+pub fn loaded_from<'a>(paths: impl IntoIterator<Item = &'a str>, file: &str) -> Option<String> {
     let name = format!("{file}.so");
-    let files = crate::proc_maps::mapped_files(maps);
-    let split = |p: &str| p.rsplit_once('/').map(|(dir, base)| (dir.to_string(), base.to_string())).unwrap_or_default();
-    let library_dirs: Vec<String> = files.iter().map(|m| split(&m.path)).filter(|(_, base)| base == LIBRARY_FILE).map(|(dir, _)| dir).collect();
-    let candidates: Vec<&str> = files.iter().map(|m| m.path.as_str()).filter(|p| split(p).1 == name).collect();
-    let beside_library = candidates.iter().find(|p| library_dirs.contains(&split(p).0));
+    let split = |p: &'a str| p.rsplit_once('/').unwrap_or(("", p));
+    let (mut library_dirs, mut candidates): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+    for p in paths {
+        match split(p) {
+            (dir, base) if base == LIBRARY_FILE => library_dirs.push(dir),
+            (_, base) if base == name => candidates.push(p),
+            _ => {}
+        }
+    }
+    let beside_library = candidates.iter().find(|&&p| library_dirs.contains(&split(p).0));
     beside_library.or(candidates.first()).map(|p| p.to_string())
 }
 
@@ -58,14 +64,19 @@ mod tests {
 
     #[test]
     fn the_plugin_file_beside_our_library() {
+        let paths = ["/usr/lib/x86_64-linux-gnu/slurm-wlm/gres_gpu.so", "/opt/ours/gres_gpu.so", "/opt/ours/libgres_rs.so", "/opt/x/my_gres_gpu.so"];
+        assert_eq!(loaded_from(paths, "gres_gpu").as_deref(), Some("/opt/ours/gres_gpu.so"));
+        assert_eq!(loaded_from(paths, "gres_mps"), None);
+        assert_eq!(loaded_from(["/x/gpu_nvml.so"], "gpu_nvml").as_deref(), Some("/x/gpu_nvml.so"));
+        assert_eq!(loaded_from(["/opt/x/my_gres_gpu.so"], "gres_gpu"), None);
+        // From the files of a maps text.
         let maps = "\
 7f00-7f01 r-xp 00000000 fd:01 1 /usr/lib/x86_64-linux-gnu/slurm-wlm/gres_gpu.so
 7f02-7f03 r-xp 00000000 fd:01 2 /opt/ours/gres_gpu.so
 7f04-7f05 r-xp 00000000 fd:01 3 /opt/ours/libgres_rs.so
 7f06-7f07 rw-p 00000000 00:00 0 [heap]
 ";
-        assert_eq!(loaded_from(maps, "gres_gpu").as_deref(), Some("/opt/ours/gres_gpu.so"));
-        assert_eq!(loaded_from(maps, "gres_mps"), None);
-        assert_eq!(loaded_from("7f00-7f01 r-xp 00000000 fd:01 1 /x/gpu_nvml.so\n", "gpu_nvml").as_deref(), Some("/x/gpu_nvml.so"));
+        let files = crate::proc_maps::mapped_files(maps);
+        assert_eq!(loaded_from(files.iter().map(|m| m.path.as_str()), "gres_gpu").as_deref(), Some("/opt/ours/gres_gpu.so"));
     }
 }

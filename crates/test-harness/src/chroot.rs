@@ -273,6 +273,69 @@ impl Chroot {
     }
 }
 
+/// One command of [`Chroot::timed_runs`]: a program (a path inside the
+/// chroot) and its arguments, the directory it runs in (visible inside)
+/// and its environment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TimedRun {
+    pub argv: Vec<String>,
+    pub dir: PathBuf,
+    pub env: Vec<(String, String)>,
+}
+
+impl Chroot {
+    /// Runs `commands[order[0]]`, `commands[order[1]]`, ... one after
+    /// another inside the chroot, in ONE mount namespace (`binds` as for
+    /// [`Chroot::command`]), and returns the wall time of each run in
+    /// seconds, in `order`.  The times are taken by the chroot's bash
+    /// around each command (`$EPOCHREALTIME`, no process of its own), so
+    /// the cost of entering the chroot (`unshare`, the mounts,
+    /// `chroot(8)`: tens of milliseconds) is in none of them.  A command
+    /// gets its `env` on top of `PATH` (the chroot's sbin and bin
+    /// directories) and `LC_ALL=C` (nothing of this process's
+    /// environment); its output goes to `<dir>/timed-run.out`, its stdin
+    /// is `/dev/null`.  Err at the first run that fails, with its status
+    /// and output, or when the chroot has no bash.
+    pub fn timed_runs(&self, binds: &[PathBuf], commands: &[TimedRun], order: &[usize]) -> Result<Vec<f64>, String> {
+        let bash = self.tool("bash").ok_or_else(|| format!("chroot {} has no bash", self.root.display()))?;
+        if let Some(i) = order.iter().find(|&&i| i >= commands.len()) {
+            return Err(format!("timed_runs: run {i} of {} commands", commands.len()));
+        }
+        // One function a command (its directory apart, outside the time).
+        let mut script = String::from("set -u\n");
+        for (i, c) in commands.iter().enumerate() {
+            let env: Vec<String> = c.env.iter().map(|(k, v)| format!("{k}={} ", sh_quote(v))).collect();
+            let argv: Vec<String> = c.argv.iter().map(|a| sh_quote(a)).collect();
+            let dir = sh_quote(&c.dir.to_string_lossy());
+            script.push_str(&format!("d{i}() {{ cd {dir}; }}\nr{i}() {{ {}{} >timed-run.out 2>&1 </dev/null; }}\n", env.concat(), argv.join(" ")));
+        }
+        let order: Vec<String> = order.iter().map(usize::to_string).collect();
+        script.push_str(&format!(
+            "for i in {}; do\n  d$i || exit 97\n  s=$EPOCHREALTIME; r$i; rc=$?; e=$EPOCHREALTIME\n  \
+             if [ $rc -ne 0 ]; then echo \"TIMED_RUN_FAILED $i $rc\"; cat timed-run.out; exit 1; fi\n  \
+             s=${{s/./}} e=${{e/./}}; echo \"TIMED_RUN $((10#$e - 10#$s))\"\ndone\n",
+            order.join(" ")
+        ));
+        let mut cmd = self.command(&bash, binds);
+        cmd.arg("-c").arg(&script).env_clear().env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").env("LC_ALL", "C").stdin(std::process::Stdio::null());
+        let out = cmd.output().map_err(|e| format!("running bash in chroot {}: {e}", self.root.display()))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            return Err(format!("timed runs in chroot {} failed ({}):\n{text}{}", self.root.display(), out.status, String::from_utf8_lossy(&out.stderr)));
+        }
+        let times: Vec<f64> = text.lines().filter_map(|l| l.strip_prefix("TIMED_RUN ")?.trim().parse::<f64>().ok()).map(|us| us / 1e6).collect();
+        if times.len() != order.len() {
+            return Err(format!("timed runs in chroot {}: {} times for {} runs:\n{text}", self.root.display(), times.len(), order.len()));
+        }
+        Ok(times)
+    }
+}
+
+/// `s` as one word of a POSIX shell, in single quotes.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
 /// Run by the host's `/bin/sh` inside the new mount namespace: `$1` the
 /// chroot, `$2` the host's chroot(8), `$3` the number of binds, then the
 /// binds, then the program and its arguments.  The working directory is
@@ -353,4 +416,45 @@ pub fn mapping_of(pid: u32, host_file: &Path) -> Result<Option<Mapping>, String>
     let md = fs::metadata(host_file).map_err(|e| format!("{}: {e}", host_file.display()))?;
     let dev = slurm_gpu_gres::core::proc_maps::split_dev(md.dev());
     Ok(mappings(pid)?.into_iter().find(|m| m.inode == md.ino() && m.dev == dev))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(sh_quote("a b"), "'a b'");
+        assert_eq!(sh_quote("it's"), "'it'\\''s'");
+        assert_eq!(sh_quote(""), "''");
+    }
+
+    /// On the first chroot that is built (skipped without one, or not as
+    /// root): times in order, each command's environment and directory,
+    /// and the first failure with its output.
+    #[test]
+    fn timed_runs_in_a_chroot() {
+        let Some(root) = chroot_releases().find_map(|r| r.chroot()).filter(|r| r.problems().is_empty()) else {
+            eprintln!("timed_runs_in_a_chroot: no usable test-bed chroot; skipped");
+            return;
+        };
+        let dir = crate::TempDir::new(&format!("gres-rs-timed-{}", std::process::id()));
+        let d = dir.0.clone();
+        let sh = |script: &str, env: &[(&str, &str)]| TimedRun {
+            argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
+            dir: d.clone(),
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        };
+        let cmds = [
+            sh("[ \"$X\" = \"it's x\" ] && [ \"$(pwd)\" = \"$D\" ] && [ -z \"${HOME:-}\" ] && echo ran >>log", &[("X", "it's x"), ("D", &d.to_string_lossy())]),
+            sh("sleep 0.2", &[]),
+        ];
+        let binds = [d.clone()];
+        let t = root.timed_runs(&binds, &cmds, &[0, 1, 0]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(t.len(), 3);
+        assert!(t[1] >= 0.2 && t[1] < 5.0 && t[0] < t[1] && t[2] < t[1], "{t:?}");
+        assert_eq!(fs::read_to_string(d.join("log")).unwrap_or_default(), "ran\nran\n");
+        let e = root.timed_runs(&binds, &[sh("echo why; exit 3", &[])], &[0]).expect_err("a failing run");
+        assert!(e.contains("TIMED_RUN_FAILED 0 3") && e.contains("why"), "{e}");
+    }
 }
