@@ -73,6 +73,13 @@ pub struct Behaviour {
     /// rereads its configuration in the running process ("got reconfigure
     /// request").
     pub reconfigure_reexecs: bool,
+    /// gpu/nvml marks each MIG device it detects `GRES_CONF_UUID` and
+    /// `GRES_CONF_MIG` (`Flags=...,UUID,MIG` in `slurmd -G`; 26.05:
+    /// src/plugins/gpu/nvml/gpu_nvml.c `_get_system_gpu_list_nvml`; 24.11
+    /// has neither flag).  A fake_gpus.conf line can ask for UUID
+    /// (`env_uuid`, src/interfaces/gres.c `gres_flags_parse`, 26.05 only)
+    /// but has no word for MIG, so an oracle from fake_gpus.conf lacks it.
+    pub nvml_flags_mig_devices: bool,
 }
 
 impl Behaviour {
@@ -95,6 +102,7 @@ pub const BEHAVIOURS: [Behaviour; 3] = [
         slurmd_keeps_gpu_plugin: true,
         sharing_env_order_fixed: false,
         reconfigure_reexecs: false,
+        nvml_flags_mig_devices: false,
     },
     Behaviour {
         series: "24.11",
@@ -103,6 +111,7 @@ pub const BEHAVIOURS: [Behaviour; 3] = [
         slurmd_keeps_gpu_plugin: true,
         sharing_env_order_fixed: true,
         reconfigure_reexecs: true,
+        nvml_flags_mig_devices: false,
     },
     Behaviour {
         series: "26.05",
@@ -111,6 +120,7 @@ pub const BEHAVIOURS: [Behaviour; 3] = [
         slurmd_keeps_gpu_plugin: false,
         sharing_env_order_fixed: true,
         reconfigure_reexecs: true,
+        nvml_flags_mig_devices: true,
     },
 ];
 
