@@ -80,6 +80,16 @@ pub struct Behaviour {
     /// (`env_uuid`, src/interfaces/gres.c `gres_flags_parse`, 26.05 only)
     /// but has no word for MIG, so an oracle from fake_gpus.conf lacks it.
     pub nvml_flags_mig_devices: bool,
+    /// A job's GPU variables name a GPU by its unique id only when the
+    /// node's gres/gpu has `GRES_CONF_UUID`, which it gets once one GPU
+    /// has it (src/interfaces/gres.c `_post_plugin_gres_conf`): on a node
+    /// with MIG devices (gpu/nvml flags them UUID) the whole GPUs, to which
+    /// gpu/nvml gives their `GPU-` UUID as unique id too
+    /// (gpu_nvml.c `_get_system_gpu_list_nvml`), are named by it as well
+    /// (src/plugins/gres/common/gres_common.c `common_gres_set_env`), 26.05.
+    /// Up to 24.11 a device with a unique id (only MIG devices have one) is
+    /// named by it, every other by its index.
+    pub gpu_env_uuid_node_wide: bool,
 }
 
 impl Behaviour {
@@ -103,6 +113,7 @@ pub const BEHAVIOURS: [Behaviour; 3] = [
         sharing_env_order_fixed: false,
         reconfigure_reexecs: false,
         nvml_flags_mig_devices: false,
+        gpu_env_uuid_node_wide: false,
     },
     Behaviour {
         series: "24.11",
@@ -112,6 +123,7 @@ pub const BEHAVIOURS: [Behaviour; 3] = [
         sharing_env_order_fixed: true,
         reconfigure_reexecs: true,
         nvml_flags_mig_devices: false,
+        gpu_env_uuid_node_wide: false,
     },
     Behaviour {
         series: "26.05",
@@ -121,6 +133,7 @@ pub const BEHAVIOURS: [Behaviour; 3] = [
         sharing_env_order_fixed: true,
         reconfigure_reexecs: true,
         nvml_flags_mig_devices: true,
+        gpu_env_uuid_node_wide: true,
     },
 ];
 
