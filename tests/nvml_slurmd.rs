@@ -141,7 +141,8 @@ per_release! {
     /// maps, or where slurmd unloads the gpu plugin by our init line) and in
     /// the step's slurmstepd by its maps.
     fn gpu_freq_sets_and_resets_step_clocks(bed) {
-        let calls = standin::scratch_dir().join("cluster-calls.log");
+        // One log per release: the releases' tests run at once.
+        let calls = standin::scratch_dir().join(format!("cluster-calls-{}.log", bed.series));
         let _ = std::fs::remove_file(&calls);
         // One core per socket, so that each GPU's affinity (one CPU, from
         // the fixture) is a whole socket: from 24.11 slurmctld drains a node
