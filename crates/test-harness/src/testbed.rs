@@ -90,6 +90,17 @@ pub struct Behaviour {
     /// Up to 24.11 a device with a unique id (only MIG devices have one) is
     /// named by it, every other by its index.
     pub gpu_env_uuid_node_wide: bool,
+    /// After `scontrol reconfigure` on a node whose registration slurmctld
+    /// then refuses (e.g. "gres/gpu count reported lower than configured":
+    /// `_slurm_rpc_node_registration ... Invalid argument`), slurmd launches
+    /// no step, not even one of a job already running: the re-executed
+    /// slurmd ([`Behaviour::reconfigure_reexecs`]) has no TRES list until a
+    /// registration response brings one (src/slurmd/slurmd/slurmd.c
+    /// `_handle_node_reg_resp`), and every step launch waits for it in
+    /// src/slurmd/slurmd/req.c `send_slurmd_conf_lite` (on `tres_cond`),
+    /// until srun gives up.  22.05 rereads its config in the same process
+    /// and keeps the TRES list of its first registration.
+    pub refused_registration_blocks_steps: bool,
 }
 
 impl Behaviour {
@@ -114,6 +125,7 @@ pub const BEHAVIOURS: [Behaviour; 3] = [
         reconfigure_reexecs: false,
         nvml_flags_mig_devices: false,
         gpu_env_uuid_node_wide: false,
+        refused_registration_blocks_steps: false,
     },
     Behaviour {
         series: "24.11",
@@ -124,6 +136,7 @@ pub const BEHAVIOURS: [Behaviour; 3] = [
         reconfigure_reexecs: true,
         nvml_flags_mig_devices: false,
         gpu_env_uuid_node_wide: false,
+        refused_registration_blocks_steps: true,
     },
     Behaviour {
         series: "26.05",
@@ -134,6 +147,7 @@ pub const BEHAVIOURS: [Behaviour; 3] = [
         reconfigure_reexecs: true,
         nvml_flags_mig_devices: true,
         gpu_env_uuid_node_wide: true,
+        refused_registration_blocks_steps: true,
     },
 ];
 
