@@ -1,6 +1,9 @@
 //! Faults of the NVML library and of the GPUs under a real slurmd with our
-//! plugins (`AutoDetect=nvml`, the NVML stand-in of tests/nvml-standin as
-//! `libnvidia-ml.so` on slurmd's `LD_LIBRARY_PATH`): the library missing,
+//! plugins, on every release of the test bed (`GRES_RS_SLURM`; our test
+//! build for each, [`testbed::TestBed::our_test_build`]) (`AutoDetect=nvml`,
+//! the NVML stand-in of tests/nvml-standin as `libnvidia-ml.so` on slurmd's
+//! `LD_LIBRARY_PATH`, in a chroot bound at its host path with the device
+//! directory, [`standin::chroot_binds`]): the library missing,
 //! `nvmlInit` failing, a GPU falling off the bus while jobs run, MIG
 //! queries failing, a slow driver.
 //!
@@ -21,9 +24,9 @@ use std::time::{Duration, Instant};
 const H100: &str = "nvidia_h100_80gb_hbm3";
 
 /// A fixture written to this test process's scratch dir (tests change it
-/// while slurmd runs).
-fn fixture_file(name: &str, text: &str) -> PathBuf {
-    let p = standin::scratch_dir().join(name);
+/// while slurmd runs), one per release (the releases' tests run at once).
+fn fixture_file(bed: &testbed::TestBed, name: &str, text: &str) -> PathBuf {
+    let p = standin::scratch_dir().join(format!("{}-{name}", bed.series));
     std::fs::write(&p, text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     p
 }
@@ -52,11 +55,17 @@ fn dev_dir() -> PathBuf {
     .clone()
 }
 
-/// Our plugins with `AutoDetect=nvml` on the stand-in with `fixture`:
-/// 2 CPUs, `Gres=<gres>`, gres.conf `gres_conf`.
-fn nvml_cluster(fixture: &std::path::Path, gres: &str, gres_conf: &str) -> ClusterConfig {
+/// Our plugins (the release's test build) with `AutoDetect=nvml` on the
+/// stand-in with `fixture`: 2 CPUs, `Gres=<gres>`, gres.conf `gres_conf`.
+/// One core per socket, so that a GPU's affinity of one CPU (the
+/// fixtures') is a whole socket: from 24.11 slurmctld drains a node whose
+/// GPU cores are part of a socket (src/interfaces/gres.c
+/// `_check_core_range_matches_sock`, not in 24.05).  `None`: no build of
+/// ours for the release (skipped, printed).
+fn nvml_cluster(bed: &testbed::TestBed, test: &str, fixture: &std::path::Path, gres: &str, gres_conf: &str) -> Option<ClusterConfig> {
     // The test build: it reads GRES_RS_MIG_MINORS and GRES_RS_DEV_DIR.
-    let mut c = ClusterConfig::gpus(PluginSet::Ours, 0).with_cpus(1, 2, 1).with_gres(gres, gres_conf).with_test_build();
+    let c = ClusterConfig::gpus(PluginSet::Ours, 0).with_cpus(2, 1, 1).with_gres(gres, gres_conf).with_test_build().with_binds(standin::chroot_binds());
+    let mut c = bed.ours_config(c, test)?;
     c.fake_gpus = 2;
     c.slurmd_env = vec![
         ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
@@ -64,7 +73,7 @@ fn nvml_cluster(fixture: &std::path::Path, gres: &str, gres_conf: &str) -> Clust
         ("GRES_RS_MIG_MINORS".into(), standin::fixture("mig-minors").to_string_lossy().into_owned()),
         ("GRES_RS_DEV_DIR".into(), dev_dir().to_string_lossy().into_owned()),
     ];
-    c
+    Some(c)
 }
 
 /// `scontrol show node` State and Reason.
@@ -136,212 +145,217 @@ fn env_value(text: &str, key: &str) -> Option<String> {
     text.lines().find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_string))
 }
 
-/// No libnvidia-ml.so anywhere: slurmd falls back to gpu/generic, our
-/// gres/gpu's own NVML attempt fails quietly, and gres.conf decides, as
-/// with the stock plugins.  Without `File=` lines the node is drained with
-/// the same reason as with the stock plugins.
-#[test]
-fn nvml_library_missing() {
-    if !require_slurm("nvml_library_missing") {
-        return;
-    }
-    // gres.conf names the GPUs: usable.
-    // The test build: it reads GRES_RS_NVML_LIB.
-    let mut cfg = ClusterConfig::gpus(PluginSet::Ours, 2).with_cpus(1, 2, 1).with_test_build();
-    cfg.gres_conf = format!("AutoDetect=nvml\n{}", gpu_gres_line(2));
-    cfg.slurmd_env = vec![("GRES_RS_NVML_LIB".into(), "/nonexistent/libnvidia-ml.so.1".into())];
-    let c = Cluster::start(cfg.clone());
-    let pid = c.pid(Daemon::Slurmd).expect("slurmd");
-    let out = c.srun(&["--gres=gpu:2", "env"]).expect_ok("srun --gres=gpu:2");
-    assert_eq!(env_value(&out.stdout, "CUDA_VISIBLE_DEVICES").as_deref(), Some("0,1"), "{out}");
-    assert_slurmd_alive(&c, pid);
-    drop(c);
+per_release! {
+    /// No libnvidia-ml.so anywhere: slurmd falls back to gpu/generic, our
+    /// gres/gpu's own NVML attempt fails quietly, and gres.conf decides, as
+    /// with the stock plugins.  Without `File=` lines the node is drained with
+    /// the same reason as with the stock plugins.
+    fn nvml_library_missing(bed) {
+        // gres.conf names the GPUs: usable.
+        // The test build: it reads GRES_RS_NVML_LIB.
+        let cfg = ClusterConfig::gpus(PluginSet::Ours, 2).with_cpus(1, 2, 1).with_test_build();
+        let Some(mut cfg) = bed.ours_config(cfg, "nvml_library_missing") else { return };
+        cfg.gres_conf = format!("AutoDetect=nvml\n{}", gpu_gres_line(2));
+        cfg.slurmd_env = vec![("GRES_RS_NVML_LIB".into(), "/nonexistent/libnvidia-ml.so.1".into())];
+        let c = Cluster::start(cfg.clone());
+        let pid = c.pid(Daemon::Slurmd).expect("slurmd");
+        let out = c.srun(&["--gres=gpu:2", "env"]).expect_ok("srun --gres=gpu:2");
+        assert_eq!(env_value(&out.stdout, "CUDA_VISIBLE_DEVICES").as_deref(), Some("0,1"), "{out}");
+        assert_slurmd_alive(&c, pid);
+        drop(c);
 
-    // Only AutoDetect: nothing detected, drained like stock.
-    let mut reasons = Vec::new();
-    for set in [PluginSet::Stock, PluginSet::Ours] {
-        let mut cfg = cfg.clone().with_plugins(set.clone());
+        // Only AutoDetect: nothing detected, drained like stock.
+        let mut reasons = Vec::new();
+        for set in [PluginSet::Stock, PluginSet::Ours] {
+            let mut cfg = cfg.clone().with_plugins(set.clone());
+            cfg.gres_conf = "AutoDetect=nvml\n".into();
+            cfg.wait_idle = false;
+            // slurmctld loads gres/gpu only for a node that reports GPUs.
+            cfg.verify_ours_loaded = false;
+            let c = Cluster::start(cfg);
+            if set == PluginSet::Ours {
+                c.assert_ours_loaded(&["gres_gpu"]);
+            }
+            let pid = c.pid(Daemon::Slurmd).expect("slurmd");
+            reasons.push(assert_drained_for_gres(&c, 0, 2));
+            assert_no_job_starts(&c, "gpu:1");
+            assert_slurmd_alive(&c, pid);
+            eprintln!("{}: Reason={}", set.label(), reasons.last().unwrap());
+        }
+        assert_eq!(reasons[0].split(" [").next(), reasons[1].split(" [").next(), "stock and ours drain the node differently");
+    }
+
+    /// nvmlInit fails (the stand-in's `init_error`): slurmd selects gpu/nvml
+    /// (ours), logs NVML's error, detects nothing; gres.conf's GPUs are used,
+    /// and a node that relies on detection alone is drained.
+    fn nvml_init_failing(bed) {
+        let fixture = fixture_file(bed, "init-failing.conf", "init_error 999\n");
+        let Some(mut cfg) = nvml_cluster(bed, "nvml_init_failing", &fixture, "gpu:2", &format!("AutoDetect=nvml\n{}", gpu_gres_line(2))) else { return };
+        let c = Cluster::start(cfg.clone());
+        c.assert_ours_loaded(&["gres_gpu"]);
+        c.assert_ours_gpu_plugin_loaded("gpu_nvml");
+        let pid = c.pid(Daemon::Slurmd).expect("slurmd");
+        let out = c.srun(&["--gres=gpu:2", "env"]).expect_ok("srun --gres=gpu:2");
+        assert_eq!(env_value(&out.stdout, "CUDA_VISIBLE_DEVICES").as_deref(), Some("0,1"), "{out}");
+        assert!(c.log(Daemon::Slurmd).contains("Failed to initialize NVML: Unknown Error"), "{}", c.log_tails(40));
+        assert_slurmd_alive(&c, pid);
+        drop(c);
+
         cfg.gres_conf = "AutoDetect=nvml\n".into();
         cfg.wait_idle = false;
-        // slurmctld loads gres/gpu only for a node that reports GPUs.
         cfg.verify_ours_loaded = false;
         let c = Cluster::start(cfg);
-        if set == PluginSet::Ours {
-            c.assert_ours_loaded(&["gres_gpu"]);
-        }
+        c.assert_ours_loaded(&["gres_gpu"]);
+        c.assert_ours_gpu_plugin_loaded("gpu_nvml");
         let pid = c.pid(Daemon::Slurmd).expect("slurmd");
-        reasons.push(assert_drained_for_gres(&c, 0, 2));
+        assert_drained_for_gres(&c, 0, 2);
         assert_no_job_starts(&c, "gpu:1");
         assert_slurmd_alive(&c, pid);
-        eprintln!("{}: Reason={}", set.label(), reasons.last().unwrap());
     }
-    assert_eq!(reasons[0].split(" [").next(), reasons[1].split(" [").next(), "stock and ours drain the node differently");
-}
 
-/// nvmlInit fails (the stand-in's `init_error`): slurmd selects gpu/nvml
-/// (ours), logs NVML's error, detects nothing; gres.conf's GPUs are used,
-/// and a node that relies on detection alone is drained.
-#[test]
-fn nvml_init_failing() {
-    if !require_slurm("nvml_init_failing") {
-        return;
-    }
-    let fixture = fixture_file("init-failing.conf", "init_error 999\n");
-    let mut cfg = nvml_cluster(&fixture, "gpu:2", &format!("AutoDetect=nvml\n{}", gpu_gres_line(2)));
-    let c = Cluster::start(cfg.clone());
-    c.assert_ours_loaded(&["gres_gpu", "gpu_nvml"]);
-    let pid = c.pid(Daemon::Slurmd).expect("slurmd");
-    let out = c.srun(&["--gres=gpu:2", "env"]).expect_ok("srun --gres=gpu:2");
-    assert_eq!(env_value(&out.stdout, "CUDA_VISIBLE_DEVICES").as_deref(), Some("0,1"), "{out}");
-    assert!(c.log(Daemon::Slurmd).contains("Failed to initialize NVML: Unknown Error"), "{}", c.log_tails(40));
-    assert_slurmd_alive(&c, pid);
-    drop(c);
+    /// GPU 1 falls off the bus (its handle query fails with GPU_IS_LOST)
+    /// while a job runs on GPU 0.  At the next detection (`scontrol
+    /// reconfigure`) the node is drained; the running job goes on with its
+    /// GPU (slurmctld's `IDX` and its steps' `CUDA_VISIBLE_DEVICES`), its new
+    /// step with `--gpu-freq` (which asks NVML again) sets the clocks of GPU 0
+    /// only, and no new job starts.  Where slurmd launches no step after a
+    /// refused registration (`Behaviour::refused_registration_blocks_steps`,
+    /// 24.11 and 26.05, stock gres/gpu alike) the job runs no new step: its
+    /// batch step keeps GPU 0 and no clocks are set.
+    fn gpu_lost_while_jobs_run(bed) {
+        let healthy = fixture_text("h100x2.conf");
+        let fixture = fixture_file(bed, "gpu-lost.conf", &healthy);
+        let calls = standin::scratch_dir().join(format!("{}-gpu-lost-calls.log", bed.series));
+        let _ = std::fs::remove_file(&calls);
+        let Some(mut cfg) = nvml_cluster(bed, "gpu_lost_while_jobs_run", &fixture, &format!("gpu:{H100}:2"), "AutoDetect=nvml\n") else { return };
+        cfg.slurmd_env.push(("GRES_RS_NVML_CALLS".into(), calls.to_string_lossy().into_owned()));
+        let c = Cluster::start(cfg);
+        c.assert_ours_loaded(&["gres_gpu"]);
+        c.assert_ours_gpu_plugin_loaded("gpu_nvml");
+        let pid = c.pid(Daemon::Slurmd).expect("slurmd");
 
-    cfg.gres_conf = "AutoDetect=nvml\n".into();
-    cfg.wait_idle = false;
-    cfg.verify_ours_loaded = false;
-    let c = Cluster::start(cfg);
-    c.assert_ours_loaded(&["gres_gpu", "gpu_nvml"]);
-    let pid = c.pid(Daemon::Slurmd).expect("slurmd");
-    assert_drained_for_gres(&c, 0, 2);
-    assert_no_job_starts(&c, "gpu:1");
-    assert_slurmd_alive(&c, pid);
-}
+        let flag = c.layout.jobs.join("gpu-lost.flag");
+        let step_flag = c.layout.jobs.join("gpu-lost.step");
+        let steps = !bed.behaviour.refused_registration_blocks_steps;
+        let script = format!(
+            "#!/bin/bash\necho \"BEFORE=$CUDA_VISIBLE_DEVICES\"\nwhile [ ! -e {flag} ]; do sleep 0.2; done\n\
+             if [ -e {step} ]; then\n\
+             srun --gres=gpu:1 --gpu-freq=low sh -c 'echo \"AFTER=$CUDA_VISIBLE_DEVICES STEP=$SLURM_STEP_GPUS\"'\n\
+             else echo \"AFTER=$CUDA_VISIBLE_DEVICES STEP=none\"; fi\n",
+            flag = flag.display(),
+            step = step_flag.display()
+        );
+        let (out, id) = c.sbatch_submit(&["--gres=gpu:1"], &script);
+        let id = id.unwrap_or_else(|| panic!("sbatch failed:\n{out}"));
+        wait_state(&c, "allocated", |s| s.starts_with("MIXED") || s.starts_with("ALLOCATED"));
+        let idx = job_gpu_idx(&c, id);
+        assert_eq!(idx, "0", "the first job gets the first GPU");
 
-/// GPU 1 falls off the bus (its handle query fails with GPU_IS_LOST)
-/// while a job runs on GPU 0.  At the next detection (`scontrol
-/// reconfigure`) the node is drained; the running job goes on with its
-/// GPU (slurmctld's `IDX` and its steps' `CUDA_VISIBLE_DEVICES`), its new
-/// step with `--gpu-freq` (which asks NVML again) sets the clocks of GPU 0
-/// only, and no new job starts.
-#[test]
-fn gpu_lost_while_jobs_run() {
-    if !require_slurm("gpu_lost_while_jobs_run") {
-        return;
-    }
-    let healthy = fixture_text("h100x2.conf");
-    let fixture = fixture_file("gpu-lost.conf", &healthy);
-    let calls = standin::scratch_dir().join("gpu-lost-calls.log");
-    let _ = std::fs::remove_file(&calls);
-    let mut cfg = nvml_cluster(&fixture, &format!("gpu:{H100}:2"), "AutoDetect=nvml\n");
-    cfg.slurmd_env.push(("GRES_RS_NVML_CALLS".into(), calls.to_string_lossy().into_owned()));
-    let c = Cluster::start(cfg);
-    c.assert_ours_loaded(&["gres_gpu", "gpu_nvml"]);
-    let pid = c.pid(Daemon::Slurmd).expect("slurmd");
+        // GPU 1 is the last section of the fixture: it is lost.
+        std::fs::write(&fixture, format!("{healthy}fail nvmlDeviceGetHandleByIndex_v2 15\n")).expect("rewrite fixture");
+        let _ = std::fs::remove_file(&calls);
+        c.scontrol(&["reconfigure"]).expect_ok("scontrol reconfigure");
+        let reason = assert_drained_for_gres(&c, 1, 2);
+        eprintln!("drained: {reason}");
+        assert_no_job_starts(&c, "gpu:1");
+        assert_slurmd_alive(&c, pid);
+        assert_eq!(job_gpu_idx(&c, id), idx, "the running job's GPUs changed");
+        assert!(c.log(Daemon::Slurmd).contains("GPU is lost"), "detection did not report the lost GPU:\n{}", c.log_tails(40));
 
-    let flag = c.layout.jobs.join("gpu-lost.flag");
-    let script = format!(
-        "#!/bin/bash\necho \"BEFORE=$CUDA_VISIBLE_DEVICES\"\nwhile [ ! -e {flag} ]; do sleep 0.2; done\n\
-         srun --gres=gpu:1 --gpu-freq=low sh -c 'echo \"AFTER=$CUDA_VISIBLE_DEVICES STEP=$SLURM_STEP_GPUS\"'\n",
-        flag = flag.display()
-    );
-    let (out, id) = c.sbatch_submit(&["--gres=gpu:1"], &script);
-    let id = id.unwrap_or_else(|| panic!("sbatch failed:\n{out}"));
-    wait_state(&c, "allocated", |s| s.starts_with("MIXED") || s.starts_with("ALLOCATED"));
-    let idx = job_gpu_idx(&c, id);
-    assert_eq!(idx, "0", "the first job gets the first GPU");
-
-    // GPU 1 is the last section of the fixture: it is lost.
-    std::fs::write(&fixture, format!("{healthy}fail nvmlDeviceGetHandleByIndex_v2 15\n")).expect("rewrite fixture");
-    let _ = std::fs::remove_file(&calls);
-    c.scontrol(&["reconfigure"]).expect_ok("scontrol reconfigure");
-    let reason = assert_drained_for_gres(&c, 1, 2);
-    eprintln!("drained: {reason}");
-    assert_no_job_starts(&c, "gpu:1");
-    assert_slurmd_alive(&c, pid);
-    assert_eq!(job_gpu_idx(&c, id), idx, "the running job's GPUs changed");
-    assert!(c.log(Daemon::Slurmd).contains("GPU is lost"), "detection did not report the lost GPU:\n{}", c.log_tails(40));
-
-    std::fs::write(&flag, "").expect("flag");
-    let job = c.wait_job(id, Duration::from_secs(120));
-    assert!(job.ok(), "the running job failed after its node lost a GPU:\n{job:?}\n{}", c.log_tails(40));
-    assert!(job.output.contains("BEFORE=0\n") && job.output.contains("AFTER=0 STEP=0\n"), "the job's GPU changed:\n{}", job.output);
-    let set = calls_of(&calls, "nvmlDeviceSetApplicationsClocks");
-    assert!(!set.is_empty() && set.iter().all(|l| l.split_whitespace().nth(1) == Some("gpu0")), "clocks must be set on GPU 0 only: {set:?}");
-    assert_slurmd_alive(&c, pid);
-    let _ = std::fs::remove_file(&calls);
-}
-
-/// MIG queries failing on the A100 of the stand-in's slurmd node (2 H100 +
-/// an A100 with two MIG devices): MIG device handles fail (the stock
-/// plugin stops slurmd with fatal() here; ours logs it and goes on), MIG
-/// attributes fail, the MIG mode query fails.  `slurmd -G` still prints
-/// the GPUs it could read (and only those); a node whose slurm.conf counts
-/// the MIG devices is drained.
-#[test]
-fn mig_queries_failing() {
-    if !require_slurm("mig_queries_failing") {
-        return;
-    }
-    let base = fixture_text("slurmd_node.conf");
-    let gres = format!("gpu:{H100}:2,gpu:nvidia_a100_1g.10gb:2");
-    let cases = [
-        ("mig-handles", base.replace("mig_max 7\n", "mig_max 7\nfail nvmlDeviceGetMigDeviceHandleByIndex 999\n"), 2),
-        ("mig-attributes", base.replace("slices 1\n", "slices 1\nfail nvmlDeviceGetAttributes_v2 999\n"), 2),
-        // The A100 then reads as one whole GPU, whose type slurm.conf does
-        // not list: ignored, as the stock merge does.
-        ("mig-mode", base.replace("mig_max 7\n", "mig_max 7\nfail nvmlDeviceGetMigMode 999\n"), 2),
-    ];
-    for (name, text, gpus) in &cases {
-        assert_ne!(text, &base, "{name}: fixture not changed");
-        let fixture = fixture_file(&format!("{name}.conf"), text);
-        let g = Cluster::slurmd_g(&nvml_cluster(&fixture, &gres, "AutoDetect=nvml\n"));
-        g.assert_ours_loaded(&["gres_gpu", "gpu_nvml"]);
-        assert!(g.output.ok() && g.output.signal.is_none(), "{name}: slurmd -G failed:\n{}", g.output);
-        let lines = g.gres_lines();
-        assert_eq!(lines.iter().filter(|l| l.contains("Name=gpu")).count(), *gpus, "{name}:\n{}", g.normalized());
-        assert!(!g.normalized().contains("panic"), "{name}:\n{}", g.normalized());
-        // Only GPUs that are there: the H100s, and the A100 as a whole
-        // when its MIG mode cannot be read.
-        for l in &lines {
-            assert!(!l.contains("nvidia-cap"), "{name}: a MIG device that could not be read was configured: {l}");
+        if steps {
+            std::fs::write(&step_flag, "").expect("step flag");
         }
+        std::fs::write(&flag, "").expect("flag");
+        let job = c.wait_job(id, Duration::from_secs(120));
+        assert!(job.ok(), "the running job failed after its node lost a GPU:\n{job:?}\n{}", c.log_tails(40));
+        let after = if steps { "AFTER=0 STEP=0\n" } else { "AFTER=0 STEP=none\n" };
+        assert!(job.output.contains("BEFORE=0\n") && job.output.contains(after), "the job's GPU changed (want {after:?}):\n{}", job.output);
+        let set = calls_of(&calls, "nvmlDeviceSetApplicationsClocks");
+        if steps {
+            assert!(!set.is_empty() && set.iter().all(|l| l.split_whitespace().nth(1) == Some("gpu0")), "clocks must be set on GPU 0 only: {set:?}");
+        } else {
+            assert!(set.is_empty(), "no step ran, yet clocks were set: {set:?}");
+        }
+        assert_slurmd_alive(&c, pid);
+        let _ = std::fs::remove_file(&calls);
     }
-    // The stock-fatal case on a running slurmd.
-    let fixture = fixture_file("mig-handles.conf", &cases[0].1);
-    let mut cfg = nvml_cluster(&fixture, &gres, "AutoDetect=nvml\n");
-    cfg.wait_idle = false;
-    let c = Cluster::start(cfg);
-    c.assert_ours_loaded(&["gres_gpu", "gpu_nvml"]);
-    let pid = c.pid(Daemon::Slurmd).expect("slurmd");
-    assert_drained_for_gres(&c, 2, 4);
-    assert!(c.log(Daemon::Slurmd).contains("MIG mode is enabled, but no MIG devices were found"), "{}", c.log_tails(40));
-    assert_no_job_starts(&c, "gpu:1");
-    assert_slurmd_alive(&c, pid);
-}
 
-/// A slow driver (the stand-in sleeps in nvmlInit and in every call):
-/// slurmd waits for detection, registers the node with its GPUs, and
-/// steps that ask NVML (`--gpu-freq`) still run, on the right GPUs.
-#[test]
-fn nvml_slow_answers() {
-    if !require_slurm("nvml_slow_answers") {
-        return;
+    /// MIG queries failing on the A100 of the stand-in's slurmd node (2 H100 +
+    /// an A100 with two MIG devices): MIG device handles fail (the stock
+    /// plugin stops slurmd with fatal() here; ours logs it and goes on), MIG
+    /// attributes fail, the MIG mode query fails.  `slurmd -G` still prints
+    /// the GPUs it could read (and only those); a node whose slurm.conf counts
+    /// the MIG devices is drained.
+    fn mig_queries_failing(bed) {
+        let base = fixture_text("slurmd_node.conf");
+        let gres = format!("gpu:{H100}:2,gpu:nvidia_a100_1g.10gb:2");
+        let cases = [
+            ("mig-handles", base.replace("mig_max 7\n", "mig_max 7\nfail nvmlDeviceGetMigDeviceHandleByIndex 999\n"), 2),
+            ("mig-attributes", base.replace("slices 1\n", "slices 1\nfail nvmlDeviceGetAttributes_v2 999\n"), 2),
+            // The A100 then reads as one whole GPU, whose type slurm.conf does
+            // not list: ignored, as the stock merge does.
+            ("mig-mode", base.replace("mig_max 7\n", "mig_max 7\nfail nvmlDeviceGetMigMode 999\n"), 2),
+        ];
+        for (name, text, gpus) in &cases {
+            assert_ne!(text, &base, "{name}: fixture not changed");
+            let fixture = fixture_file(bed, &format!("{name}.conf"), text);
+            let Some(cfg) = nvml_cluster(bed, "mig_queries_failing", &fixture, &gres, "AutoDetect=nvml\n") else { return };
+            let g = Cluster::slurmd_g(&cfg);
+            g.assert_ours_loaded(&["gres_gpu", "gpu_nvml"]);
+            assert!(g.output.ok() && g.output.signal.is_none(), "{name}: slurmd -G failed:\n{}", g.output);
+            let lines = g.gres_lines();
+            assert_eq!(lines.iter().filter(|l| l.contains("Name=gpu")).count(), *gpus, "{name}:\n{}", g.normalized());
+            assert!(!g.normalized().contains("panic"), "{name}:\n{}", g.normalized());
+            // Only GPUs that are there: the H100s, and the A100 as a whole
+            // when its MIG mode cannot be read.
+            for l in &lines {
+                assert!(!l.contains("nvidia-cap"), "{name}: a MIG device that could not be read was configured: {l}");
+            }
+        }
+        // The stock-fatal case on a running slurmd.
+        let fixture = fixture_file(bed, "mig-handles.conf", &cases[0].1);
+        let Some(mut cfg) = nvml_cluster(bed, "mig_queries_failing", &fixture, &gres, "AutoDetect=nvml\n") else { return };
+        cfg.wait_idle = false;
+        let c = Cluster::start(cfg);
+        c.assert_ours_loaded(&["gres_gpu"]);
+        c.assert_ours_gpu_plugin_loaded("gpu_nvml");
+        let pid = c.pid(Daemon::Slurmd).expect("slurmd");
+        assert_drained_for_gres(&c, 2, 4);
+        assert!(c.log(Daemon::Slurmd).contains("MIG mode is enabled, but no MIG devices were found"), "{}", c.log_tails(40));
+        assert_no_job_starts(&c, "gpu:1");
+        assert_slurmd_alive(&c, pid);
     }
-    let fixture = fixture_file("slow.conf", &format!("init_delay_ms 1500\ndelay_us 10000\n{}", fixture_text("h100x2.conf")));
-    let calls = standin::scratch_dir().join("slow-calls.log");
-    let _ = std::fs::remove_file(&calls);
-    let mut cfg = nvml_cluster(&fixture, &format!("gpu:{H100}:2"), "AutoDetect=nvml\n");
-    cfg.slurmd_env.push(("GRES_RS_NVML_CALLS".into(), calls.to_string_lossy().into_owned()));
-    cfg.start_timeout = Duration::from_secs(120);
-    let c = Cluster::start(cfg);
-    c.assert_ours_loaded(&["gres_gpu", "gpu_nvml"]);
-    let pid = c.pid(Daemon::Slurmd).expect("slurmd");
-    assert!(c.node_field("Gres").unwrap_or_default().contains(&format!("gpu:{H100}:2")), "{:?}", c.node_field("Gres"));
-    let _ = std::fs::remove_file(&calls);
-    let out = c
-        .srun_timeout(&["--gres=gpu:1", "--gpu-freq=high", "printenv", "CUDA_VISIBLE_DEVICES"], Duration::from_secs(120))
-        .expect_ok("srun --gpu-freq on a slow driver");
-    assert_eq!(out.stdout.trim(), "0", "{out}");
-    let set = calls_of(&calls, "nvmlDeviceSetApplicationsClocks");
-    assert_eq!(set.len(), 1, "one GPU's clocks set: {set:?}");
-    assert!(set[0].starts_with("nvmlDeviceSetApplicationsClocks gpu0 "), "{set:?}");
-    let out = c
-        .srun_timeout(&["--gres=gpu:2", "--gpu-freq=low", "printenv", "CUDA_VISIBLE_DEVICES"], Duration::from_secs(120))
-        .expect_ok("srun --gres=gpu:2 --gpu-freq");
-    assert_eq!(out.stdout.trim(), "0,1", "{out}");
-    let set = calls_of(&calls, "nvmlDeviceSetApplicationsClocks");
-    assert_eq!(set.len(), 3, "then both GPUs' clocks: {set:?}\n{out}");
-    assert_slurmd_alive(&c, pid);
-    let _ = std::fs::remove_file(&calls);
+
+    /// A slow driver (the stand-in sleeps in nvmlInit and in every call):
+    /// slurmd waits for detection, registers the node with its GPUs, and
+    /// steps that ask NVML (`--gpu-freq`) still run, on the right GPUs.
+    fn nvml_slow_answers(bed) {
+        let fixture = fixture_file(bed, "slow.conf", &format!("init_delay_ms 1500\ndelay_us 10000\n{}", fixture_text("h100x2.conf")));
+        let calls = standin::scratch_dir().join(format!("{}-slow-calls.log", bed.series));
+        let _ = std::fs::remove_file(&calls);
+        let Some(mut cfg) = nvml_cluster(bed, "nvml_slow_answers", &fixture, &format!("gpu:{H100}:2"), "AutoDetect=nvml\n") else { return };
+        cfg.slurmd_env.push(("GRES_RS_NVML_CALLS".into(), calls.to_string_lossy().into_owned()));
+        cfg.start_timeout = Duration::from_secs(120);
+        let c = Cluster::start(cfg);
+        c.assert_ours_loaded(&["gres_gpu"]);
+        c.assert_ours_gpu_plugin_loaded("gpu_nvml");
+        let pid = c.pid(Daemon::Slurmd).expect("slurmd");
+        assert!(c.node_field("Gres").unwrap_or_default().contains(&format!("gpu:{H100}:2")), "{:?}", c.node_field("Gres"));
+        let _ = std::fs::remove_file(&calls);
+        let out = c
+            .srun_timeout(&["--gres=gpu:1", "--gpu-freq=high", "printenv", "CUDA_VISIBLE_DEVICES"], Duration::from_secs(120))
+            .expect_ok("srun --gpu-freq on a slow driver");
+        assert_eq!(out.stdout.trim(), "0", "{out}");
+        let set = calls_of(&calls, "nvmlDeviceSetApplicationsClocks");
+        assert_eq!(set.len(), 1, "one GPU's clocks set: {set:?}");
+        assert!(set[0].starts_with("nvmlDeviceSetApplicationsClocks gpu0 "), "{set:?}");
+        let out = c
+            .srun_timeout(&["--gres=gpu:2", "--gpu-freq=low", "printenv", "CUDA_VISIBLE_DEVICES"], Duration::from_secs(120))
+            .expect_ok("srun --gres=gpu:2 --gpu-freq");
+        assert_eq!(out.stdout.trim(), "0,1", "{out}");
+        let set = calls_of(&calls, "nvmlDeviceSetApplicationsClocks");
+        assert_eq!(set.len(), 3, "then both GPUs' clocks: {set:?}\n{out}");
+        assert_slurmd_alive(&c, pid);
+        let _ = std::fs::remove_file(&calls);
+    }
 }

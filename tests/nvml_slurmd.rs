@@ -1,12 +1,18 @@
-//! Our gpu_nvml.so in a real slurmd: `slurmd -G` with `AutoDetect=nvml`
-//! on the NVML stand-in (reachable as `libnvidia-ml.so`, which is what
-//! makes slurmd choose gpu/nvml) must report the same GPUs as the stock
-//! plugins given the same node in `fake_gpus.conf`.
+//! Our gpu_nvml.so in a real slurmd, on every release of the test bed
+//! (`GRES_RS_SLURM`): `slurmd -G` with `AutoDetect=nvml` on the NVML
+//! stand-in (reachable as `libnvidia-ml.so`, which is what makes slurmd
+//! choose gpu/nvml) must report the same GPUs as the stock plugins given
+//! the same node in `fake_gpus.conf`.
 //!
-//! Debian ships no gpu_nvml.so, so the gpu/nvml plugin slurmd loads is
-//! always ours; gres/gpu is Debian's or ours.  Needs root,
-//! the Debian Slurm packages and `cargo build --workspace` (see
-//! crates/test-harness); skipped otherwise.
+//! Debian ships no gpu_nvml.so (neither bookworm's 22.05 nor trixie's
+//! 24.11 nor sid's 26.05), so the gpu/nvml plugin slurmd loads is always
+//! ours, and the oracle is the release's stock gres/gpu on
+//! `fake_gpus.conf` (read by stock gres_gpu.so up to 25.11, by slurmd's
+//! core from 26.05: `gpu_g_get_system_gpu_list`, src/interfaces/gpu.c);
+//! gres/gpu is the release's or ours.  In a chroot the stand-in is bound
+//! at its host path ([`standin::chroot_binds`]).  Needs root, the Debian
+//! Slurm packages and `cargo build --workspace` (see crates/test-harness);
+//! skipped otherwise.
 
 use gres_test_harness as harness;
 use gres_test_harness::standin;
@@ -26,7 +32,7 @@ fn node(plugins: PluginSet) -> ClusterConfig {
     // Typed, so that slurmd keeps the detected types (an untyped Gres=
     // makes it drop them) and the lines show them.
     let gres = "gpu:nvidia_h100_80gb_hbm3:2,gpu:nvidia_a100_1g.10gb:2";
-    let mut c = ClusterConfig::gpus(plugins, 0).with_cpus(1, 2, 1).with_gres(gres, "AutoDetect=nvml\n");
+    let mut c = ClusterConfig::gpus(plugins, 0).with_cpus(1, 2, 1).with_gres(gres, "AutoDetect=nvml\n").with_binds(standin::chroot_binds());
     c.debug_gres = true;
     c.slurmd_debug = "debug2".into();
     // gres/gpu and gpu/nvml alone: with mps or shard in GresTypes the stock
@@ -36,117 +42,142 @@ fn node(plugins: PluginSet) -> ClusterConfig {
     c
 }
 
+/// A `slurmd -G` GPU line of a MIG device (its files name nvidia-caps)
+/// with the MIG flag added to its flags; other lines unchanged.
+fn with_mig_flag(line: &str) -> String {
+    if !line.contains("nvidia-caps/") {
+        return line.to_string();
+    }
+    line.split(' ').map(|w| if w.starts_with("Flags=") || w.starts_with("Flags:") { format!("{w},MIG") } else { w.to_string() }).collect::<Vec<_>>().join(" ")
+}
+
 /// The GPU lines of `slurmd -G`: the final merged list and the
-/// `Gres Name=` summary, without log prefixes.
+/// `Gres Name=` summary, without log prefixes (the release's,
+/// `Behaviour::log_prefix`, then the level).
 fn gpu_lines(g: &SlurmdG) -> Vec<String> {
     g.normalized()
         .lines()
         .filter(|l| l.contains("GRES[gpu]") || l.contains("Gres Name=gpu"))
         .map(|l| {
-            let l = l.trim_start_matches("slurmd: ");
+            let l = g.log_prefix.strip(l, "slurmd");
             let l = l.split_once(": ").filter(|(lvl, _)| !lvl.contains(' ')).map(|(_, rest)| rest).unwrap_or(l);
             l.trim().to_string()
         })
         .collect()
 }
 
-#[test]
-fn autodetect_nvml_matches_fake_gpus_conf() {
-    if !require_slurm("autodetect_nvml_matches_fake_gpus_conf") {
-        return;
+per_release! {
+    fn autodetect_nvml_matches_fake_gpus_conf(bed) {
+        let lib_dir = standin::library_dir();
+
+        let mut stock = node(PluginSet::Stock);
+        // Where gpu/nvml flags MIG devices UUID and MIG
+        // (`Behaviour::nvml_flags_mig_devices`), fake_gpus.conf asks for
+        // UUID itself (`env_uuid`); MIG it cannot say, so that flag is
+        // added to the stock lines of the MIG devices (and nothing else).
+        let mig_flags = bed.behaviour.nvml_flags_mig_devices;
+        let fake: String = FAKE_GPUS
+            .lines()
+            .map(|l| if mig_flags && l.contains("|MIG-") { format!("{l},env_uuid\n") } else { format!("{l}\n") })
+            .collect();
+        stock.fake_gpus_conf = Some(fake);
+        let want = Cluster::slurmd_g(&stock);
+
+        let mut want_lines = gpu_lines(&want);
+        assert!(!want_lines.is_empty(), "stock slurmd -G printed no GPU lines:\n{}", want.normalized());
+        if mig_flags {
+            want_lines = want_lines.iter().map(|l| with_mig_flag(l)).collect();
+        }
+
+        // Our gpu_nvml.so under stock gres_gpu.so, then all of ours.
+        for (set, loaded) in [(PluginSet::OursOnly(vec!["gpu_nvml".into()]), vec!["gpu_nvml"]), (PluginSet::Ours, vec!["gpu_nvml", "gres_gpu"])] {
+            let label = set.label();
+            // The test build: it reads GRES_RS_MIG_MINORS.
+            let Some(mut ours) = bed.ours_config(node(set).with_test_build(), "autodetect_nvml_matches_fake_gpus_conf") else { return };
+            ours.slurmd_env = vec![
+                ("LD_LIBRARY_PATH".into(), lib_dir.to_string_lossy().into_owned()),
+                ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("slurmd_node.conf").to_string_lossy().into_owned()),
+                ("GRES_RS_MIG_MINORS".into(), standin::fixture("mig-minors").to_string_lossy().into_owned()),
+            ];
+            let got = Cluster::slurmd_g(&ours);
+            got.assert_ours_loaded(&loaded);
+            let got_lines = gpu_lines(&got);
+            assert_eq!(
+                got_lines,
+                want_lines,
+                "{label}\n---- stock (fake_gpus.conf) ----\n{}\n---- {label} (AutoDetect=nvml) ----\n{}",
+                want.normalized(),
+                got.normalized()
+            );
+            assert!(got.normalized().contains("gpu/nvml: 3 GPU system device(s) detected"), "{label}\n{}", got.normalized());
+            assert!(got_lines.iter().any(|l| l.contains("Type=nvidia_a100_1g.10gb")), "{got_lines:#?}");
+        }
     }
-    let lib_dir = standin::library_dir();
 
-    let mut stock = node(PluginSet::Stock);
-    stock.fake_gpus_conf = Some(FAKE_GPUS.into());
-    let want = Cluster::slurmd_g(&stock);
+    fn no_driver_keeps_configured_gpus(bed) {
+        let conf = "AutoDetect=nvml\nName=gpu File={DEV}/nvidia[0-1]\n";
+        let mut stock = ClusterConfig::gpus(PluginSet::Stock, 2).with_cpus(1, 2, 1).with_gres("gpu:2", conf).with_binds(standin::chroot_binds());
+        stock.debug_gres = true;
+        let want = Cluster::slurmd_g(&stock);
 
-    let want_lines = gpu_lines(&want);
-    assert!(!want_lines.is_empty(), "stock slurmd -G printed no GPU lines:\n{}", want.normalized());
-
-    // Our gpu_nvml.so under stock gres_gpu.so, then all of ours.
-    for (set, loaded) in [(PluginSet::OursOnly(vec!["gpu_nvml".into()]), vec!["gpu_nvml"]), (PluginSet::Ours, vec!["gpu_nvml", "gres_gpu"])] {
-        let label = set.label();
-        // The test build: it reads GRES_RS_MIG_MINORS.
-        let mut ours = node(set).with_test_build();
-        ours.slurmd_env = vec![
-            ("LD_LIBRARY_PATH".into(), lib_dir.to_string_lossy().into_owned()),
-            ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("slurmd_node.conf").to_string_lossy().into_owned()),
-            ("GRES_RS_MIG_MINORS".into(), standin::fixture("mig-minors").to_string_lossy().into_owned()),
-        ];
+        // The stand-in without a fixture fails nvmlInit as without a driver.
+        let Some(mut ours) = bed.ours_config(stock.clone().with_plugins(PluginSet::OursOnly(vec!["gpu_nvml".into()])), "no_driver_keeps_configured_gpus") else {
+            return;
+        };
+        ours.slurmd_env = vec![("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned())];
         let got = Cluster::slurmd_g(&ours);
-        got.assert_ours_loaded(&loaded);
-        let got_lines = gpu_lines(&got);
+        got.assert_ours_loaded(&["gpu_nvml"]);
+
+        let (want_lines, got_lines) = (gpu_lines(&want), gpu_lines(&got));
+        assert_eq!(want_lines.len(), 2, "{}", want.normalized());
+        assert_eq!(got_lines, want_lines, "\n---- stock ----\n{}\n---- ours ----\n{}", want.normalized(), got.normalized());
+        assert!(got.normalized().contains("Failed to initialize NVML: Driver Not Loaded"), "{}", got.normalized());
+    }
+
+    /// `srun --gpu-freq`: slurmstepd hands the step's GPUs to our gpu_nvml.so,
+    /// which sets their application clocks and puts the defaults back when the
+    /// step ends (seen in the stand-in's call log).  Our gpu_nvml.so proven
+    /// loaded in slurmd ([`Cluster::assert_ours_gpu_plugin_loaded`]: by its
+    /// maps, or where slurmd unloads the gpu plugin by our init line) and in
+    /// the step's slurmstepd by its maps.
+    fn gpu_freq_sets_and_resets_step_clocks(bed) {
+        // One log per release: the releases' tests run at once.
+        let calls = standin::scratch_dir().join(format!("cluster-calls-{}.log", bed.series));
+        let _ = std::fs::remove_file(&calls);
+        // One core per socket, so that each GPU's affinity (one CPU, from
+        // the fixture) is a whole socket: from 24.11 slurmctld drains a node
+        // whose GPU cores are part of a socket (src/interfaces/gres.c
+        // `_check_core_range_matches_sock`, not in 24.05).
+        let c =
+            ClusterConfig::gpus(PluginSet::OursOnly(vec!["gpu_nvml".into()]), 0).with_cpus(2, 1, 1).with_gres("gpu:nvidia_h100_80gb_hbm3:2", "AutoDetect=nvml\n");
+        let Some(mut c) = bed.ours_config(c.with_binds(standin::chroot_binds()), "gpu_freq_sets_and_resets_step_clocks") else { return };
+        c.slurmd_env = vec![
+            ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
+            ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("h100x2.conf").to_string_lossy().into_owned()),
+            ("GRES_RS_NVML_CALLS".into(), calls.to_string_lossy().into_owned()),
+        ];
+        let cluster = Cluster::start(c);
+        cluster.assert_ours_gpu_plugin_loaded("gpu_nvml");
+
+        let out = cluster.srun(&["--gres=gpu:2", "--gpu-freq=low,memory=high,verbose", "true"]);
+        assert!(out.ok(), "{out}\n{}", cluster.log_tails(40));
+        // `verbose`: the first GPU's clocks on the step's stderr, as Slurm does.
+        assert!(out.stderr.contains("GpuFreq=memory_freq:2619,graphics_freq:345"), "{out}");
+        let log = std::fs::read_to_string(&calls).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains("ApplicationsClocks")).collect();
         assert_eq!(
-            got_lines,
-            want_lines,
-            "{label}\n---- stock (fake_gpus.conf) ----\n{}\n---- {label} (AutoDetect=nvml) ----\n{}",
-            want.normalized(),
-            got.normalized()
+            lines,
+            vec![
+                "nvmlDeviceSetApplicationsClocks gpu0 2619 345",
+                "nvmlDeviceSetApplicationsClocks gpu1 2619 345",
+                "nvmlDeviceResetApplicationsClocks gpu0",
+                "nvmlDeviceResetApplicationsClocks gpu1",
+            ],
+            "calls:\n{log}\nsrun:\n{out}\n{}",
+            cluster.log_tails(40)
         );
-        assert!(got.normalized().contains("gpu/nvml: 3 GPU system device(s) detected"), "{label}\n{}", got.normalized());
-        assert!(got_lines.iter().any(|l| l.contains("Type=nvidia_a100_1g.10gb")), "{got_lines:#?}");
+        // slurmstepd loads the gpu plugin for a step with `--gpu-freq`.
+    cluster.assert_stepd_ours_loaded(&["gpu_nvml"], &["--gres=gpu:1", "--gpu-freq=high"]);
+        let _ = std::fs::remove_file(&calls);
     }
-}
-
-#[test]
-fn no_driver_keeps_configured_gpus() {
-    if !require_slurm("no_driver_keeps_configured_gpus") {
-        return;
-    }
-    let conf = "AutoDetect=nvml\nName=gpu File={DEV}/nvidia[0-1]\n";
-    let mut stock = ClusterConfig::gpus(PluginSet::Stock, 2).with_cpus(1, 2, 1).with_gres("gpu:2", conf);
-    stock.debug_gres = true;
-    let want = Cluster::slurmd_g(&stock);
-
-    // The stand-in without a fixture fails nvmlInit as without a driver.
-    let mut ours = stock.clone().with_plugins(PluginSet::OursOnly(vec!["gpu_nvml".into()]));
-    ours.slurmd_env = vec![("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned())];
-    let got = Cluster::slurmd_g(&ours);
-    got.assert_ours_loaded(&["gpu_nvml"]);
-
-    let (want_lines, got_lines) = (gpu_lines(&want), gpu_lines(&got));
-    assert_eq!(want_lines.len(), 2, "{}", want.normalized());
-    assert_eq!(got_lines, want_lines, "\n---- stock ----\n{}\n---- ours ----\n{}", want.normalized(), got.normalized());
-    assert!(got.normalized().contains("Failed to initialize NVML: Driver Not Loaded"), "{}", got.normalized());
-}
-
-/// `srun --gpu-freq`: slurmstepd hands the step's GPUs to our gpu_nvml.so,
-/// which sets their application clocks and puts the defaults back when the
-/// step ends (seen in the stand-in's call log).
-#[test]
-fn gpu_freq_sets_and_resets_step_clocks() {
-    if !require_slurm("gpu_freq_sets_and_resets_step_clocks") {
-        return;
-    }
-    let calls = standin::scratch_dir().join("cluster-calls.log");
-    let _ = std::fs::remove_file(&calls);
-    let mut c =
-        ClusterConfig::gpus(PluginSet::OursOnly(vec!["gpu_nvml".into()]), 0).with_cpus(1, 2, 1).with_gres("gpu:nvidia_h100_80gb_hbm3:2", "AutoDetect=nvml\n");
-    c.slurmd_env = vec![
-        ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
-        ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("h100x2.conf").to_string_lossy().into_owned()),
-        ("GRES_RS_NVML_CALLS".into(), calls.to_string_lossy().into_owned()),
-    ];
-    let cluster = Cluster::start(c);
-    cluster.assert_ours_loaded(&["gpu_nvml"]);
-
-    let out = cluster.srun(&["--gres=gpu:2", "--gpu-freq=low,memory=high,verbose", "true"]);
-    assert!(out.ok(), "{out}\n{}", cluster.log_tails(40));
-    // `verbose`: the first GPU's clocks on the step's stderr, as Slurm does.
-    assert!(out.stderr.contains("GpuFreq=memory_freq:2619,graphics_freq:345"), "{out}");
-    let log = std::fs::read_to_string(&calls).unwrap_or_default();
-    let lines: Vec<&str> = log.lines().filter(|l| l.contains("ApplicationsClocks")).collect();
-    assert_eq!(
-        lines,
-        vec![
-            "nvmlDeviceSetApplicationsClocks gpu0 2619 345",
-            "nvmlDeviceSetApplicationsClocks gpu1 2619 345",
-            "nvmlDeviceResetApplicationsClocks gpu0",
-            "nvmlDeviceResetApplicationsClocks gpu1",
-        ],
-        "calls:\n{log}\nsrun:\n{out}\n{}",
-        cluster.log_tails(40)
-    );
-    let _ = std::fs::remove_file(&calls);
 }

@@ -1,7 +1,10 @@
 //! The MPS Prolog/Epilog/TaskProlog examples (examples/mps) with the
 //! stand-in `nvidia-cuda-mps-control`, which records what it is asked:
-//! first run directly with the variables slurmd gives them, then as the
-//! Prolog, Epilog and TaskProlog of a real slurmd running our plugins.
+//! first run directly with the variables slurmd gives them (no Slurm
+//! involved: one test), then as the Prolog, Epilog and TaskProlog of a real
+//! slurmd running our plugins, on every release of the test bed
+//! (`GRES_RS_SLURM`; in a chroot examples/mps is bound at its host path,
+//! [`ClusterConfig::binds`]).
 
 use gres_test_harness as harness;
 
@@ -221,79 +224,78 @@ fn prolog_and_epilog_manage_mps_daemons() {
     }
 }
 
-/// The scripts as Prolog, Epilog and TaskProlog of a real slurmd with our
-/// plugins: they get what they need from the plugins' Prolog/Epilog
-/// variables (CUDA_VISIBLE_DEVICES in node numbering, the percentage), and
-/// the tasks find their daemon.
-#[test]
-fn mps_scripts_under_slurmd() {
-    if !require_slurm("mps_scripts_under_slurmd") {
-        return;
-    }
-    let wrapper = |script: &str| {
-        format!("#!/bin/sh\nexport MPS_CONF={{DIR}}/site/mps.conf MPS_STANDIN_DIR={{DIR}}/site/standin\nexec {} \"$@\"\n", examples().join(script).display())
-    };
-    let mut config = ClusterConfig::gpus(PluginSet::Ours, 2).with_gres("gpu:2,mps:200", &gpu_gres_line(2));
-    config.gres_types = "gpu,mps".into();
-    config.prolog = Some(wrapper("mps-prolog.sh"));
-    config.epilog = Some(wrapper("mps-epilog.sh"));
-    config.extra_slurm_conf.push("TaskProlog={DIR}/task-prolog.sh".into());
-    let c = Cluster::start(config);
-    let site = Site::new(c.layout.root.join("site"));
-    let task_prolog = c.layout.subst(&wrapper("mps-task-prolog.sh"), "gpunode");
-    fs::write(c.layout.root.join("task-prolog.sh"), task_prolog).unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(c.layout.root.join("task-prolog.sh"), fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let env_of =
-        |out: &str| -> BTreeMap<String, String> { out.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect() };
-
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // An MPS job: daemon for GPU 0, task pointed at it.
-        let out = c.srun(&["--gres=mps:50", "env"]).expect_ok("srun --gres=mps:50");
-        let env = env_of(&out.stdout);
-        assert_eq!(env.get("CUDA_MPS_PIPE_DIRECTORY"), Some(&site.pipe("gpu0")), "{out}");
-        assert_eq!(env.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE").map(String::as_str), Some("50"));
-        let calls = site.calls();
-        assert!(calls_for(&calls, &site.pipe("gpu0"))[0].contains("args=[-d] CUDA_VISIBLE_DEVICES=0 CUDA_DEVICE_ORDER=PCI_BUS_ID"), "{calls}");
-        assert!(calls.contains("command [start_server -uid 0]"), "{calls}");
-        assert_eq!(site.daemons("gpu0").len(), 1);
-
-        // The GPU whole to the next job: the daemon goes first.
-        c.srun(&["--gres=gpu:1", "true"]).expect_ok("srun --gres=gpu:1");
-        assert!(site.daemons("gpu0").is_empty(), "{}\n{}", site.log(), site.calls());
-        assert!(site.calls().contains(&format!("daemon down for {}", site.pipe("gpu0"))));
-
-        // Whole GPUs with a comment: per-GPU daemons for the job, stopped by
-        // the Epilog.
-        let out = c.srun(&["--gres=gpu:2", "--comment=mps-per-gpu", "env"]).expect_ok("srun --comment=mps-per-gpu");
-        let job = env_of(&out.stdout).get("SLURM_JOB_ID").cloned().unwrap();
-        assert_eq!(env_of(&out.stdout).get("CUDA_MPS_PIPE_DIRECTORY"), Some(&site.pipe(&format!("job{job}.gpu0"))), "{out}");
-        c.wait_no_jobs(Duration::from_secs(30));
-        let calls = site.calls();
-        for g in ["0", "1"] {
-            let key = format!("job{job}.gpu{g}");
-            assert!(calls_for(&calls, &site.pipe(&key))[0].contains(&format!("args=[-d] CUDA_VISIBLE_DEVICES={g} ")), "{calls}");
-            assert!(calls.contains(&format!("daemon down for {}", site.pipe(&key))), "{calls}");
+per_release! {
+    /// The scripts as Prolog, Epilog and TaskProlog of a real slurmd with our
+    /// plugins: they get what they need from the plugins' Prolog/Epilog
+    /// variables (CUDA_VISIBLE_DEVICES in node numbering, the percentage), and
+    /// the tasks find their daemon.
+    fn mps_scripts_under_slurmd(bed) {
+        let wrapper = |script: &str| {
+            format!("#!/bin/sh\nexport MPS_CONF={{DIR}}/site/mps.conf MPS_STANDIN_DIR={{DIR}}/site/standin\nexec {} \"$@\"\n", examples().join(script).display())
+        };
+        let config = ClusterConfig::gpus(PluginSet::Ours, 2).with_gres("gpu:2,mps:200", &gpu_gres_line(2)).with_binds([examples()]);
+        let Some(mut config) = bed.ours_config(config, "mps_scripts_under_slurmd") else { return };
+        config.gres_types = "gpu,mps".into();
+        config.prolog = Some(wrapper("mps-prolog.sh"));
+        config.epilog = Some(wrapper("mps-epilog.sh"));
+        config.extra_slurm_conf.push("TaskProlog={DIR}/task-prolog.sh".into());
+        let c = Cluster::start(config);
+        let site = Site::new(c.layout.root.join("site"));
+        let task_prolog = c.layout.subst(&wrapper("mps-task-prolog.sh"), "gpunode");
+        fs::write(c.layout.root.join("task-prolog.sh"), task_prolog).unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(c.layout.root.join("task-prolog.sh"), fs::Permissions::from_mode(0o755)).unwrap();
         }
+        let env_of =
+            |out: &str| -> BTreeMap<String, String> { out.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect() };
 
-        // A daemon that will not quit: the Prolog fails, slurmd drains the
-        // node, and the refusal is in the log.
-        c.srun(&["--gres=mps:10", "true"]).expect_ok("srun --gres=mps:10");
-        site.stubborn(true);
-        let out = c.srun(&["--immediate=30", "--gres=gpu:1", "true"]);
-        assert!(!out.ok(), "{out}");
-        assert!(site.log().contains("MPS control daemon gpu0 refuses to quit"), "{}", site.log());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !c.node_field("State").unwrap_or_default().contains("DRAIN") {
-            assert!(Instant::now() < deadline, "node not drained: {:?}", c.node_field("State"));
-            std::thread::sleep(Duration::from_millis(200));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // An MPS job: daemon for GPU 0, task pointed at it.
+            let out = c.srun(&["--gres=mps:50", "env"]).expect_ok("srun --gres=mps:50");
+            let env = env_of(&out.stdout);
+            assert_eq!(env.get("CUDA_MPS_PIPE_DIRECTORY"), Some(&site.pipe("gpu0")), "{out}");
+            assert_eq!(env.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE").map(String::as_str), Some("50"));
+            let calls = site.calls();
+            assert!(calls_for(&calls, &site.pipe("gpu0"))[0].contains("args=[-d] CUDA_VISIBLE_DEVICES=0 CUDA_DEVICE_ORDER=PCI_BUS_ID"), "{calls}");
+            assert!(calls.contains("command [start_server -uid 0]"), "{calls}");
+            assert_eq!(site.daemons("gpu0").len(), 1);
+
+            // The GPU whole to the next job: the daemon goes first.
+            c.srun(&["--gres=gpu:1", "true"]).expect_ok("srun --gres=gpu:1");
+            assert!(site.daemons("gpu0").is_empty(), "{}\n{}", site.log(), site.calls());
+            assert!(site.calls().contains(&format!("daemon down for {}", site.pipe("gpu0"))));
+
+            // Whole GPUs with a comment: per-GPU daemons for the job, stopped by
+            // the Epilog.
+            let out = c.srun(&["--gres=gpu:2", "--comment=mps-per-gpu", "env"]).expect_ok("srun --comment=mps-per-gpu");
+            let job = env_of(&out.stdout).get("SLURM_JOB_ID").cloned().unwrap();
+            assert_eq!(env_of(&out.stdout).get("CUDA_MPS_PIPE_DIRECTORY"), Some(&site.pipe(&format!("job{job}.gpu0"))), "{out}");
+            c.wait_no_jobs(Duration::from_secs(30));
+            let calls = site.calls();
+            for g in ["0", "1"] {
+                let key = format!("job{job}.gpu{g}");
+                assert!(calls_for(&calls, &site.pipe(&key))[0].contains(&format!("args=[-d] CUDA_VISIBLE_DEVICES={g} ")), "{calls}");
+                assert!(calls.contains(&format!("daemon down for {}", site.pipe(&key))), "{calls}");
+            }
+
+            // A daemon that will not quit: the Prolog fails, slurmd drains the
+            // node, and the refusal is in the log.
+            c.srun(&["--gres=mps:10", "true"]).expect_ok("srun --gres=mps:10");
+            site.stubborn(true);
+            let out = c.srun(&["--immediate=30", "--gres=gpu:1", "true"]);
+            assert!(!out.ok(), "{out}");
+            assert!(site.log().contains("MPS control daemon gpu0 refuses to quit"), "{}", site.log());
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !c.node_field("State").unwrap_or_default().contains("DRAIN") {
+                assert!(Instant::now() < deadline, "node not drained: {:?}", c.node_field("State"));
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }));
+        site.cleanup();
+        drop(c);
+        if let Err(e) = result {
+            std::panic::resume_unwind(e);
         }
-    }));
-    site.cleanup();
-    drop(c);
-    if let Err(e) = result {
-        std::panic::resume_unwind(e);
     }
 }

@@ -471,6 +471,12 @@ pub struct ClusterConfig {
     /// Slurm release, [`chroot`]) instead of on the host; `None`: the host.
     /// The cluster's directory is bind-mounted at the same path inside.
     pub chroot: Option<chroot::Chroot>,
+    /// More host paths (directories or files) that the daemons, `slurmd
+    /// -G` and the clients need to see at the same path inside the chroot
+    /// (each bind-mounted there by [`chroot::Chroot::command`], besides the
+    /// cluster's directory): e.g. the NVML stand-in's library, fixtures and
+    /// scratch files ([`standin::chroot_binds`]).  Unused on the host.
+    pub binds: Vec<PathBuf>,
 }
 
 impl Default for ClusterConfig {
@@ -518,6 +524,7 @@ impl ClusterConfig {
             plugin_files_dir: None,
             extra_stock_plugins: Vec::new(),
             chroot: testbed::current().and_then(|b| b.chroot),
+            binds: Vec::new(),
         }
     }
 
@@ -542,12 +549,27 @@ impl ClusterConfig {
     }
 
     /// A `Command` for a Slurm (or other) program on the host, or inside
-    /// the chroot with the cluster's directory `dir` visible.
+    /// the chroot with the cluster's directory `dir` and [`binds`](Self::binds)
+    /// visible.
     fn program(&self, prog: &str, dir: &Path) -> Command {
         match &self.chroot {
             None => Command::new(tool(prog)),
-            Some(r) => r.command(r.tool(prog).unwrap_or_else(|| PathBuf::from(prog)), &[dir.to_path_buf()]),
+            Some(r) => {
+                let mut binds = vec![dir.to_path_buf()];
+                binds.extend(self.binds.iter().filter(|b| !b.starts_with(dir)).cloned());
+                r.command(r.tool(prog).unwrap_or_else(|| PathBuf::from(prog)), &binds)
+            }
         }
+    }
+
+    /// Adds host paths to [`binds`](Self::binds) (once each).
+    pub fn with_binds(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        for p in paths {
+            if !self.binds.contains(&p) {
+                self.binds.push(p);
+            }
+        }
+        self
     }
 
     /// Sets the CPU layout (sockets x cores x threads, 1 board).
@@ -1341,6 +1363,26 @@ impl Cluster {
         if let Err(e) = check_loaded_with(&files, our, &self.config.stock_plugin_dir(), names) {
             panic!("slurmstepd proof of loading failed: {e}\nmapped: {files:#?}");
         }
+    }
+
+    /// Proof that slurmd loaded our gpu plugin `name` (`gpu_nvml`) and not
+    /// a stock file of that name: where slurmd keeps the gpu plugin mapped
+    /// ([`testbed::Behaviour::slurmd_keeps_gpu_plugin`]) its maps, as
+    /// [`Cluster::assert_ours_loaded`]; where it unloads it after loading
+    /// its config (26.05) the line our `init` writes to slurmd's log from
+    /// slurmd's own `/proc/self/maps`, `..., loaded from <our dir>/<name>.so`
+    /// (for a node whose jobs can run, [`Cluster::assert_stepd_ours_loaded`]
+    /// proves it by maps as well).
+    #[track_caller]
+    pub fn assert_ours_gpu_plugin_loaded(&self, name: &str) {
+        if testbed::behaviour_of(&self.config.slurm_version()).slurmd_keeps_gpu_plugin {
+            return self.assert_ours_loaded(&[name]);
+        }
+        let our = self.our_dir.as_ref().expect("cluster runs the stock plugins");
+        let want = format!("loaded from {}", our.join(format!("{name}.so")).display());
+        let log = self.log(Daemon::Slurmd);
+        let line = log.lines().find(|l| l.contains("slurm-gpu-gres") && l.ends_with(&want));
+        assert!(line.is_some(), "slurmd's log has no {want:?} (our {name}.so's init line):\n{}", self.log_tails(40));
     }
 
     // ----- commands --------------------------------------------------------

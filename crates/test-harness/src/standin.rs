@@ -138,6 +138,19 @@ pub fn scratch_dir() -> PathBuf {
     built().scratch.clone()
 }
 
+/// What a chroot's daemons need to see of the stand-in, at the same paths
+/// as on the host ([`crate::ClusterConfig::binds`]): the directory of the
+/// built library and of every test process's scratch files (fixtures
+/// written by tests, call logs, device directories), and the fixtures of
+/// `tests/nvml-standin`.  The library is built on the host: it needs
+/// nothing of libc newer than the host's (Debian 12, glibc 2.36), and the
+/// chroots' glibc (trixie 2.41, sid) runs what older glibc built.
+pub fn chroot_binds() -> Vec<PathBuf> {
+    let b = built();
+    let base = b.dir.parent().map(Path::to_path_buf).unwrap_or_else(|| b.dir.clone());
+    vec![base, source_dir().join("fixtures")]
+}
+
 static LOCK: Mutex<()> = Mutex::new(());
 
 /// One use of the stand-in: holds the process-wide test lock (NVML and the

@@ -73,6 +73,34 @@ pub struct Behaviour {
     /// rereads its configuration in the running process ("got reconfigure
     /// request").
     pub reconfigure_reexecs: bool,
+    /// gpu/nvml marks each MIG device it detects `GRES_CONF_UUID` and
+    /// `GRES_CONF_MIG` (`Flags=...,UUID,MIG` in `slurmd -G`; 26.05:
+    /// src/plugins/gpu/nvml/gpu_nvml.c `_get_system_gpu_list_nvml`; 24.11
+    /// has neither flag).  A fake_gpus.conf line can ask for UUID
+    /// (`env_uuid`, src/interfaces/gres.c `gres_flags_parse`, 26.05 only)
+    /// but has no word for MIG, so an oracle from fake_gpus.conf lacks it.
+    pub nvml_flags_mig_devices: bool,
+    /// A job's GPU variables name a GPU by its unique id only when the
+    /// node's gres/gpu has `GRES_CONF_UUID`, which it gets once one GPU
+    /// has it (src/interfaces/gres.c `_post_plugin_gres_conf`): on a node
+    /// with MIG devices (gpu/nvml flags them UUID) the whole GPUs, to which
+    /// gpu/nvml gives their `GPU-` UUID as unique id too
+    /// (gpu_nvml.c `_get_system_gpu_list_nvml`), are named by it as well
+    /// (src/plugins/gres/common/gres_common.c `common_gres_set_env`), 26.05.
+    /// Up to 24.11 a device with a unique id (only MIG devices have one) is
+    /// named by it, every other by its index.
+    pub gpu_env_uuid_node_wide: bool,
+    /// After `scontrol reconfigure` on a node whose registration slurmctld
+    /// then refuses (e.g. "gres/gpu count reported lower than configured":
+    /// `_slurm_rpc_node_registration ... Invalid argument`), slurmd launches
+    /// no step, not even one of a job already running: the re-executed
+    /// slurmd ([`Behaviour::reconfigure_reexecs`]) has no TRES list until a
+    /// registration response brings one (src/slurmd/slurmd/slurmd.c
+    /// `_handle_node_reg_resp`), and every step launch waits for it in
+    /// src/slurmd/slurmd/req.c `send_slurmd_conf_lite` (on `tres_cond`),
+    /// until srun gives up.  22.05 rereads its config in the same process
+    /// and keeps the TRES list of its first registration.
+    pub refused_registration_blocks_steps: bool,
 }
 
 impl Behaviour {
@@ -95,6 +123,9 @@ pub const BEHAVIOURS: [Behaviour; 3] = [
         slurmd_keeps_gpu_plugin: true,
         sharing_env_order_fixed: false,
         reconfigure_reexecs: false,
+        nvml_flags_mig_devices: false,
+        gpu_env_uuid_node_wide: false,
+        refused_registration_blocks_steps: false,
     },
     Behaviour {
         series: "24.11",
@@ -103,6 +134,9 @@ pub const BEHAVIOURS: [Behaviour; 3] = [
         slurmd_keeps_gpu_plugin: true,
         sharing_env_order_fixed: true,
         reconfigure_reexecs: true,
+        nvml_flags_mig_devices: false,
+        gpu_env_uuid_node_wide: false,
+        refused_registration_blocks_steps: true,
     },
     Behaviour {
         series: "26.05",
@@ -111,6 +145,9 @@ pub const BEHAVIOURS: [Behaviour; 3] = [
         slurmd_keeps_gpu_plugin: false,
         sharing_env_order_fixed: true,
         reconfigure_reexecs: true,
+        nvml_flags_mig_devices: true,
+        gpu_env_uuid_node_wide: true,
+        refused_registration_blocks_steps: true,
     },
 ];
 
