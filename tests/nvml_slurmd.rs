@@ -114,6 +114,62 @@ per_release! {
         }
     }
 
+    /// `AutoDetect=full` (26.05 on): slurmd's core tries the gpu plugins in
+    /// turn, asking each for its GPUs and unloading it again until one finds
+    /// some, then falls back to gpu/generic with detection off
+    /// (`_gpu_plugin_init_full`, src/interfaces/gpu.c), so our gpu_nvml.so's
+    /// init, GPU list and fini run in one start and must be safe to repeat.
+    /// Without a driver ours must end as stock (Debian's 26.05.5 slurmd, with
+    /// no gpu_nvml.so, logs "We were configured to autodetect nvml
+    /// functionality, but we weren't able to find that lib"); with one, our
+    /// gpu_nvml.so is chosen and the node gets what `AutoDetect=nvml` gives
+    /// it (which `autodetect_nvml_matches_fake_gpus_conf` compares with
+    /// stock).  Before 26.05 the value does not exist and ours ends as stock
+    /// does in both cases.
+    fn autodetect_full_ends_as_stock(bed) {
+        let v: Vec<u32> = bed.version.split('.').filter_map(|n| n.parse().ok()).collect();
+        let full = v.len() == 3 && slurm_gpu_gres::ffi::behaviour::for_release(v[0], v[1], v[2]).is_some_and(|b| b.autodetect_full);
+        let node = |plugins: PluginSet, autodetect: &str, env: Vec<(String, String)>| {
+            let conf = format!("AutoDetect={autodetect}\nName=gpu File={{DEV}}/nvidia[0-1]\n");
+            let mut c = ClusterConfig::gpus(plugins, 2).with_cpus(1, 2, 1).with_gres("gpu:2", &conf).with_binds(standin::chroot_binds());
+            c.debug_gres = true;
+            c.slurmd_debug = "debug2".into();
+            c.gres_types = "gpu".into();
+            c.slurmd_env = env;
+            c
+        };
+        let ours = |autodetect: &str, env: Vec<(String, String)>| {
+            let cfg = bed.ours_config(node(PluginSet::Ours, autodetect, env).with_test_build(), "autodetect_full_ends_as_stock")?;
+            let g = Cluster::slurmd_g(&cfg);
+            g.assert_ours_loaded(&["gres_gpu"]);
+            assert!(!g.normalized().contains("internal error (panic)"), "{}", g.normalized());
+            Some(g)
+        };
+        let lib = ("LD_LIBRARY_PATH".to_string(), standin::library_dir().to_string_lossy().into_owned());
+        let fixture = ("GRES_RS_NVML_FIXTURE".to_string(), standin::fixture("slurmd_node.conf").to_string_lossy().into_owned());
+        let minors = ("GRES_RS_MIG_MINORS".to_string(), standin::fixture("mig-minors").to_string_lossy().into_owned());
+        // No driver: the stand-in without a fixture fails nvmlInit.
+        let want = Cluster::slurmd_g(&node(PluginSet::Stock, "full", vec![lib.clone()]));
+        let Some(got) = ours("full", vec![lib.clone()]) else { return };
+        let show = format!("no driver\n---- stock ----\n{}\n---- ours ----\n{}", want.normalized(), got.normalized());
+        assert_eq!(got.output.ok(), want.output.ok(), "{show}");
+        assert_eq!(gpu_lines(&got), gpu_lines(&want), "{show}");
+        assert!(gpu_lines(&want).iter().any(|l| l.starts_with("Gres Name=gpu") && l.contains("Count=2")), "{show}");
+
+        // A driver that answers with the fixture's GPUs.
+        let env = vec![lib, fixture, minors];
+        let Some(got) = ours("full", env.clone()) else { return };
+        let want = if full { ours("nvml", env.clone()) } else { Some(Cluster::slurmd_g(&node(PluginSet::Stock, "full", env))) };
+        let Some(want) = want else { return };
+        let show = format!("driver\n---- {} ----\n{}\n---- ours, full ----\n{}", if full { "ours, nvml" } else { "stock" }, want.normalized(), got.normalized());
+        assert_eq!(got.output.ok(), want.output.ok(), "{show}");
+        assert_eq!(gpu_lines(&got), gpu_lines(&want), "{show}");
+        if full {
+            assert!(got.normalized().contains("gpu/nvml: 3 GPU system device(s) detected"), "{show}");
+            assert!(got.normalized().contains("/gpu_nvml.so"), "our gpu_nvml.so was not loaded: {show}");
+        }
+    }
+
     fn no_driver_keeps_configured_gpus(bed) {
         let conf = "AutoDetect=nvml\nName=gpu File={DEV}/nvidia[0-1]\n";
         let mut stock = ClusterConfig::gpus(PluginSet::Stock, 2).with_cpus(1, 2, 1).with_gres("gpu:2", conf).with_binds(standin::chroot_binds());

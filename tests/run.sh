@@ -12,12 +12,10 @@ export PATH="$HOME/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:
 # Under this script missing prerequisites are failures, not skips.
 export GRES_RS_REQUIRE_SLURM="${GRES_RS_REQUIRE_SLURM:-1}"
 # The Slurm releases the per-release differential tests run on
-# (gres-test-harness testbed): 22.05 (the host's) by default; all = also
-# every test-bed chroot that is built (24.11 trixie, 26.05 sid), or a list
-# such as 22.05,24.11.  The chroot releases are not the default yet: ours
-# fails some of those tests there (README, "Tests"); tests/testbed_chroot.rs
-# and tests/releases.rs run on them in every run.
-export GRES_RS_SLURM="${GRES_RS_SLURM:-22.05}"
+# (gres-test-harness testbed): all = the host's 22.05 and every test-bed
+# chroot (24.11 trixie, 26.05 sid, built by tests/setup-debian.sh), or a
+# list such as 22.05,24.11.
+export GRES_RS_SLURM="${GRES_RS_SLURM:-all}"
 
 echo "==> tests/setup-debian.sh"
 bash tests/setup-debian.sh
