@@ -377,10 +377,10 @@ per_release! {
     }
 }
 
-/// The real daemons with bad input: a duplicate device file stops slurmd
-/// at start-up with both plugin sets; a File that is not a device leaves
-/// the node up with one device fewer, and jobs see the same variables.
 per_release! {
+    /// The real daemons with bad input: a duplicate device file stops slurmd
+    /// at start-up with both plugin sets; a File that is not a device leaves
+    /// the node up with one device fewer, and jobs see the same variables.
     fn bad_input_daemons(bed) {
     let case = |name: &str| BAD_CASES.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("no case {name}")).config();
 
@@ -411,16 +411,16 @@ per_release! {
     }
 }
 
-/// `scontrol reconfigure` after gres.conf gained a duplicate device file:
-/// the stock slurmd stops (its plugin calls fatal()); ours logs the
-/// problem, keeps the devices it had, and jobs keep running on them. This
-/// is the one place where ours deliberately does not end as the stock
-/// plugin does (docs/deviations.md, GPU 1) -- up to 23.02: from 23.11
-/// slurmd executes itself again on reconfigure
-/// (`Behaviour::reconfigure_reexecs`, slurmd.c `_try_to_reconfig`), so our
-/// plugins start afresh in the new image with no device list to keep, and
-/// slurmd stops as stock does.
 per_release! {
+    /// `scontrol reconfigure` after gres.conf gained a duplicate device file:
+    /// the stock slurmd stops (its plugin calls fatal()); ours logs the
+    /// problem, keeps the devices it had, and jobs keep running on them. This
+    /// is the one place where ours deliberately does not end as the stock
+    /// plugin does (docs/deviations.md, GPU 1) -- up to 23.02: from 23.11
+    /// slurmd executes itself again on reconfigure
+    /// (`Behaviour::reconfigure_reexecs`, slurmd.c `_try_to_reconfig`), so our
+    /// plugins start afresh in the new image with no device list to keep, and
+    /// slurmd stops as stock does.
     fn bad_input_on_reconfigure(bed) {
     for plugins in [PluginSet::Stock, PluginSet::Ours] {
         let cfg = ClusterConfig::gpus(plugins.clone(), 3);
@@ -468,11 +468,11 @@ per_release! {
     }
 }
 
-/// Two GPUs that are one device (`MultipleFiles` in another order, a
-/// `File` and a symbolic link to it): both plugin sets accept the
-/// configuration with the same GRES lines; ours warns at each second GPU,
-/// naming both records' files, where the stock plugin says nothing.
 per_release! {
+    /// Two GPUs that are one device (`MultipleFiles` in another order, a
+    /// `File` and a symbolic link to it): both plugin sets accept the
+    /// configuration with the same GRES lines; ours warns at each second GPU,
+    /// naming both records' files, where the stock plugin says nothing.
     fn same_device_as_two_gpus_slurmd_g(bed) {
     // Under /dev/shm: seen at the same path inside a test-bed chroot (its
     // /dev is the host's; its /tmp a tmpfs of its own).

@@ -190,10 +190,10 @@ per_release! {
     }
 }
 
-/// The rule `gres-rs check` follows for `Include` (tests/cli_hostile_files.rs),
-/// on the real slurmd: gres.conf including `/dev/zero`, a FIFO and a
-/// directory reads as without those lines, without blocking.
 per_release! {
+    /// The rule `gres-rs check` follows for `Include` (tests/cli_hostile_files.rs),
+    /// on the real slurmd: gres.conf including `/dev/zero`, a FIFO and a
+    /// directory reads as without those lines, without blocking.
     fn slurmd_reads_special_includes_as_empty(bed) {
     let _ = bed;
     let s = Scratch::new("includes");
@@ -215,11 +215,11 @@ per_release! {
     }
 }
 
-/// Why `gres-rs check` does not call an include beyond its 16 MiB bound
-/// fatal: slurmd reads a 17 MiB one, and one of 10 GB (its line buffer's
-/// size wraps as an `int`) as empty.  (No address-space limit here:
-/// slurmd allocates the 10 GB buffer, untouched.)
 per_release! {
+    /// Why `gres-rs check` does not call an include beyond its 16 MiB bound
+    /// fatal: slurmd reads a 17 MiB one, and one of 10 GB (its line buffer's
+    /// size wraps as an `int`) as empty.  (No address-space limit here:
+    /// slurmd allocates the 10 GB buffer, untouched.)
     fn slurmd_reads_large_includes(bed) {
     let _ = bed;
     let s = Scratch::new("large");
