@@ -1,5 +1,7 @@
-//! `gres-rs check` against the real `slurmd -G` of Slurm 22.05 (stock
-//! plugins), on every configuration of `tests/corpus/` and `examples/`:
+//! `gres-rs check` against the real `slurmd -G` (stock plugins) of every
+//! release of the test bed (`per_release!`, `GRES_RS_SLURM`), `check`
+//! told that release (`--slurm-release <version>`), on every
+//! configuration of `tests/corpus/` and `examples/`:
 //!
 //! - whatever slurmd refuses (it stops), `check` refuses (a fatal problem),
 //!   and the other way round;
@@ -20,6 +22,9 @@
 //! Needs root and the Debian Slurm packages (see tests/harness); skipped
 //! otherwise.  The harness keeps `slurmd -G`'s files (GRES_RS_KEEP) so that
 //! `check` reads exactly the files slurmd read; this test removes them.
+//! The examples' device nodes are made under `/dev/shm`, which a test-bed
+//! chroot sees at the same path (its `/dev` is the host's; its `/tmp` a
+//! tmpfs of its own).
 
 #![cfg(feature = "cli")]
 
@@ -223,9 +228,11 @@ struct CheckResult {
     output: String,
 }
 
-fn run_check(etc: &Path, node: &str, dir: &Path) -> CheckResult {
+fn run_check(etc: &Path, node: &str, dir: &Path, release: &str) -> CheckResult {
     let out = Command::new(GRES_RS)
         .arg("check")
+        .arg("--slurm-release")
+        .arg(release)
         .arg("--slurm-conf")
         .arg(etc.join("slurm.conf"))
         .arg("--node")
@@ -251,16 +258,18 @@ fn run_check(etc: &Path, node: &str, dir: &Path) -> CheckResult {
     CheckResult { starts, lines, output: stdout }
 }
 
-#[test]
-fn check_agrees_with_slurmd_g() {
-    if !require_slurm("check_agrees_with_slurmd_g") {
-        return;
-    }
+/// One release at a time: the releases' tests share the process-wide
+/// GRES_RS_KEEP and would only wait for each other's clusters anyway.
+static ONE_RELEASE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+per_release! {
+    fn check_agrees_with_slurmd_g(bed) {
+    let _one = ONE_RELEASE.lock().unwrap_or_else(|e| e.into_inner());
     // Keep slurmd -G's directories, to run check on the very same files.
-    // (This is the only test of this binary: no other thread reads the
-    // environment meanwhile.)
+    // (Only this test runs in this binary, one release at a time: no
+    // other thread reads the environment meanwhile.)
     std::env::set_var("GRES_RS_KEEP", "1");
-    let dev_root = std::env::temp_dir().join(format!("gres-rs-cli-check-{}", std::process::id()));
+    let dev_root = Path::new("/dev/shm").join(format!("gres-rs-cli-check-{}-{}", std::process::id(), bed.series));
     let _ = fs::remove_dir_all(&dev_root);
     fs::create_dir_all(&dev_root).unwrap();
 
@@ -276,7 +285,7 @@ fn check_agrees_with_slurmd_g() {
     for case in &cases {
         let g = Cluster::slurmd_g(&case.cfg);
         let slurmd_starts = g.output.ok();
-        let check = run_check(&g.dir.join("etc"), &case.cfg.node_name, &g.dir);
+        let check = run_check(&g.dir.join("etc"), &case.cfg.node_name, &g.dir, &bed.version);
         let slurmd_lines = g.gres_lines();
         let mut problems = Vec::new();
         if let Some(expect) = case.expect {
@@ -308,7 +317,8 @@ fn check_agrees_with_slurmd_g() {
         let _ = fs::remove_dir_all(&g.dir);
     }
     let _ = fs::remove_dir_all(&dev_root);
-    eprintln!("cli_check: {} configurations: {accepted} accepted and {refused} refused by slurmd", cases.len());
-    assert!(failures.is_empty(), "{} of {} configurations disagree:\n\n{}", failures.len(), cases.len(), failures.join("\n\n"));
+    eprintln!("cli_check: {} configurations: {accepted} accepted and {refused} refused by slurmd {}", cases.len(), bed.version);
+    assert!(failures.is_empty(), "{} of {} configurations disagree on {}:\n\n{}", failures.len(), cases.len(), bed.label(), failures.join("\n\n"));
     assert!(accepted > 0 && refused > 0);
+    }
 }

@@ -13,7 +13,14 @@
 //! (`stock_plugin_on_the_same_files`, ignored: it takes minutes; see
 //! docs/deviations.md).
 //!
-//! Needs root, the Debian Slurm packages and `cargo build --workspace`.
+//! From 26.05 slurmd's core reads fake_gpus.conf itself (src/interfaces/gpu.c
+//! `_add_fake_gpus_from_file`, the same `fgets()` loop) and ours does not
+//! read it again (our `Behaviour::core_reads_fake_gpus`): there ours must
+//! end exactly as stock does on the same file, within a short timeout.
+//!
+//! Each test runs on every release of the test bed (`per_release!`,
+//! `GRES_RS_SLURM`).  Needs root, the Debian Slurm packages and `cargo
+//! build --workspace`.
 
 use gres_test_harness as harness;
 
@@ -37,8 +44,13 @@ const PEAK: &str = "gres-rs-peak-rss-kib=";
 struct Scratch(PathBuf);
 
 impl Scratch {
+    /// Under `/dev/shm`: visible at the same path inside a test-bed
+    /// chroot (whose `/dev` is the host's, bound; its `/tmp` is a tmpfs
+    /// of its own), one per call (the releases' tests run in parallel).
     fn new(test: &str) -> Scratch {
-        let d = std::env::temp_dir().join(format!("gres-rs-hostile-slurmd-{}-{test}", std::process::id()));
+        static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let d = Path::new("/dev/shm").join(format!("gres-rs-hostile-slurmd-{}-{test}-{n}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
         Scratch(d)
@@ -96,9 +108,51 @@ fn outcome(g: &SlurmdG) -> (Option<i32>, Vec<String>) {
     (g.output.status, g.gres_lines())
 }
 
-#[test]
-fn slurmd_survives_hostile_fake_gpus_conf() {
-    if !require_slurm("slurmd_survives_hostile_fake_gpus_conf") {
+/// Where the release's core reads fake_gpus.conf (26.05): ours against
+/// stock on each target, both under a `seconds` timeout: the same end
+/// (status: both killed on `/dev/zero` and the FIFO, where the core's
+/// `fgets()` loop spins or blocks), the same GRES lines, no line of ours
+/// about the file (ours does not read it), and ours stays small.  The 10
+/// GB sparse file is left out here: the core reads it to its end, stock
+/// and ours alike (40 s each; `stock_plugin_on_the_same_files`).
+fn core_reads_fake_gpus_as_stock(s: &Scratch) {
+    let seconds = 3;
+    let mut failures = Vec::new();
+    for (name, target, _) in targets(s).into_iter().filter(|(n, _, _)| *n != "10 GB sparse file") {
+        let stock = Cluster::slurmd_g(&with_link(config_timeout(PluginSet::Stock, seconds), &target));
+        let ours = Cluster::slurmd_g(&with_link(config_timeout(PluginSet::Ours, seconds), &target));
+        ours.assert_ours_loaded(&["gres_gpu"]);
+        let text = ours.normalized();
+        let peak = peak_rss_kib(&ours);
+        eprintln!("{name}: stock {} / ours {} in {:?}, peak RSS {peak} KiB", stock.output.outcome(), ours.output.outcome(), ours.output.elapsed);
+        if outcome(&ours) != outcome(&stock) {
+            failures.push(format!(
+                "{name}: ours ended as {:?}, stock as {:?}
+{text}
+--- stock ---
+{}",
+                outcome(&ours),
+                outcome(&stock),
+                stock.normalized()
+            ));
+        }
+        if text.lines().any(|l| l.contains("gres/gpu: ") && l.contains("Unable to read")) {
+            failures.push(format!(
+                "{name}: ours read fake_gpus.conf, which this release's core reads
+{text}"
+            ));
+        }
+        if peak >= MAX_PEAK_RSS_KIB {
+            failures.push(format!("{name}: peak RSS {peak} KiB, not under {MAX_PEAK_RSS_KIB} KiB"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+per_release! {
+    fn slurmd_survives_hostile_fake_gpus_conf(bed) {
+    if bed.ours_behaviour().core_reads_fake_gpus {
+        core_reads_fake_gpus_as_stock(&Scratch::new("core"));
         return;
     }
     let mut empty = config(PluginSet::Ours);
@@ -133,16 +187,15 @@ fn slurmd_survives_hostile_fake_gpus_conf() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    }
 }
 
-/// The rule `gres-rs check` follows for `Include` (tests/cli_hostile_files.rs),
-/// on the real slurmd: gres.conf including `/dev/zero`, a FIFO and a
-/// directory reads as without those lines, without blocking.
-#[test]
-fn slurmd_reads_special_includes_as_empty() {
-    if !require_slurm("slurmd_reads_special_includes_as_empty") {
-        return;
-    }
+per_release! {
+    /// The rule `gres-rs check` follows for `Include` (tests/cli_hostile_files.rs),
+    /// on the real slurmd: gres.conf including `/dev/zero`, a FIFO and a
+    /// directory reads as without those lines, without blocking.
+    fn slurmd_reads_special_includes_as_empty(bed) {
+    let _ = bed;
     let s = Scratch::new("includes");
     let fifo = s.0.join("pipe");
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
@@ -159,17 +212,16 @@ fn slurmd_reads_special_includes_as_empty() {
         assert!(g.normalized().contains(&format!("s_p_parse_file: file \"{name}\" is empty")), "{name}:\n{}", g.normalized());
     }
     assert!(peak_rss_kib(&g) < MAX_PEAK_RSS_KIB);
+    }
 }
 
-/// Why `gres-rs check` does not call an include beyond its 16 MiB bound
-/// fatal: slurmd reads a 17 MiB one, and one of 10 GB (its line buffer's
-/// size wraps as an `int`) as empty.  (No address-space limit here:
-/// slurmd allocates the 10 GB buffer, untouched.)
-#[test]
-fn slurmd_reads_large_includes() {
-    if !require_slurm("slurmd_reads_large_includes") {
-        return;
-    }
+per_release! {
+    /// Why `gres-rs check` does not call an include beyond its 16 MiB bound
+    /// fatal: slurmd reads a 17 MiB one, and one of 10 GB (its line buffer's
+    /// size wraps as an `int`) as empty.  (No address-space limit here:
+    /// slurmd allocates the 10 GB buffer, untouched.)
+    fn slurmd_reads_large_includes(bed) {
+    let _ = bed;
     let s = Scratch::new("large");
     let sparse = s.0.join("sparse.conf");
     fs::File::create(&sparse).unwrap().set_len(10 << 30).unwrap();
@@ -184,6 +236,7 @@ fn slurmd_reads_large_includes() {
         let g = Cluster::slurmd_g(&c);
         g.assert_ours_loaded(&["gres_gpu"]);
         assert_eq!(outcome(&g), outcome(&plain), "{}:\n{}", file.display(), g.normalized());
+    }
     }
 }
 

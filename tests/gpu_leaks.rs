@@ -6,8 +6,12 @@
 //! ours to judge).
 //!
 //! Each configuration is first run by the harness (which proves with the
-//! dynamic loader's list that our files are the ones loaded) in a kept
-//! directory; valgrind then runs the same `slurmd -G` in that directory.
+//! dynamic loader's list that our files are the ones loaded) on a cluster
+//! of munged alone (what `slurmd -G` of 24.11 and later needs,
+//! `Cluster::try_start_munged`); valgrind then runs the same `slurmd -G`
+//! in that cluster's directory, while its munged still runs.  On every
+//! release of the test bed (`per_release!`, `GRES_RS_SLURM`): in a chroot
+//! with the chroot's own valgrind, on the chroot's slurmd.
 //! Needs root, the Debian Slurm packages, valgrind and
 //! `cargo build --workspace`; without valgrind the test is skipped (or
 //! fails when CI=true / GRES_RS_REQUIRE_SLURM=1).
@@ -15,9 +19,10 @@
 use gres_test_harness as harness;
 use gres_test_harness::gpu as gpu_common;
 
+use harness::testbed::TestBed;
 use harness::*;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -35,15 +40,6 @@ const LEAK_CASES: &[&str] = &[
     "unique-ids",
     "mps-and-shard-beside",
 ];
-
-/// Removes a kept harness directory when dropped.
-struct KeptDir(PathBuf);
-
-impl Drop for KeptDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 
 /// One frame of a valgrind XML stack.
 #[derive(Debug, Default, Clone)]
@@ -109,20 +105,25 @@ fn ours(frame: &Frame, plugin_dir: &Path) -> bool {
     frame.obj.starts_with(&*plugin_dir.to_string_lossy()) || frame.func.contains("slurm_gpu_gres") || frame.file.starts_with(&format!("{manifest}/src/"))
 }
 
-fn valgrind_available() -> bool {
-    Command::new(tool("valgrind")).arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
+/// The release's own valgrind: the chroot's, or the host's.
+fn valgrind_available(bed: &TestBed) -> bool {
+    match &bed.chroot {
+        Some(root) => root.tool("valgrind").is_some(),
+        None => Command::new(tool("valgrind")).arg("--version").output().map(|o| o.status.success()).unwrap_or(false),
+    }
 }
 
-/// Runs `slurmd -G` under valgrind in a kept harness directory; returns
-/// the XML report.
-fn run_valgrind(dir: &Path, node: &str) -> String {
+/// Runs `slurmd -G` under valgrind on the (munged-only) cluster `c`, in
+/// its chroot if any (the chroot's valgrind and slurmd); returns the XML
+/// report.
+fn run_valgrind(c: &Cluster) -> String {
+    let dir = &c.layout.root;
     let xml = dir.join("valgrind.xml");
-    let mut cmd = Command::new(tool("valgrind"));
-    cmd.env_clear()
-        .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-        .env("SLURM_CONF", dir.join("etc/slurm.conf"))
-        .env("LC_ALL", "C")
-        .current_dir(dir)
+    let slurmd = c.config.chroot.as_ref().and_then(|r| r.tool("slurmd")).unwrap_or_else(|| tool("slurmd"));
+    // The cluster's environment (SLURM_CONF, PATH, LC_ALL), inside its
+    // chroot when it has one.
+    let mut cmd = c.command("valgrind");
+    cmd.current_dir(dir)
         .arg("--leak-check=full")
         .arg("--show-leak-kinds=all")
         .arg("--errors-for-leak-kinds=definite,indirect")
@@ -130,10 +131,10 @@ fn run_valgrind(dir: &Path, node: &str) -> String {
         .arg("--child-silent-after-fork=yes")
         .arg("--xml=yes")
         .arg(format!("--xml-file={}", xml.display()))
-        .arg(tool("slurmd"))
+        .arg(slurmd)
         .arg("-G")
         .arg("-N")
-        .arg(node);
+        .arg(&c.config.node_name);
     let capture = dir.join("capture");
     let _ = fs::create_dir_all(&capture);
     let out = process::run_with_timeout(cmd, Duration::from_secs(240), &capture);
@@ -144,22 +145,16 @@ fn run_valgrind(dir: &Path, node: &str) -> String {
     text
 }
 
-#[test]
-fn merging_leaks_nothing_of_ours() {
-    if !require_slurm("merging_leaks_nothing_of_ours") {
-        return;
-    }
-    if !valgrind_available() {
-        let msg = "merging_leaks_nothing_of_ours: valgrind is not installed (apt-get install valgrind)";
+per_release! {
+    fn merging_leaks_nothing_of_ours(bed) {
+    if !valgrind_available(bed) {
+        let msg = format!("merging_leaks_nothing_of_ours: no valgrind for {} (apt-get install valgrind)", bed.label());
         if strict_mode() {
             panic!("{msg}");
         }
         eprintln!("{msg}; skipped");
         return;
     }
-    // Keep the harness's slurmd -G directories to rerun them under
-    // valgrind (only this test runs in this binary).
-    std::env::set_var("GRES_RS_KEEP", "1");
     let start = Instant::now();
     let mut problems = Vec::new();
     let mut total = 0;
@@ -168,13 +163,14 @@ fn merging_leaks_nothing_of_ours() {
         let case = gpu_common::merge_cases::MERGE_CASES.iter().find(|c| c.name == *name).unwrap_or_else(|| panic!("no merge case {name}"));
         let mut cfg = case.config();
         cfg.plugins = PluginSet::Ours;
-        let g = Cluster::slurmd_g(&cfg);
-        let _cleanup = KeptDir(g.dir.clone());
+        // Our build for this release (the OursUnavailable skip where none).
+        let c = Cluster::try_start_munged(cfg).unwrap_or_else(|e| panic!("{name}: munged: {e}"));
+        let g = c.slurmd_g_in();
         g.assert_ours_loaded(&["gres_gpu", "gres_mps", "gres_shard"]);
         assert!(g.output.ok(), "{name}: slurmd -G failed:\n{}", g.output);
         let t = Instant::now();
-        let xml = run_valgrind(&g.dir, &cfg.node_name);
-        let plugin_dir = g.dir.join("plugins");
+        let xml = run_valgrind(&c);
+        let plugin_dir = c.layout.plugins.clone();
         let all = leaks(&xml);
         let is_ours = |l: &&Leak| l.stack.iter().any(|f| ours(f, &plugin_dir));
         let lost: Vec<&Leak> = all.iter().filter(|l| l.kind != "Leak_StillReachable" && l.kind != "Leak_PossiblyLost").collect();
@@ -200,6 +196,7 @@ fn merging_leaks_nothing_of_ours() {
     eprintln!("{} case(s) under valgrind in {:.1?}; {total} definitely/indirectly lost record(s) in all, none of ours", LEAK_CASES.len(), start.elapsed());
     assert!(reachable_seen > 0, "valgrind attributed no allocation at all to our plugin files: the frame filter or the run is broken");
     assert!(problems.is_empty(), "leaks with a frame in our plugins:\n  {}", problems.join("\n  "));
+    }
 }
 
 #[test]

@@ -147,6 +147,19 @@ pub struct Behaviour {
     /// 22.05.8's libslurmfull, 23.02.8, 23.11.11, 24.05.8, 24.11.5,
     /// 26.05.3).
     pub nvml_versioned_lib: bool,
+    /// slurmd's line of a final record (what `slurmd -G` prints) ends
+    /// `Links=<links> Flags=<gres_flags2str>` (`Links=(null)` without
+    /// links), from 23.02.0 (`_log_gres_slurmd_conf`,
+    /// `src/interfaces/gres.c`); 22.05 ends it with `Links=<links>` or a
+    /// bare `(null)`, without flags.
+    pub record_line_flags: bool,
+    /// A gres.conf `Flags=` without env flags (e.g. `CountOnly`,
+    /// `one_sharing`) also drops a GPU line's default env flags: 23.02 –
+    /// 25.11 (`_parse_gres_config`, src/interfaces/gres.c: 23.02.8 and
+    /// 25.11.7 read).  22.05 and 26.05 drop them only for env flags or
+    /// `no_gpu_env` (26.05: "Pure modifier flags like env_uuid ... let
+    /// defaults or AutoDetect provide vendor flags").
+    pub any_flags_drop_default_env: bool,
 }
 
 impl Default for Behaviour {
@@ -176,6 +189,8 @@ impl Behaviour {
         device_flags_on_wire: false,
         prep_node_index_checked: false,
         nvml_versioned_lib: false,
+        record_line_flags: false,
+        any_flags_drop_default_env: false,
     };
 
     /// Whether a gres.conf value exists.

@@ -725,6 +725,9 @@ impl<'a> Eval<'a> {
                 }
                 flags.set(env);
                 self.prev_env = PrevEnv { flags: env, name_id, no_gpu_env: parsed.no_gpu_env };
+            } else if self.ctx.behaviour.any_flags_drop_default_env {
+                // 23.02 - 25.11: any Flags= word drops the defaults.
+                set_default_envs = false;
             }
         } else if (self.prev_env.flags != 0 || self.prev_env.no_gpu_env) && same_name_as_prev {
             // Inherit the env flags of the previous line of the same name.

@@ -685,6 +685,28 @@ pub fn slurmd_line(r: &GresRecord) -> String {
     }
 }
 
+/// [`slurmd_line`] as release `b` writes it: from 23.02
+/// ([`Behaviour::record_line_flags`]) `... Links=<links or (null)>
+/// Flags=<flags>`, the flags spelt as that release's `gres_flags2str()`
+/// ([`flags_to_string_as`]).
+///
+/// [`Behaviour::record_line_flags`]: crate::behaviour::Behaviour::record_line_flags
+pub fn slurmd_line_as(r: &GresRecord, b: &crate::behaviour::Behaviour) -> String {
+    if !b.record_line_flags {
+        return slurmd_line(r);
+    }
+    let null = |s: &Option<String>| s.clone().unwrap_or_else(|| "(null)".into());
+    let type_name = null(&r.type_name);
+    let tail = format!("Links={} Flags={}", null(&r.links), crate::model::flags_to_string_as(r.flags, b));
+    let index = line_index(r.file.as_deref());
+    let head = format!("Gres Name={} Type={type_name} Count={}", r.name, r.count);
+    match (&r.cpus, &r.file) {
+        (Some(cpus), Some(file)) => format!("{head} Index={index} ID={} File={file} Cores={cpus} CoreCnt={} {tail}", r.plugin_id, r.cpu_cnt),
+        (None, Some(file)) => format!("{head} Index={index} ID={} File={file} {tail}", r.plugin_id),
+        (_, None) => format!("{head} ID={} {tail}", r.plugin_id),
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Hostlist compression
 // ---------------------------------------------------------------------------

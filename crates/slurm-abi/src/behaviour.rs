@@ -62,6 +62,8 @@ pub fn for_release(major: u32, minor: u32, micro: u32) -> Option<Behaviour> {
         device_flags_on_wire: at_least((25, 11, 0)),
         prep_node_index_checked: at_least((25, 11, 0)),
         nvml_versioned_lib: at_least((24, 5, 0)),
+        record_line_flags: at_least((23, 2, 0)),
+        any_flags_drop_default_env: at_least((23, 2, 0)) && !at_least((26, 5, 0)),
     })
 }
 

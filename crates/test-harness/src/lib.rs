@@ -443,7 +443,10 @@ pub struct ClusterConfig {
     /// Extra environment for slurmd (and `slurmd -G`).
     pub slurmd_env: Vec<(String, String)>,
     /// `slurmd -G` runs as the last argument of this command (e.g.
-    /// `/usr/bin/time -f ... prlimit --as=...`) when not empty.  On its
+    /// `/usr/bin/time -f ... prlimit --as=...`, host programs) when not
+    /// empty; in a chroot the wrapper runs on the host around the
+    /// `unshare ... chroot ... slurmd` line (an rlimit it sets is
+    /// inherited across those `exec`s, and slurmd keeps the PID).  On its
     /// timeout the harness kills the command only: one that forks must
     /// end slurmd itself (`timeout -s KILL N`).
     pub slurmd_g_wrapper: Vec<String>,
@@ -1043,6 +1046,21 @@ impl Cluster {
     /// IDLE; for Ours verifies the daemons mapped our files. Retries with
     /// new ports if one was taken meanwhile.
     pub fn try_start(config: ClusterConfig) -> Result<Cluster, String> {
+        Cluster::try_start_daemons(config, false)
+    }
+
+    /// Only munged, with the cluster's files written (slurm.conf, gres.conf,
+    /// fake GPUs, our plugins): what `slurmd -G` of Slurm 24.11 and later
+    /// needs (auth/munge's `init()` creates a credential in every daemon,
+    /// src/plugins/auth/munge/auth_munge.c), without a slurmctld or a
+    /// slurmd daemon, so that a configuration slurmd refuses can be shown
+    /// too.  No proof of loading here (no daemon maps ours):
+    /// [`Cluster::slurmd_g_in`]'s file list is that proof.
+    pub fn try_start_munged(config: ClusterConfig) -> Result<Cluster, String> {
+        Cluster::try_start_daemons(config, true)
+    }
+
+    fn try_start_daemons(config: ClusterConfig, munged_only: bool) -> Result<Cluster, String> {
         let problems = match &config.chroot {
             Some(r) => r.problems(),
             None => prereq_problems(),
@@ -1054,7 +1072,7 @@ impl Cluster {
         let mut guard = Some(guard);
         let mut last_err = String::new();
         for attempt in 0..3 {
-            match Cluster::start_once(&config, &mut guard) {
+            match Cluster::start_once(&config, &mut guard, munged_only) {
                 Ok(c) => return Ok(c),
                 Err((e, port_clash)) => {
                     last_err = e;
@@ -1068,7 +1086,7 @@ impl Cluster {
         Err(last_err)
     }
 
-    fn start_once(config: &ClusterConfig, guard: &mut Option<ClusterLock>) -> Result<Cluster, (String, bool)> {
+    fn start_once(config: &ClusterConfig, guard: &mut Option<ClusterLock>, munged_only: bool) -> Result<Cluster, (String, bool)> {
         static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let name = format!("grs{}x{seq}", std::process::id());
@@ -1092,7 +1110,8 @@ impl Cluster {
             ns_pins: Vec::new(),
             _guard: None,
         };
-        match c.boot() {
+        let booted = if munged_only { c.boot_munged(Instant::now() + config.start_timeout) } else { c.boot() };
+        match booted {
             Ok(()) => {
                 c._guard = guard.take();
                 Ok(c)
@@ -1139,6 +1158,12 @@ impl Cluster {
     fn boot(&mut self) -> Result<(), String> {
         let start = Instant::now();
         let deadline = start + self.config.start_timeout;
+        self.boot_munged(deadline)?;
+        self.boot_slurm(start, deadline)
+    }
+
+    /// munged, up to its socket answering.
+    fn boot_munged(&mut self, deadline: Instant) -> Result<(), String> {
         // --- munged, as the munge user, own key + socket
         let munge_ids = match &self.config.chroot {
             Some(r) => r.user_ids("munge"),
@@ -1175,7 +1200,12 @@ impl Cluster {
             }
             thread::sleep(Duration::from_millis(50));
         }
+        Ok(())
+    }
 
+    /// slurmctld and slurmd, up to the node's state (and the proof of
+    /// loading).
+    fn boot_slurm(&mut self, start: Instant, deadline: Instant) -> Result<(), String> {
         // --- slurmctld
         let mut cmd = self.daemon_cmd("slurmctld", None);
         cmd.arg("-D").arg("-i");
@@ -1633,17 +1663,18 @@ impl Cluster {
     // ----- slurmd -G -------------------------------------------------------
 
     /// Runs `slurmd -G -N <node>` (prints the node's GRES config and exits)
-    /// with `config` in a temp dir; needs no munged/slurmctld. The dynamic
+    /// with `config` in a temp dir; needs no slurmctld, and munged only
+    /// where its release authenticates first (24.11+,
+    /// [`testbed::Behaviour::slurmd_g_needs_munged`]: then a munged of
+    /// its own, [`Cluster::try_start_munged`]). The dynamic
     /// loader's file list (LD_DEBUG=files) is captured separately so the
     /// caller can prove which plugin files were loaded.
     pub fn slurmd_g(config: &ClusterConfig) -> SlurmdG {
         if testbed::behaviour_of(&config.slurm_version()).slurmd_g_needs_munged {
-            // 24.11 and later authenticate before `-G`: on a started
-            // cluster (the node need not get IDLE: `-G` is what is tested).
-            let mut cfg = config.clone();
-            cfg.wait_idle = false;
-            cfg.verify_ours_loaded = false;
-            let c = Cluster::start(cfg);
+            // 24.11 and later authenticate before `-G`: with a munged of
+            // the cluster's own (no slurmctld, no slurmd daemon: `-G` is
+            // what is tested, also of a configuration slurmd refuses).
+            let c = Cluster::try_start_munged(config.clone()).unwrap_or_else(|e| panic!("slurmd -G setup (munged) failed: {e}"));
             return c.slurmd_g_in();
         }
         let p = match prepare(config, "gres-rs-g", "grsg", 6817, 6818) {
@@ -1651,17 +1682,7 @@ impl Cluster {
             Err(e) => panic!("slurmd -G setup failed: {e}"),
         };
         let l = &p.layout;
-        // Slurm 24.11 and later authenticate before `-G`: in a chroot, run
-        // `slurmd -G` with Cluster::run on a started cluster instead.
-        assert!(config.chroot.is_none() || config.slurmd_g_wrapper.is_empty(), "slurmd_g: slurmd_g_wrapper runs on the host only, not in a chroot");
-        let mut cmd = match config.slurmd_g_wrapper.split_first() {
-            Some((program, args)) => {
-                let mut cmd = Command::new(program);
-                cmd.args(args).arg(tool("slurmd"));
-                cmd
-            }
-            None => config.program("slurmd", &l.root),
-        };
+        let mut cmd = config.program("slurmd", &l.root);
         clean_env(&mut cmd, l);
         cmd.current_dir(&l.root);
         cmd.arg("-G").arg("-N").arg(&config.node_name);
@@ -1674,6 +1695,7 @@ impl Cluster {
         // LD_DEBUG goes to stderr: slurmd closes all other descriptors at
         // start, so LD_DEBUG_OUTPUT would lose the plugin dlopen()s.
         cmd.env("LD_DEBUG", "files");
+        let cmd = wrapped(cmd, &config.slurmd_g_wrapper);
         let (output, loaded_files) = split_ld_debug(process::run_with_timeout(cmd, Duration::from_secs(60), &l.capture));
         let r = SlurmdG {
             output,
@@ -1708,6 +1730,7 @@ impl Cluster {
             cmd.env("LD_LIBRARY_PATH", ld);
         }
         cmd.env("LD_DEBUG", "files");
+        let cmd = wrapped(cmd, &self.config.slurmd_g_wrapper);
         let (output, loaded_files) = split_ld_debug(process::run_with_timeout(cmd, Duration::from_secs(60), &self.layout.capture));
         SlurmdG {
             output,
@@ -1718,6 +1741,27 @@ impl Cluster {
             log_prefix: testbed::behaviour_of(&self.config.slurm_version()).log_prefix,
         }
     }
+}
+
+/// `cmd` run by `wrapper` (host programs, e.g. `timeout 20 prlimit
+/// --as=N --`; empty: `cmd` itself): the wrapper's words, then `cmd`'s
+/// program and arguments (for a chroot's program its `unshare ...
+/// chroot` line: what the wrapper sets, an rlimit, is inherited across
+/// those `exec`s), with `cmd`'s environment and directory.
+fn wrapped(cmd: Command, wrapper: &[String]) -> Command {
+    let Some((program, args)) = wrapper.split_first() else { return cmd };
+    let mut w = Command::new(program);
+    w.args(args).arg(cmd.get_program()).args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => w.env(k, v),
+            None => w.env_remove(k),
+        };
+    }
+    if let Some(d) = cmd.get_current_dir() {
+        w.current_dir(d);
+    }
+    w
 }
 
 /// Splits the dynamic loader's LD_DEBUG=files lines off stderr: (the

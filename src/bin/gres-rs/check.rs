@@ -527,6 +527,9 @@ impl Env<'_> {
             fake_gpus: self.fake_path.is_some(),
             stat: device_check.then_some(&stat as &dyn Fn(&str) -> Result<DevStat, String>),
         });
+        // The GRES lines as the release checked for writes them (23.02+:
+        // `Links=... Flags=...`).
+        prediction.lines = prediction.records.iter().map(|r| node_conf::slurmd_line_as(r, self.behaviour)).collect();
         // slurmd's log lines are not shown (problems are); with many nodes
         // they would only take memory.
         prediction.log = Vec::new();

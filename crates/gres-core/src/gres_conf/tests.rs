@@ -443,3 +443,16 @@ fn flag_words_slurm_does_not_know_are_warned_with_the_closest_one() {
         assert!(n.diagnostics.iter().all(|d| !d.message.contains("is not a flag")), "{quiet}: {:?}", n.diagnostics);
     }
 }
+
+#[test]
+fn other_flags_drop_default_env_from_23_02_to_25_11() {
+    use crate::behaviour::Behaviour;
+    let text = "Name=gpu File=/dev/nvidia[0-1] Flags=CountOnly\n";
+    let flags = |b: &Behaviour| node_as(text, "n", b).records[0].record.flags;
+    // 22.05 and 26.05: a Flags= without env flags keeps the defaults.
+    assert!(flags(&Behaviour::BASELINE).has(ConfFlags::ENV_DEF));
+    // 23.02 - 25.11: any Flags= drops them.
+    let b = Behaviour { any_flags_drop_default_env: true, ..Behaviour::BASELINE };
+    let f = flags(&b);
+    assert!(f.has(ConfFlags::COUNT_ONLY) && !f.has(ConfFlags::ENV_DEF) && f.0 & ConfFlags::ENV_SET == 0, "{f:?}");
+}

@@ -537,3 +537,26 @@ fn sharing_lacks_file_blames_the_gpus_on_a_node_without_sharing() {
     let lacks = with_mps.problems.iter().find(|x| x.message.contains("SHARING configuration lacks")).unwrap_or_else(|| panic!("{:?}", with_mps.problems));
     assert!(lacks.help.as_deref().unwrap().starts_with("gres/mps and gres/shard need the GPUs' device files"));
 }
+
+#[test]
+fn slurmd_line_per_release() {
+    use crate::behaviour::{Behaviour, ConfBit14};
+    use crate::model::ConfFlags;
+    let mut r = GresRecord { name: "gpu".into(), count: 1, plugin_id: 7696487, file: Some("/dev/nvidia3".into()), ..Default::default() };
+    r.flags = ConfFlags(ConfFlags::HAS_FILE | ConfFlags::ENV_NVML | ConfFlags::EXPLICIT | ConfFlags::BIT14);
+    // 22.05: no flags, a bare (null) for no links.
+    assert_eq!(slurmd_line_as(&r, &Behaviour::BASELINE), "Gres Name=gpu Type=(null) Count=1 Index=3 ID=7696487 File=/dev/nvidia3 (null)");
+    let b2411 = Behaviour { record_line_flags: true, flag_explicit: true, conf_bit14: ConfBit14::GlobalIndex, ..Behaviour::BASELINE };
+    assert_eq!(
+        slurmd_line_as(&r, &b2411),
+        "Gres Name=gpu Type=(null) Count=1 Index=3 ID=7696487 File=/dev/nvidia3 Links=(null) Flags=Explicit,HAS_FILE,ENV_NVML"
+    );
+    let b2605 = Behaviour { conf_bit14: ConfBit14::Uuid, mig_conf_flag: true, ..b2411 };
+    r.links = Some("-1,0".into());
+    r.cpus = Some("0-1".into());
+    r.cpu_cnt = 4;
+    assert_eq!(
+        slurmd_line_as(&r, &b2605),
+        "Gres Name=gpu Type=(null) Count=1 Index=3 ID=7696487 File=/dev/nvidia3 Cores=0-1 CoreCnt=4 Links=-1,0 Flags=Explicit,HAS_FILE,ENV_NVML,UUID"
+    );
+}

@@ -7,7 +7,7 @@
 
 pub mod merge_cases;
 
-use crate::{stock_plugin_dir, Cluster, ClusterConfig, PluginSet, ScenarioResult, SlurmdG, OUR_PLUGINS};
+use crate::{Cluster, ClusterConfig, PluginSet, ScenarioResult, SlurmdG, OUR_PLUGINS};
 use std::collections::BTreeMap;
 
 /// What `slurmd -G` printed that the comparison looks at.
@@ -45,7 +45,11 @@ pub fn normalize_message(line: &str) -> (String, String) {
     let mut s = line.trim();
     s = s.strip_prefix("slurmd: ").unwrap_or(s);
     let mut level = "info".to_string();
-    for l in ["error: ", "fatal: ", "WARNING: ", "debug: ", "debug2: ", "verbose: "] {
+    // `warning: ` is the level word of 23.02 and later (src/common/log.c,
+    // `pfx = warn ? "warning: "`), where 22.05's warning() wrote
+    // `WARNING: ` into the message; ours writes `WARNING: ` on every
+    // release (the level is compared, not its spelling).
+    for l in ["error: ", "fatal: ", "WARNING: ", "warning: ", "debug: ", "debug2: ", "verbose: "] {
         if let Some(rest) = s.strip_prefix(l) {
             level = l.trim_end_matches(": ").to_ascii_lowercase();
             s = rest;
@@ -95,6 +99,16 @@ pub fn report(g: &SlurmdG) -> GReport {
     let mut gpu_info = Vec::new();
     let mut loaded_lines = Vec::new();
     for line in text.lines() {
+        // 26.05 begins a line with a timestamp, not `slurmd: `: read it
+        // as the older releases write it.
+        let stripped = g.log_prefix.strip(line, "slurmd");
+        let as_program;
+        let line = if stripped.len() == line.len() || line.starts_with("slurmd: ") {
+            line
+        } else {
+            as_program = format!("slurmd: {stripped}");
+            &as_program
+        };
         if let Some(i) = line.find("GRES_PARSABLE[") {
             parsable.push(line[i..].trim_end().to_string());
             continue;
@@ -127,7 +141,8 @@ pub fn slurmd_g_pair(cfg: &ClusterConfig) -> (GReport, GReport) {
     let stock = Cluster::slurmd_g(&c);
     c.plugins = PluginSet::Ours;
     let ours = Cluster::slurmd_g(&c);
-    let stock_dir = stock_plugin_dir();
+    // The stock dir as slurmd saw it (a chroot's own, at its path inside).
+    let stock_dir = stock.stock_dir.clone();
     let names: Vec<&str> = OUR_PLUGINS
         .iter()
         .copied()
