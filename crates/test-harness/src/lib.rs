@@ -35,6 +35,7 @@
 pub mod chroot;
 pub mod fsutil;
 pub mod gpu;
+pub mod netns;
 pub mod nvml_stub;
 pub mod process;
 pub mod scenario;
@@ -47,7 +48,7 @@ pub use scenario::*;
 
 use slurm_gpu_gres::plugin_file_bytes;
 pub use slurm_gpu_gres::plugins::files::{LIBRARY_FILE, PLUGIN_FILES};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
 use std::os::unix::net::UnixStream;
@@ -480,6 +481,33 @@ pub struct ClusterConfig {
     /// cluster's directory): e.g. the NVML stand-in's library, fixtures and
     /// scratch files ([`standin::chroot_binds`]).  Unused on the host.
     pub binds: Vec<PathBuf>,
+    /// Several slurmd nodes instead of the one `node_name` (empty: one
+    /// node, on the host's network).  Each runs in network, UTS and mount
+    /// namespaces of its own ([`netns`]); slurmctld and the client
+    /// commands run in the hub namespace.  The node fields `node_name`,
+    /// `node_gres` and `fake_gpus` are then unused; the CPU layout and
+    /// `extra_node_conf` are every node's; `gres_conf` should hold
+    /// `NodeName=` lines, each node's fake devices being
+    /// `{DEV}/<node>/nvidia<i>`.
+    pub nodes: Vec<NodeConfig>,
+}
+
+/// One slurmd node of a multi-node cluster ([`ClusterConfig::nodes`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// NodeName (also its host name, in its own UTS namespace).
+    pub name: String,
+    /// Fake device nodes `{DEV}/<name>/nvidia0..N-1`.
+    pub fake_gpus: u32,
+    /// The node's `Gres=` (None: none).
+    pub gres: Option<String>,
+}
+
+impl NodeConfig {
+    /// Node `name` with `fake_gpus` devices and `Gres=<gres>` ("" for none).
+    pub fn new(name: &str, fake_gpus: u32, gres: &str) -> NodeConfig {
+        NodeConfig { name: name.into(), fake_gpus, gres: (!gres.is_empty()).then(|| gres.to_string()) }
+    }
 }
 
 impl Default for ClusterConfig {
@@ -528,6 +556,38 @@ impl ClusterConfig {
             extra_stock_plugins: Vec::new(),
             chroot: testbed::current().and_then(|b| b.chroot),
             binds: Vec::new(),
+            nodes: Vec::new(),
+        }
+    }
+
+    /// A cluster of the `nodes` (see [`ClusterConfig::nodes`]); gres.conf
+    /// is left empty for the caller.
+    pub fn multi(plugins: PluginSet, nodes: Vec<NodeConfig>) -> Self {
+        let mut c = ClusterConfig::gpus(plugins, 0);
+        c.nodes = nodes;
+        c
+    }
+
+    /// True for a cluster of several nodes ([`ClusterConfig::nodes`]).
+    pub fn is_multi(&self) -> bool {
+        !self.nodes.is_empty()
+    }
+
+    /// The NodeNames of the cluster, in order.
+    pub fn node_names(&self) -> Vec<String> {
+        if self.is_multi() {
+            self.nodes.iter().map(|n| n.name.clone()).collect()
+        } else {
+            vec![self.node_name.clone()]
+        }
+    }
+
+    /// Every node's `Gres=` (the GRES names slurmctld learns).
+    fn all_node_gres(&self) -> Vec<String> {
+        if self.is_multi() {
+            self.nodes.iter().filter_map(|n| n.gres.clone()).collect()
+        } else {
+            self.node_gres.iter().cloned().collect()
         }
     }
 
@@ -711,7 +771,15 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
         let what = what.to_string();
         move |err: io::Error| format!("{what}: {err}")
     };
-    let fake_gpus = fsutil::make_fake_gpu_nodes(&l.dev, c.fake_gpus).map_err(e("creating fake GPU device nodes"))?;
+    let mut fake_gpus = Vec::new();
+    if c.is_multi() {
+        for n in &c.nodes {
+            fake_gpus.extend(fsutil::make_fake_gpu_nodes(&l.dev.join(&n.name), n.fake_gpus).map_err(e("creating fake GPU device nodes"))?);
+            fs::create_dir_all(l.spool.join(&n.name)).map_err(e("creating a node's spool dir"))?;
+        }
+    } else {
+        fake_gpus = fsutil::make_fake_gpu_nodes(&l.dev, c.fake_gpus).map_err(e("creating fake GPU device nodes"))?;
+    }
 
     // Our plugins, installed under the names slurmd loads (temp + rename).
     let mut stock = c.stock_plugin_dir().to_string_lossy().into_owned();
@@ -784,7 +852,8 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
     };
     line("# written by the slurm-gpu-gres test harness".into());
     line(format!("ClusterName={name}"));
-    line(format!("SlurmctldHost={host}(127.0.0.1)"));
+    let ctld_addr = if c.is_multi() { netns::HUB_ADDR } else { "127.0.0.1" };
+    line(format!("SlurmctldHost={host}({ctld_addr})"));
     line(format!("SlurmctldPort={ctld_port}"));
     line(format!("SlurmdPort={slurmd_port}"));
     line("AuthType=auth/munge".into());
@@ -793,11 +862,14 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
     line("SlurmUser=root".into());
     line("SlurmdUser=root".into());
     line(format!("StateSaveLocation={}", l.state.display()));
-    line(format!("SlurmdSpoolDir={}", l.spool.display()));
+    // Several nodes: each its own spool dir, pid file and log (`%n`: the
+    // node's name).
+    let per_node = |dir: &Path, file: &str| if c.is_multi() { dir.join(file.replace('*', "-%n")) } else { dir.join(file.replace('*', "")) };
+    line(format!("SlurmdSpoolDir={}", if c.is_multi() { l.spool.join("%n") } else { l.spool.clone() }.display()));
     line(format!("SlurmctldPidFile={}", l.run.join("slurmctld.pid").display()));
-    line(format!("SlurmdPidFile={}", l.run.join("slurmd.pid").display()));
+    line(format!("SlurmdPidFile={}", per_node(&l.run, "slurmd*.pid").display()));
     line(format!("SlurmctldLogFile={}", l.log.join("slurmctld.log").display()));
-    line(format!("SlurmdLogFile={}", l.log.join("slurmd.log").display()));
+    line(format!("SlurmdLogFile={}", per_node(&l.log, "slurmd*.log").display()));
     line(format!("SlurmctldDebug={}", c.slurmctld_debug));
     line(format!("SlurmdDebug={}", c.slurmd_debug));
     if c.debug_gres {
@@ -825,11 +897,26 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
     for x in extra.iter().chain(c.extra_slurm_conf.iter()) {
         line(l.subst(x, node));
     }
-    let gres = c.node_gres.as_ref().map(|g| format!(" Gres={g}")).unwrap_or_default();
-    line(format!(
-        "NodeName={node} NodeHostname={host} NodeAddr=127.0.0.1 CPUs={} Boards={} SocketsPerBoard={} CoresPerSocket={} ThreadsPerCore={} RealMemory={}{gres} State=UNKNOWN {}",
-        c.cpus, c.boards, c.sockets_per_board, c.cores_per_socket, c.threads_per_core, c.real_memory_mb, l.subst(&c.extra_node_conf, node)
-    ));
+    let node_line = |name: &str, hostname: &str, addr: &str, gres: Option<&String>| {
+        let gres = gres.map(|g| format!(" Gres={g}")).unwrap_or_default();
+        format!(
+            "NodeName={name} NodeHostname={hostname} NodeAddr={addr} CPUs={} Boards={} SocketsPerBoard={} CoresPerSocket={} ThreadsPerCore={} RealMemory={}{gres} State=UNKNOWN {}",
+            c.cpus,
+            c.boards,
+            c.sockets_per_board,
+            c.cores_per_socket,
+            c.threads_per_core,
+            c.real_memory_mb,
+            l.subst(&c.extra_node_conf, name)
+        )
+    };
+    if c.is_multi() {
+        for (i, n) in c.nodes.iter().enumerate() {
+            line(node_line(&n.name, &n.name, &netns::node_addr(i), n.gres.as_ref()));
+        }
+    } else {
+        line(node_line(node, &host, "127.0.0.1", c.node_gres.as_ref()));
+    }
     line("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP".into());
     fsutil::write_file(&l.slurm_conf(), &conf, 0o644).map_err(e("writing slurm.conf"))?;
     fsutil::write_file(&l.etc.join("gres.conf"), &l.subst(&c.gres_conf, node), 0o644).map_err(e("writing gres.conf"))?;
@@ -862,6 +949,16 @@ fn clean_env(cmd: &mut Command, l: &Layout) {
     let path = std::env::var("PATH").unwrap_or_default();
     cmd.env("PATH", format!("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:{path}"));
     cmd.env("LC_ALL", "C");
+}
+
+/// Where a daemon of a cluster runs: on the host's network (munged), in
+/// the hub (slurmctld, the clients; the host's network for one node), or
+/// as node `i` of several ([`netns::Network`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    Host,
+    Hub,
+    Node(usize),
 }
 
 /// Which daemon to inspect.
@@ -1023,6 +1120,10 @@ pub struct Cluster {
     munged: Option<Child>,
     slurmctld: Option<Child>,
     slurmd: Option<Child>,
+    /// The slurmd of each node of a multi-node cluster, in config order.
+    node_daemons: Vec<(String, Child)>,
+    /// The private network of a multi-node cluster.
+    net: Option<netns::Network>,
     stopped: bool,
     /// Open `/proc/<daemon>/ns/mnt` of the chroot-run daemons, taken once
     /// they are up: an open namespace file keeps the namespace, and so its
@@ -1106,6 +1207,8 @@ impl Cluster {
             munged: None,
             slurmctld: None,
             slurmd: None,
+            node_daemons: Vec::new(),
+            net: None,
             stopped: false,
             ns_pins: Vec::new(),
             _guard: None,
@@ -1137,7 +1240,19 @@ impl Cluster {
     /// Wraps a daemon in `setpriv --pdeathsig TERM` so it also dies if
     /// the test process is killed outright (setpriv execs: same PID).
     fn daemon_cmd(&self, prog: &str, user: Option<&str>) -> Command {
-        let mut cmd = self.config.program("setpriv", &self.layout.root);
+        self.daemon_cmd_at(prog, user, Place::Hub)
+    }
+
+    /// [`Cluster::daemon_cmd`] where `place` says (the hub is the host's
+    /// network for a one-node cluster).
+    fn daemon_cmd_at(&self, prog: &str, user: Option<&str>, place: Place) -> Command {
+        let base = self.config.program("setpriv", &self.layout.root);
+        let mut cmd = match (&self.net, place) {
+            (None, _) | (Some(_), Place::Host) => base,
+            (Some(net), Place::Hub) => net.in_hub(&base),
+            // In a chroot the command unshares a mount namespace itself.
+            (Some(net), Place::Node(i)) => net.on_node(i, &self.config.nodes[i].name, self.config.chroot.is_none(), &base),
+        };
         cmd.arg("--pdeathsig").arg("TERM");
         if let Some(u) = user {
             cmd.arg(format!("--reuid={u}")).arg(format!("--regid={u}")).arg("--init-groups");
@@ -1181,7 +1296,7 @@ impl Cluster {
             std::os::unix::fs::chown(&key, Some(muid), Some(mgid)).map_err(|e| e.to_string())?;
             std::os::unix::fs::chown(m, Some(muid), Some(mgid)).map_err(|e| e.to_string())?;
         }
-        let mut cmd = self.daemon_cmd("munged", Some("munge"));
+        let mut cmd = self.daemon_cmd_at("munged", Some("munge"), Place::Host);
         cmd.arg("--foreground")
             .arg(format!("--socket={}", self.layout.munge_socket().display()))
             .arg(format!("--key-file={}", key.display()))
@@ -1206,35 +1321,57 @@ impl Cluster {
     /// slurmctld and slurmd, up to the node's state (and the proof of
     /// loading).
     fn boot_slurm(&mut self, start: Instant, deadline: Instant) -> Result<(), String> {
+        // --- the private network of several nodes
+        if self.config.is_multi() {
+            self.net = Some(netns::Network::create(self.config.nodes.len())?);
+        }
+
         // --- slurmctld
         let mut cmd = self.daemon_cmd("slurmctld", None);
         cmd.arg("-D").arg("-i");
         self.slurmctld = Some(self.spawn_daemon("slurmctld", cmd)?);
 
-        // --- slurmd
-        let mut cmd = self.daemon_cmd("slurmd", None);
-        cmd.arg("-D").arg("-N").arg(&self.config.node_name);
-        for (k, v) in &self.config.slurmd_env {
-            cmd.env(k, v);
+        // --- slurmd (one per node)
+        let places: Vec<(String, Place)> = if self.config.is_multi() {
+            self.config.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), Place::Node(i))).collect()
+        } else {
+            vec![(self.config.node_name.clone(), Place::Hub)]
+        };
+        for (name, place) in places {
+            let mut cmd = self.daemon_cmd_at("slurmd", None, place);
+            cmd.arg("-D").arg("-N").arg(&name);
+            for (k, v) in &self.config.slurmd_env {
+                cmd.env(k, v);
+            }
+            if let Some(ld) = &self.ld_library_path {
+                cmd.env("LD_LIBRARY_PATH", ld);
+            }
+            if self.config.is_multi() {
+                let child = self.spawn_daemon(&format!("slurmd-{name}"), cmd)?;
+                self.node_daemons.push((name, child));
+            } else {
+                self.slurmd = Some(self.spawn_daemon("slurmd", cmd)?);
+            }
         }
-        if let Some(ld) = &self.ld_library_path {
-            cmd.env("LD_LIBRARY_PATH", ld);
-        }
-        self.slurmd = Some(self.spawn_daemon("slurmd", cmd)?);
 
-        // --- wait for the node
+        // --- wait for the nodes
+        let names = self.config.node_names();
         let mut last_state = String::new();
         loop {
             self.check_alive(Daemon::Slurmctld)?;
             self.check_alive(Daemon::Slurmd)?;
-            let out = self.scontrol(&["-o", "show", "node", &self.config.node_name.clone()]);
+            let out = self.scontrol(&["-o", "show", "node", &names.join(",")]);
             if out.ok() {
-                let state = field(&out.stdout, "State").unwrap_or_default();
                 last_state = out.stdout.trim().to_string();
-                if state == "IDLE" || (!self.config.wait_idle && !state.contains("NOT_RESPONDING") && !state.starts_with("UNKNOWN")) {
+                let states: Vec<String> = out.stdout.lines().filter_map(|l| field(l, "State")).collect();
+                let up = |state: &String| state == "IDLE" || (!self.config.wait_idle && !state.contains("NOT_RESPONDING") && !state.starts_with("UNKNOWN"));
+                if states.len() == names.len() && states.iter().all(up) {
                     break;
                 }
-                if state.contains("DRAIN") || state.contains("INVALID") || state.starts_with("DOWN") && !state.contains("NOT_RESPONDING") {
+                if let Some(state) = states
+                    .iter()
+                    .find(|state| state.contains("DRAIN") || state.contains("INVALID") || state.starts_with("DOWN") && !state.contains("NOT_RESPONDING"))
+                {
                     if self.config.wait_idle {
                         return Err(format!("node went {state}: {last_state}"));
                     }
@@ -1242,9 +1379,9 @@ impl Cluster {
                 }
             }
             if Instant::now() > deadline {
-                return Err(format!("node not IDLE after {:?}; last: {last_state}", self.config.start_timeout));
+                return Err(format!("nodes not IDLE after {:?}; last: {last_state}", self.config.start_timeout));
             }
-            thread::sleep(Duration::from_millis(200));
+            thread::sleep(Duration::from_millis(100));
         }
         if self.config.chroot.is_some() {
             self.pin_namespaces();
@@ -1252,7 +1389,9 @@ impl Cluster {
         if self.config.verify_ours_loaded && self.our_dir.is_some() {
             let names = self.expected_gres_plugins();
             let names: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
-            self.check_ours_loaded_in(Daemon::Slurmd, &names)?;
+            for node in self.node_names_running() {
+                self.check_ours_loaded_on(&node, &names)?;
+            }
             let names = self.ctld_expected_gres_plugins();
             let names: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
             self.check_ours_loaded_in(Daemon::Slurmctld, &names)?;
@@ -1281,9 +1420,8 @@ impl Cluster {
     pub fn ctld_expected_gres_plugins(&self) -> Vec<String> {
         let on_node: Vec<String> = self
             .config
-            .node_gres
-            .as_deref()
-            .unwrap_or("")
+            .all_node_gres()
+            .join(",")
             .split(',')
             .filter_map(|g| g.split(':').next())
             .filter(|n| !n.is_empty())
@@ -1296,7 +1434,51 @@ impl Cluster {
         match d {
             Daemon::Munged => self.munged.as_ref(),
             Daemon::Slurmctld => self.slurmctld.as_ref(),
-            Daemon::Slurmd => self.slurmd.as_ref(),
+            Daemon::Slurmd => self.slurmd.as_ref().or(self.node_daemons.first().map(|(_, c)| c)),
+        }
+    }
+
+    /// The names of the nodes whose slurmd this cluster started.
+    pub fn node_names_running(&self) -> Vec<String> {
+        if self.config.is_multi() {
+            self.node_daemons.iter().map(|(n, _)| n.clone()).collect()
+        } else {
+            vec![self.config.node_name.clone()]
+        }
+    }
+
+    /// PID of node `node`'s slurmd (None if not running / stopped).
+    pub fn node_pid(&self, node: &str) -> Option<u32> {
+        if !self.config.is_multi() {
+            return (node == self.config.node_name).then(|| self.pid(Daemon::Slurmd)).flatten();
+        }
+        self.node_daemons.iter().find(|(n, _)| n == node).map(|(_, c)| c.id()).filter(|p| process::pid_alive(*p))
+    }
+
+    /// The slurmd log of node `node` (the one slurmd log of a one-node
+    /// cluster).
+    pub fn node_log_path(&self, node: &str) -> PathBuf {
+        if self.config.is_multi() {
+            self.layout.log.join(format!("slurmd-{node}.log"))
+        } else {
+            self.layout.log.join("slurmd.log")
+        }
+    }
+
+    /// The proof of loading on node `node`: its slurmd mapped our files
+    /// for `names` and not the stock ones.
+    pub fn check_ours_loaded_on(&self, node: &str, names: &[&str]) -> Result<(), String> {
+        let pid = self.node_pid(node).ok_or_else(|| format!("slurmd of {node} is not running"))?;
+        self.check_ours_loaded_pid(pid, &format!("slurmd of {node}"), names)
+    }
+
+    /// Asserts [`Cluster::check_ours_loaded_on`] for every node.
+    #[track_caller]
+    pub fn assert_ours_loaded_on_every_node(&self, names: &[&str]) {
+        for node in self.node_names_running() {
+            if let Err(e) = self.check_ours_loaded_on(&node, names) {
+                panic!("proof of loading failed: {e}\n{}", self.log_tails(30));
+            }
         }
     }
 
@@ -1311,10 +1493,17 @@ impl Cluster {
             Daemon::Slurmctld => self.slurmctld.as_mut(),
             Daemon::Slurmd => self.slurmd.as_mut(),
         };
-        match c.map(|c| c.try_wait()) {
-            Some(Ok(Some(st))) => Err(format!("{d:?} exited early: {st}")),
-            _ => Ok(()),
+        if let Some(Ok(Some(st))) = c.map(|c| c.try_wait()) {
+            return Err(format!("{d:?} exited early: {st}"));
         }
+        if d == Daemon::Slurmd {
+            for (n, c) in self.node_daemons.iter_mut() {
+                if let Ok(Some(st)) = c.try_wait() {
+                    return Err(format!("slurmd of {n} exited early: {st}"));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Files mapped by a daemon (from `/proc/<pid>/maps`).
@@ -1334,19 +1523,24 @@ impl Cluster {
     }
 
     fn check_ours_loaded_in(&self, d: Daemon, names: &[&str]) -> Result<(), String> {
+        let pid = self.pid(d).ok_or_else(|| format!("{d:?} is not running"))?;
+        self.check_ours_loaded_pid(pid, &format!("{d:?}"), names)
+    }
+
+    /// The proof of loading for daemon `pid` (`what`, for messages).
+    fn check_ours_loaded_pid(&self, pid: u32, what: &str, names: &[&str]) -> Result<(), String> {
         let our = self.our_dir.as_ref().ok_or("cluster runs the stock plugins")?;
         if let Some(root) = &self.config.chroot {
-            let pid = self.pid(d).ok_or_else(|| format!("{d:?} is not running"))?;
             return check_mapped_in_chroot(pid, root, our, &self.config.stock_plugin_dir(), names).map_err(|e| {
                 let m: Vec<String> =
                     chroot::mappings(pid).unwrap_or_default().into_iter().map(|m| m.path).filter(|p| p.contains("slurm") || p.contains("gres")).collect();
-                format!("{d:?} (pid {pid}, in chroot {}): {e}\nslurm-related mappings (paths as the host shows them): {m:#?}", root.root().display())
+                format!("{what} (pid {pid}, in chroot {}): {e}\nslurm-related mappings (paths as the host shows them): {m:#?}", root.root().display())
             });
         }
-        let files = self.mapped_files(d)?;
+        let files = self.inside_paths(process::mapped_files(pid)?);
         check_loaded(&files, our, names).map_err(|e| {
             let slurm: Vec<&String> = files.iter().filter(|f| f.contains("slurm") || f.contains("gres") || f.contains(&*our.to_string_lossy())).collect();
-            format!("{d:?} (pid {:?}): {e}\nslurm-related mappings: {slurm:#?}", self.pid(d))
+            format!("{what} (pid {pid}): {e}\nslurm-related mappings: {slurm:#?}")
         })
     }
 
@@ -1415,11 +1609,69 @@ impl Cluster {
         assert!(line.is_some(), "slurmd's log has no {want:?} (our {name}.so's init line):\n{}", self.log_tails(40));
     }
 
+    /// One task per node (`srun -N<nodes> --ntasks-per-node=1 -l
+    /// <srun_args>`) prints the maps of its slurmstepd: the paths each
+    /// node's slurmstepd mapped, by node name.
+    pub fn stepd_mapped_files_per_node(&self, srun_args: &[&str]) -> Result<BTreeMap<String, Vec<String>>, String> {
+        let nodes = self.node_names_running();
+        let script = "echo \"NODE=$SLURMD_NODENAME\"; echo \"PARENT_COMM=$(cat /proc/$PPID/comm)\"; cat /proc/$PPID/maps";
+        let n = format!("-N{}", nodes.len());
+        let mut args: Vec<&str> = vec![&n, "--ntasks-per-node=1", "-l"];
+        args.extend_from_slice(srun_args);
+        args.extend_from_slice(&["/bin/sh", "-c", script]);
+        let out = self.srun(&args);
+        if !out.ok() {
+            return Err(format!("srun for the slurmstepd maps of every node failed:\n{out}"));
+        }
+        // `-l`: every line begins with its task's number.
+        let mut by_task: BTreeMap<String, String> = BTreeMap::new();
+        for line in out.stdout.lines() {
+            if let Some((task, rest)) = line.split_once(": ") {
+                let t = by_task.entry(task.trim().to_string()).or_default();
+                t.push_str(rest);
+                t.push('\n');
+            }
+        }
+        let mut v = BTreeMap::new();
+        for (task, text) in by_task {
+            let node = text.lines().find_map(|l| l.strip_prefix("NODE=")).unwrap_or("").trim().to_string();
+            let comm = text.lines().find_map(|l| l.strip_prefix("PARENT_COMM=")).unwrap_or("").trim().to_string();
+            if !comm.starts_with("slurmstepd") {
+                return Err(format!("task {task} on {node:?}: its parent is {comm:?}, not slurmstepd:\n{out}"));
+            }
+            v.insert(node, self.inside_paths(process::paths_in_maps(&text)));
+        }
+        let missing: Vec<&String> = nodes.iter().filter(|n| !v.contains_key(*n)).collect();
+        if !missing.is_empty() {
+            return Err(format!("no task reported from {missing:?}:\n{out}"));
+        }
+        Ok(v)
+    }
+
+    /// Asserts the slurmstepd of a step on every node mapped ours (and
+    /// not stock) for each name.
+    #[track_caller]
+    pub fn assert_stepd_ours_loaded_on_every_node(&self, names: &[&str], srun_args: &[&str]) {
+        let our = self.our_dir.as_ref().expect("cluster runs the stock plugins");
+        let per_node = self.stepd_mapped_files_per_node(srun_args).unwrap_or_else(|e| panic!("{e}"));
+        for (node, files) in per_node {
+            if let Err(e) = check_loaded_with(&files, our, &self.config.stock_plugin_dir(), names) {
+                panic!("slurmstepd proof of loading on {node} failed: {e}\nmapped: {files:#?}");
+            }
+        }
+    }
+
     // ----- commands --------------------------------------------------------
 
     /// A `Command` for a Slurm client tool with this cluster's environment.
     pub fn command(&self, prog: &str) -> Command {
-        let mut cmd = self.config.program(prog, &self.layout.root);
+        let base = self.config.program(prog, &self.layout.root);
+        // Several nodes: from the hub, where slurmctld runs and every
+        // node's address is reachable.
+        let mut cmd = match &self.net {
+            Some(net) => net.in_hub(&base),
+            None => base,
+        };
         clean_env(&mut cmd, &self.layout);
         cmd.current_dir(&self.layout.jobs);
         cmd
@@ -1550,7 +1802,8 @@ impl Cluster {
         match d {
             Daemon::Munged => self.layout.log.join("munged.stdout"),
             Daemon::Slurmctld => self.layout.log.join("slurmctld.log"),
-            Daemon::Slurmd => self.layout.log.join("slurmd.log"),
+            // Several nodes: the first node's.
+            Daemon::Slurmd => self.node_log_path(&self.config.node_names()[0]),
         }
     }
     pub fn log(&self, d: Daemon) -> String {
@@ -1559,7 +1812,12 @@ impl Cluster {
     /// Last `n` lines of every daemon log (for failure messages).
     pub fn log_tails(&self, n: usize) -> String {
         let mut s = String::new();
-        for f in ["munged.stdout", "slurmctld.stdout", "slurmctld.log", "slurmd.stdout", "slurmd.log"] {
+        let mut files: Vec<String> = ["munged.stdout", "slurmctld.stdout", "slurmctld.log", "slurmd.stdout", "slurmd.log"].map(String::from).to_vec();
+        for n in self.config.nodes.iter().map(|n| &n.name) {
+            files.push(format!("slurmd-{n}.stdout"));
+            files.push(format!("slurmd-{n}.log"));
+        }
+        for f in &files {
             let p = self.layout.log.join(f);
             // the daemons' stdout repeats their log once the log file is
             // open; its start matters (errors before the log file opens)
@@ -1602,6 +1860,16 @@ impl Cluster {
             if let Some(c) = c {
                 process::terminate_child(c, &format!("{d:?}"), Duration::from_secs(10));
             }
+            if d == Daemon::Slurmd {
+                for (n, c) in self.node_daemons.iter_mut() {
+                    process::terminate_child(c, &format!("slurmd of {n}"), Duration::from_secs(10));
+                }
+            }
+        }
+        // Several nodes: whatever is left in their network namespaces
+        // (slurmstepd, tasks), then the namespaces themselves.
+        if let Some(mut net) = self.net.take() {
+            net.stop();
         }
         // Stray slurmstepd / job tasks of this cluster (identified by their
         // use of our private dir), deepest first not needed: TERM then KILL.

@@ -119,10 +119,15 @@ impl EnvBlock {
     pub fn proc_id(&self) -> i64 {
         self.num("SLURM_PROCID")
     }
-    /// "tag job.step task" for messages.
+    /// The node it was recorded on (`SLURMD_NODENAME`; "" when unset).
+    pub fn node(&self) -> &str {
+        self.get("SLURMD_NODENAME").unwrap_or("")
+    }
+    /// "tag job.step task" (and the node, when known) for messages.
     pub fn describe(&self) -> String {
+        let node = if self.node().is_empty() { String::new() } else { format!(" on {}", self.node()) };
         format!(
-            "{} job={} step={} task={}",
+            "{} job={} step={} task={}{node}",
             self.tag,
             self.get("SLURM_JOB_ID").unwrap_or("-"),
             self.get("SLURM_STEP_ID").unwrap_or("-"),
@@ -220,7 +225,11 @@ pub struct Scenario {
 
 impl Scenario {
     pub fn new(name: &str, config: ClusterConfig) -> Scenario {
-        let proof = if config.fake_gpus > 0 && config.node_gres.as_deref().map(|g| g.contains("gpu")).unwrap_or(false) {
+        // Several nodes: one task on every node, without GPUs (not every
+        // node need have one).
+        let proof = if config.is_multi() {
+            Some(Vec::new())
+        } else if config.fake_gpus > 0 && config.node_gres.as_deref().map(|g| g.contains("gpu")).unwrap_or(false) {
             Some(vec!["--gres=gpu:1".to_string()])
         } else {
             None
@@ -358,7 +367,11 @@ pub fn run_scenario(scn: &Scenario, plugins: PluginSet) -> ScenarioResult {
         if !names.is_empty() {
             let names: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
             let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-            c.assert_stepd_ours_loaded(&names, &a);
+            if c.config.is_multi() {
+                c.assert_stepd_ours_loaded_on_every_node(&names, &a);
+            } else {
+                c.assert_stepd_ours_loaded(&names, &a);
+            }
         }
     }
     drop(cluster);
@@ -370,7 +383,9 @@ fn sorted_blocks(r: &RunResult) -> Vec<EnvBlock> {
     if r.unordered {
         b.sort_by_key(|x| (x.tag.clone(), format!("{:?}", x.gpu_vars())));
     } else {
-        b.sort_by_key(|x| (x.tag.clone(), x.job_id(), x.step_id(), x.proc_id()));
+        // The node last: Prolog and Epilog of every node of a job have no
+        // step or task.
+        b.sort_by_key(|x| (x.tag.clone(), x.job_id(), x.step_id(), x.proc_id(), x.node().to_string()));
     }
     b
 }
