@@ -40,19 +40,42 @@ fn three_nodes() -> ClusterConfig {
     c
 }
 
+/// n1 two a100 with 4 shards each, n2 three t4 with 2 shards each, n3 no
+/// GPU at all; `GresTypes=gpu,shard`; `PrologFlags=Alloc` (Prolog on every
+/// node at allocation, also for a job that runs no step).
+fn shards_and_more() -> ClusterConfig {
+    let mut c = ClusterConfig::multi(
+        PluginSet::Stock,
+        vec![NodeConfig::new("n1", 2, "gpu:a100:2,shard:8"), NodeConfig::new("n2", 3, "gpu:t4:3,shard:6"), NodeConfig::new("n3", 0, "")],
+    );
+    c.gres_conf = "NodeName=n1 Name=gpu Type=a100 File={DEV}/n1/nvidia[0-1]\n\
+                   NodeName=n1 Name=shard Count=8 File={DEV}/n1/nvidia[0-1]\n\
+                   NodeName=n2 Name=gpu Type=t4 File={DEV}/n2/nvidia[0-2]\n\
+                   NodeName=n2 Name=shard Count=6 File={DEV}/n2/nvidia[0-2]\n"
+        .into();
+    c.gres_types = "gpu,shard".into();
+    // Heterogeneous jobs are scheduled by the backfill scheduler only.
+    c.extra_slurm_conf = vec!["PrologFlags=Alloc".into(), "SchedulerParameters=bf_interval=1".into()];
+    c.dump_prolog_epilog_env = true;
+    c
+}
+
 /// The line prefix of slurmctld's per-node allocation lines in a job's
 /// output ([`job`]).
 const ALLOC: &str = "ALLOC ";
 
-/// A batch script: prints slurmctld's allocation per node (`scontrol -d
-/// show job`: its `Nodes=... GRES=...(IDX:...)` lines, prefixed
-/// [`ALLOC`]), records its own environment (tag `batch`), then runs
-/// `steps` (`$D` is the dump helper; steps run one after the other, so
-/// that their order is the same on both sides).
+/// Prints slurmctld's allocation per node of job `$SLURM_JOB_ID` (every
+/// component of a heterogeneous job): the `Nodes=... GRES=...(IDX:...)`
+/// lines of `scontrol -d show job`, as `ALLOC <job id> <het job id, else
+/// the job id> Nodes=...`.
+const PRINT_ALLOC: &str = r#"scontrol -d show job "$SLURM_JOB_ID" | awk '{ for (i = 1; i <= NF; i++) { if ($i ~ /^JobId=/) { split($i, a, "="); j = a[2]; h = j } if ($i ~ /^HetJobId=/) { split($i, a, "="); h = a[2] } } } /^ *Nodes=/ { sub(/^ */, ""); print "ALLOC " j " " h " " $0 }'"#;
+
+/// A batch script: prints slurmctld's allocation ([`PRINT_ALLOC`]),
+/// records its own environment (tag `batch`), then runs `steps` (`$D` is
+/// the dump helper; steps run one after the other, so that their order is
+/// the same on both sides).
 fn job(steps: &str) -> String {
-    format!(
-        "#!/bin/bash\nscontrol -d show job \"$SLURM_JOB_ID\" | sed -n 's/^ *\\(Nodes=.*\\)/{ALLOC}\\1/p'\nD=\"$GRES_RS_DUMP_ENV\"\n\"$D\" batch >/dev/null\n{steps}\n"
-    )
+    format!("#!/bin/bash\n{PRINT_ALLOC}\nD=\"$GRES_RS_DUMP_ENV\"\n\"$D\" batch >/dev/null\n{steps}\n")
 }
 
 /// The GPU indices a `GRES=` value of `scontrol -d show job` names for a
@@ -106,15 +129,40 @@ fn indices(list: &str) -> BTreeSet<u32> {
     v
 }
 
-/// slurmctld's GPUs per node from the [`ALLOC`] lines of a run's output
+/// slurmctld's allocations: GPUs per (job, node), and the heterogeneous
+/// job each job belongs to (itself when none).
+#[derive(Debug, Default)]
+struct Allocation {
+    gpus: BTreeMap<(i64, String), BTreeSet<u32>>,
+    het: BTreeMap<i64, i64>,
+}
+
+impl Allocation {
+    /// The GPUs of `job` on `node`: its own, or (for the tasks of a
+    /// heterogeneous step, whose `SLURM_JOB_ID` is the leader's) those of
+    /// the component of het job `job` that holds `node`.
+    fn get(&self, job: i64, node: &str) -> Option<&BTreeSet<u32>> {
+        self.gpus.get(&(job, node.to_string())).or_else(|| {
+            let mut components = self.het.iter().filter(|(_, h)| **h == job).map(|(j, _)| *j);
+            components.find_map(|j| self.gpus.get(&(j, node.to_string())))
+        })
+    }
+}
+
+/// slurmctld's allocations from the [`ALLOC`] lines of a run's output
 /// (`Nodes=n[1-2]` expanded for the names of this file's nodes).
-fn allocation(output: &str) -> BTreeMap<String, BTreeSet<u32>> {
-    let mut m = BTreeMap::new();
+fn allocation(output: &str) -> Allocation {
+    let mut m = Allocation::default();
     for line in output.lines().filter_map(|l| l.strip_prefix(ALLOC)) {
-        let Some(nodes) = field(line, "Nodes") else { continue };
-        let gpus = field(line, "GRES").map(|g| gpu_indices(&g)).unwrap_or_default();
+        let mut words = line.splitn(3, ' ');
+        let (Some(Ok(job)), Some(Ok(het)), Some(rest)) = (words.next().map(str::parse::<i64>), words.next().map(str::parse::<i64>), words.next()) else {
+            continue;
+        };
+        let Some(nodes) = field(rest, "Nodes") else { continue };
+        let gpus = field(rest, "GRES").map(|g| gpu_indices(&g)).unwrap_or_default();
+        m.het.insert(job, het);
         for n in expand_nodes(&nodes) {
-            m.insert(n, gpus.clone());
+            m.gpus.insert((job, n), gpus.clone());
         }
     }
     m
@@ -128,24 +176,26 @@ fn expand_nodes(list: &str) -> Vec<String> {
     }
 }
 
-/// Checks every recorded environment of the sbatch runs of `r` against
-/// slurmctld's allocation for its node: the batch script's, Prolog's and
-/// Epilog's `SLURM_JOB_GPUS` are that node's GPUs, and a task's
-/// `SLURM_STEP_GPUS` and `CUDA_VISIBLE_DEVICES` (no cgroup: global
-/// indices) are among them.  Returns one line per mismatch.
-fn check_against_allocation(r: &ScenarioResult, sbatch_runs: &[&str]) -> Vec<String> {
+/// Checks every recorded environment of the runs `labels` of `r` (which
+/// print [`PRINT_ALLOC`]) against slurmctld's allocation of its job on
+/// its node: the batch script's, Prolog's and Epilog's `SLURM_JOB_GPUS`
+/// are that node's GPUs, and a task's `SLURM_STEP_GPUS` and
+/// `CUDA_VISIBLE_DEVICES` (no cgroup: global indices) are among them;
+/// every node of every job ran Prolog and Epilog.  Returns one line per
+/// mismatch.
+fn check_against_allocation(r: &ScenarioResult, labels: &[&str]) -> Vec<String> {
     let mut bad = Vec::new();
-    for label in sbatch_runs {
+    for label in labels {
         let run = r.run(label);
         let alloc = allocation(&run.output);
-        if alloc.is_empty() {
+        if alloc.gpus.is_empty() {
             bad.push(format!("{} [{label}]: no allocation lines in the job's output:\n{}", r.plugins.label(), run.output));
             continue;
         }
         for b in &run.blocks {
             let node = b.node();
-            let Some(want) = alloc.get(node) else {
-                bad.push(format!("{} [{label}] {}: node {node:?} is not in the allocation {alloc:?}", r.plugins.label(), b.describe()));
+            let Some(want) = alloc.get(b.job_id(), node) else {
+                bad.push(format!("{} [{label}] {}: job {} on {node:?} is not in the allocation {alloc:?}", r.plugins.label(), b.describe(), b.job_id()));
                 continue;
             };
             let set = |k: &str| b.get(k).map(indices);
@@ -164,10 +214,10 @@ fn check_against_allocation(r: &ScenarioResult, sbatch_runs: &[&str]) -> Vec<Str
                 }
             }
         }
-        // Every node of the allocation had its Prolog and Epilog.
+        // Every node of every job had its Prolog and Epilog.
         for tag in ["prolog", "epilog"] {
-            let seen: BTreeSet<&str> = run.blocks.iter().filter(|b| b.tag == tag).map(|b| b.node()).collect();
-            let want: BTreeSet<&str> = alloc.keys().map(String::as_str).collect();
+            let seen: BTreeSet<(i64, &str)> = run.blocks.iter().filter(|b| b.tag == tag).map(|b| (b.job_id(), b.node())).collect();
+            let want: BTreeSet<(i64, &str)> = alloc.gpus.keys().map(|(j, n)| (*j, n.as_str())).collect();
             if seen != want {
                 bad.push(format!("{} [{label}]: {tag} ran on {seen:?}, the job's nodes are {want:?}", r.plugins.label()));
             }
@@ -188,7 +238,8 @@ fn alloc_lines(r: &ScenarioResult) -> String {
 #[track_caller]
 fn check(bed: &TestBed, scn: &Scenario) {
     let Some((stock, ours)) = bed.differential(scn, &scn.name) else { return };
-    let sbatch: Vec<&str> = scn.runs.iter().filter(|r| matches!(r.kind, RunKind::Sbatch { .. })).map(|r| r.label.as_str()).collect();
+    // The batch jobs and salloc commands print their allocation.
+    let sbatch: Vec<&str> = scn.runs.iter().filter(|r| matches!(r.kind, RunKind::Sbatch { .. } | RunKind::Salloc { .. })).map(|r| r.label.as_str()).collect();
     let mut bad = Vec::new();
     for r in &stock.runs {
         if !r.ok {
@@ -227,6 +278,38 @@ srun --gres=mps:50 "$D" half
 srun -r1 -N1 "$D" second
 "#;
 
+/// Shard steps on nodes whose GPUs have different shard counts.
+const SHARD_STEPS: &str = r#"srun -l "$D" all
+srun --gres=shard:1 "$D" one
+srun -r1 -N1 "$D" second
+srun --gres=none "$D" none
+"#;
+
+/// A second job on the same two nodes while this one holds a GPU of each:
+/// its GPUs are offset (GPU 1 of n1 and of n2).
+fn offset_steps() -> String {
+    format!(
+        r#"cat >inner.sh <<'END'
+#!/bin/bash
+{PRINT_ALLOC}
+"$GRES_RS_DUMP_ENV" inner-batch >/dev/null
+srun -l "$GRES_RS_DUMP_ENV" inner
+END
+B=$(sbatch --parsable -N2 -w n1,n2 --gpus-per-node=1 --export=GRES_RS_DUMP_ENV,SLURM_CONF,PATH -o inner-%j.out inner.sh)
+# (sbatch --wait polls every few seconds)
+while [ -n "$(squeue -h -j "$B" -o %i 2>/dev/null)" ]; do sleep 0.2; done
+cat "inner-$B.out"
+srun -l "$D" outer
+"#
+    )
+}
+
+/// Steps of a heterogeneous job whose first component has no GPU.
+const HET_STEPS: &str = r#"srun --het-group=0,1 -l "$D" both
+srun --het-group=1 "$D" gpus
+srun --het-group=0 "$D" no-gpu
+"#;
+
 per_release! {
     /// Jobs over three nodes with different GPU counts and types:
     /// `--gpus-per-node`, `--gpus`, typed requests, steps on a subset of
@@ -247,15 +330,31 @@ per_release! {
             .run(Run::srun("srun-none", &["-N3"]));
         check(bed, &scn);
     }
+
+    /// Shards with different per-GPU counts per node, a job whose GPUs are
+    /// offset by another job's on every node, a heterogeneous job whose
+    /// first component (on the node without GPUs) has none, and under
+    /// `PrologFlags=Alloc` an allocation that runs no step.
+    fn shards_offsets_het_alloc(bed) {
+        let scn = Scenario::new("shards-offsets-het-alloc", shards_and_more())
+            .run(Run::sbatch("shard", &["-N2", "--gres=shard:2"], &job(SHARD_STEPS)))
+            .run(Run::sbatch("offset", &["-N2", "-w", "n1,n2", "--gpus-per-node=1"], &job(&offset_steps())))
+            .run(Run::sbatch("het", &["-N1", "-w", "n3", ":", "-N2", "-w", "n1,n2", "--gpus-per-node=1"], &job(HET_STEPS)))
+            .run(Run::salloc("alloc-no-step", &["-N2", "-w", "n1,n2", "--gpus-per-node=1"], &["/bin/bash", "-c", PRINT_ALLOC]));
+        check(bed, &scn);
+    }
 }
 
 #[test]
 fn allocation_lines() {
-    let out = "x\nALLOC Nodes=n[1-2] CPU_IDs=0 Mem=0 GRES=gpu:a100:2(IDX:0-1),mps:0(0/100)\nALLOC Nodes=n3 CPU_IDs=0 Mem=0 GRES=gpu:a100(CNT:1)(IDX:0)\n";
+    let out = "x\nALLOC 7 7 Nodes=n[1-2] CPU_IDs=0 Mem=0 GRES=gpu:a100:2(IDX:0-1),mps:0(0/100)\nALLOC 9 8 Nodes=n3 CPU_IDs=0 Mem=0 GRES=gpu:a100:1(IDX:0)\n";
     let a = allocation(out);
-    assert_eq!(a["n1"], BTreeSet::from([0, 1]));
-    assert_eq!(a["n2"], BTreeSet::from([0, 1]));
-    assert_eq!(a["n3"], BTreeSet::from([0]));
+    assert_eq!(a.get(7, "n1"), Some(&BTreeSet::from([0, 1])));
+    assert_eq!(a.get(7, "n2"), Some(&BTreeSet::from([0, 1])));
+    assert_eq!(a.get(9, "n3"), Some(&BTreeSet::from([0])));
+    // A heterogeneous step's task carries the leader's job id.
+    assert_eq!(a.get(8, "n3"), Some(&BTreeSet::from([0])));
+    assert_eq!(a.get(8, "n1"), None);
     assert_eq!(gpu_indices("gpu:a100:1(IDX:0,2-3)"), BTreeSet::from([0, 2, 3]));
     assert_eq!(gpu_indices("mps:100(IDX:1)"), BTreeSet::from([1]));
     assert_eq!(gpu_indices("mps:150(0/100,100/200,50/100)"), BTreeSet::from([1, 2]));

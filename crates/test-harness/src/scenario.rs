@@ -302,6 +302,7 @@ pub fn run_scenario(scn: &Scenario, plugins: PluginSet) -> ScenarioResult {
     let cluster = if needs_cluster { Some(Cluster::start(config.clone())) } else { None };
     let mut results = Vec::new();
     for r in &scn.runs {
+        let t0 = std::time::Instant::now();
         let res = match &r.kind {
             RunKind::SlurmdG => {
                 let g = match (&cluster, g_on_cluster) {
@@ -360,6 +361,7 @@ pub fn run_scenario(scn: &Scenario, plugins: PluginSet) -> ScenarioResult {
                 RunResult { label: r.label.clone(), outcome, ok, output, blocks, gres_lines: vec![], unordered: r.unordered }
             }
         };
+        eprintln!("harness: [{}] {} on {}: {} in {:.1?}", scn.name, r.label, plugins.label(), res.outcome, t0.elapsed());
         results.push(res);
     }
     if let (Some(c), Some(args)) = (cluster.as_ref(), scn.stepd_proof_args.as_ref()) {
