@@ -246,6 +246,7 @@ fn check(bed: &TestBed, scn: &Scenario) {
             bad.push(format!("[{}] stock run ended {}:\n{}", r.label, r.outcome, r.output));
         }
     }
+    eprintln!("slurmctld's allocations (stock):\n{}", alloc_lines(&stock));
     for side in [&stock, &ours] {
         bad.extend(check_against_allocation(side, &sbatch));
     }
