@@ -240,7 +240,14 @@ fn check(bed: &TestBed, scn: &Scenario) {
     let Some((stock, ours)) = bed.differential(scn, &scn.name) else { return };
     // The batch jobs and salloc commands print their allocation.
     let sbatch: Vec<&str> = scn.runs.iter().filter(|r| matches!(r.kind, RunKind::Sbatch { .. } | RunKind::Salloc { .. })).map(|r| r.label.as_str()).collect();
-    let mut bad = Vec::new();
+    // `--gpu-bind=verbose` lines, sorted (every task of every node prints
+    // its own).
+    let verbose: BTreeMap<String, Vec<String>> = gpu::verbose_lines(&stock).into_iter().filter(|(_, v)| !v.is_empty()).collect();
+    eprintln!("--gpu-bind=verbose lines (stock): {verbose:#?}");
+    let mut bad = gpu::compare_verbose(&stock, &ours);
+    if verbose.len() < 2 {
+        bad.push(format!("expected the verbose lines of two runs at least (stock printed {verbose:?})"));
+    }
     for r in &stock.runs {
         if !r.ok {
             bad.push(format!("[{}] stock run ended {}:\n{}", r.label, r.outcome, r.output));
@@ -271,6 +278,7 @@ srun --gpu-bind=per_task:1 "$D" bind-per-task
 srun --gpu-bind=map_gpu:1,0 "$D" bind-map
 srun --gpu-bind=mask_gpu:0x1,0x2 "$D" bind-mask
 srun -n2 --ntasks-per-node=1 --gpus-per-task=1 "$D" one-per-node
+srun --gpu-bind=verbose,map_gpu:1,0 "$D" verbose-map
 "#;
 
 /// MPS steps on nodes whose GPUs have different MPS counts.
@@ -328,7 +336,9 @@ per_release! {
             .run(Run::srun("srun-gpus", &["-N2", "-n3", "--gpus=3"]))
             .run(Run::srun("srun-per-task", &["-N2", "-n4", "--gpus-per-task=1", "-w", "n1,n2"]))
             .run(Run::srun("srun-per-task-single", &["-N2", "-n3", "--gpus-per-task=1", "--gpu-bind=single:1", "-w", "n1,n2"]))
-            .run(Run::srun("srun-none", &["-N3"]));
+            .run(Run::srun("srun-none", &["-N3"]))
+            .run(Run::srun("srun-typed-gpus", &["-N2", "--gpus=a100:3"]))
+            .run(Run::srun("srun-verbose-per-task", &["-N3", "-n4", "--gpus-per-task=1", "--gpu-bind=verbose,per_task:1"]));
         check(bed, &scn);
     }
 
