@@ -15,7 +15,7 @@
 # Prints, as its last line, `GRES_RS_SLURM_SRC=<dir of the unpacked source>`.
 set -euo pipefail
 
-PKGS=(slurmd slurmctld slurm-client munge libslurm-dev libclang-dev clang pkg-config valgrind build-essential dpkg-dev time fakeroot man-db rpm rpmlint)
+PKGS=(slurmd slurmctld slurm-client munge iproute2 libslurm-dev libclang-dev clang pkg-config valgrind build-essential dpkg-dev time fakeroot man-db rpm rpmlint)
 SRC_CACHE="${GRES_RS_SLURM_SRC:-/var/cache/slurm-gpu-gres/src}"
 export DEBIAN_FRONTEND=noninteractive
 

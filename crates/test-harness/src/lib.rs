@@ -1169,6 +1169,11 @@ impl Cluster {
         if let Some(p) = problems.first() {
             return Err(format!("prerequisite missing: {p}"));
         }
+        if config.is_multi() {
+            if let Some(t) = netns::TOOLS.iter().find(|t| find_tool(t).is_none()) {
+                return Err(format!("prerequisite missing: `{t}` (several nodes need iproute2's ip and util-linux's nsenter and unshare)"));
+            }
+        }
         let guard = lock_clusters();
         let mut guard = Some(guard);
         let mut last_err = String::new();

@@ -40,6 +40,9 @@ pub fn node_addr(i: usize) -> String {
     format!("{SUBNET_PREFIX}.{}", 11 + i)
 }
 
+/// The host tools a [`Network`] needs (iproute2, util-linux).
+pub const TOOLS: [&str; 4] = ["ip", "nsenter", "unshare", "setpriv"];
+
 /// A running private network: the hub and one namespace per node.
 pub struct Network {
     hub: Child,
