@@ -8,6 +8,11 @@
 //! Installs a package on this machine, so it runs only as root with the
 //! test bed's Slurm (tests/run.sh); a package installed before the test is
 //! left installed, one the test installed is removed, pass or fail.
+//!
+//! The packages for the test bed's other Debian releases (trixie, sid) are
+//! built with `build-deb.sh --for <suite>` and installed the same way
+//! inside their chroot, in a copy-on-write overlay over it that the test
+//! unmounts at the end (the cached chroot is not changed: checked).
 
 use gres_test_harness as harness;
 
@@ -202,4 +207,218 @@ fn the_rpm_spec_parses_lints_and_makes_a_source_package() {
         .arg(&spec));
     assert!(ok, "rpmbuild -bs:\n{out}");
     assert!(top.join("SRPMS/slurm-gpu-gres-0.1.0-1.slurm24.05.8.src.rpm").is_file(), "no source RPM:\n{out}");
+}
+
+/// The package for the Debian release of each test-bed chroot (trixie:
+/// Slurm 24.11.5, sid: 26.05.5), as an admin of that release uses it:
+/// `build-deb.sh --for <suite>` builds it on this machine, `apt-get install
+/// ./<deb>` installs it offline inside the chroot (every dependency is
+/// already there), a cluster of the chroot's daemons with `PluginDir=` from
+/// the package runs a job with our plugins, `gres-rs status` (the
+/// package's, inside) says so, and `apt-get remove` then `purge` leave no
+/// file of it.  The chroot is the shared cache of the test bed and stays
+/// as it is: everything happens in a copy-on-write [`chroot::Overlay`] over
+/// it, and the test compares the chroot's dpkg status file and its files
+/// before and after.
+fn package_in_chroot(bed: &testbed::TestBed) {
+    let t0 = std::time::Instant::now();
+    let suite = bed.release.suite;
+    let slurm = bed.version.clone();
+    let lower = bed.chroot.clone().expect("a chroot release");
+    let root = workspace_root();
+    let out_dir = target_dir().join(format!("debian-test-{suite}"));
+    let built = Command::new("bash")
+        .arg(root.join("packaging/debian/build-deb.sh"))
+        .args(["--for", suite])
+        .arg(&out_dir)
+        .current_dir(&root)
+        .output()
+        .expect("run build-deb.sh");
+    let (stdout, stderr) = (String::from_utf8_lossy(&built.stdout), String::from_utf8_lossy(&built.stderr));
+    assert!(built.status.success(), "build-deb.sh --for {suite} failed:\n{stdout}{stderr}");
+    let deb = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+    assert!(deb.is_file() && deb.extension().is_some_and(|e| e == "deb"), "build-deb.sh printed no .deb:\n{stdout}{stderr}");
+    eprintln!("package_in_chroot[{suite}]: built {} in {:.1?}", deb.display(), t0.elapsed());
+
+    // The release is the chroot's, Depends pins it and names what that
+    // release has: libc6 at least what the binaries' symbols need.
+    let (_, fields) = run(Command::new("dpkg-deb").args(["-f"]).arg(&deb).args(["Package", "Version", "Depends"]));
+    eprintln!("package_in_chroot[{suite}]:\n{fields}");
+    assert!(fields.contains(&format!("Version: {}+slurm{slurm}-1", env!("CARGO_PKG_VERSION"))), "{fields}");
+    let (a, b, c) = lower.slurm_version_triple().expect("chroot's release");
+    let next = format!("{a}.{b:02}.{}", c + 1);
+    for want in [format!("slurm-wlm-basic-plugins (>= {slurm})"), format!("slurm-wlm-basic-plugins (<< {next}~)"), "libc6 (>= ".into()] {
+        assert!(fields.contains(&want), "{want} not in {fields}");
+    }
+
+    let before = ChrootSnapshot::take(lower.root());
+    let ov_dir = fsutil::make_unique_dir("gres-rs-ovl").expect("a directory for the overlay");
+    let mut ov = chroot::Overlay::new(&lower, &ov_dir).unwrap_or_else(|e| panic!("{e}"));
+    let inside = ov.chroot().clone();
+    let deb_dir = deb.parent().expect("deb's directory").to_path_buf();
+    let sh = |script: &str| -> (bool, String) {
+        run(inside
+            .command("/bin/sh", std::slice::from_ref(&deb_dir))
+            .args(["-c", script])
+            .current_dir(&deb_dir)
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .env("LC_ALL", "C")
+            .env("DEBIAN_FRONTEND", "noninteractive"))
+    };
+
+    // Offline: the package alone, nothing fetched but the file itself,
+    // nothing else installed.  (`--no-download` cannot be used: apt then
+    // fails on a local file, "Internal Error, Pathname to install is not
+    // absolute", apt 3.0 in trixie and sid.)
+    let file = deb.file_name().expect("deb's name").to_string_lossy().into_owned();
+    let (ok, inst) = sh(&format!("apt-get install -y -q ./{file}"));
+    assert!(ok, "apt-get install ./{file} in the {suite} overlay:\n{inst}");
+    assert!(inst.contains("0 upgraded, 1 newly installed, 0 to remove"), "apt-get installed more than the package:\n{inst}");
+    for l in inst.lines().filter(|l| l.starts_with("Get:")) {
+        assert!(l.contains(&file) && !l.contains("://"), "apt-get fetched something else: {l}\n{inst}");
+    }
+    let plugin_dir = PathBuf::from(format!("/usr/lib/{}/slurm-gpu-gres", multiarch()));
+    assert!(inst.contains(&format!("PluginDir={}:", plugin_dir.display())), "postinst prints the PluginDir= line:\n{inst}");
+    for f in ["gres_gpu.so", "gres_mps.so", "gres_shard.so", "gpu_nvml.so", LIBRARY_FILE] {
+        assert!(inside.host_path(plugin_dir.join(f)).is_file(), "{} missing after install", plugin_dir.join(f).display());
+    }
+    // Installed, its Depends satisfied, no file of it another package's.
+    let (ok, audit) = sh(&format!(
+        "set -e; dpkg-query -W -f='${{db:Status-Abbrev}} ${{Version}}\\n' {PACKAGE}; apt-get check -q; dpkg --audit; \
+         dpkg -L {PACKAGE} | while read -r p; do [ -d \"$p\" ] || dpkg -S \"$p\"; done"
+    ));
+    assert!(ok && audit.starts_with(&format!("ii  {}+slurm{slurm}-1", env!("CARGO_PKG_VERSION"))), "{PACKAGE} not installed cleanly:\n{audit}");
+    for l in audit.lines().filter(|l| l.contains(": /")) {
+        assert!(l.starts_with(&format!("{PACKAGE}: ")), "a file of the package is also another package's: {l}");
+    }
+
+    // A cluster of the chroot's daemons, PluginDir from the package.
+    let mut c = Cluster::start(bed.config(PluginSet::Installed(plugin_dir.clone()), 4).in_chroot(inside.clone()));
+    c.assert_ours_loaded(&["gres_gpu", "gres_mps", "gres_shard"]);
+    let job = c.srun(&["--gres=gpu:2", "env"]).expect_ok("srun --gres=gpu:2 env");
+    assert_eq!(env_value(&job.stdout, "CUDA_VISIBLE_DEVICES").as_deref(), Some("0,1"), "{job}");
+    c.assert_stepd_ours_loaded(&["gres_gpu"], &["--gres=gpu:1"]);
+    let slurmd = c.pid(Daemon::Slurmd).expect("slurmd pid");
+    let log = c.log(Daemon::Slurmd);
+    for (t, f) in [("gres/gpu", "gres_gpu"), ("gres/mps", "gres_mps"), ("gres/shard", "gres_shard")] {
+        let want = format!("{t}: slurm-gpu-gres {} (Rust) for Slurm {slurm}, loaded from {}/{f}.so", env!("CARGO_PKG_VERSION"), plugin_dir.display());
+        assert!(log.contains(&want), "{want} not in slurmd's log:\n{log}");
+    }
+    // The package's gres-rs, run where slurmd's files are (its mount
+    // namespace and root), as on a node of that release.
+    let mut cmd = c.command_beside(Daemon::Slurmd, "/usr/bin/gres-rs").unwrap_or_else(|e| panic!("{e}"));
+    let (ok, status) = run(cmd.arg("status"));
+    assert!(ok, "gres-rs status in the {suite} overlay with ours loaded:\n{status}");
+    let ours = status_lines_of(&status, slurmd);
+    eprintln!("package_in_chroot[{suite}]: gres-rs status, for the cluster's slurmd:\n{ours}");
+    for (t, f) in [("gres/gpu", "gres_gpu"), ("gres/mps", "gres_mps"), ("gres/shard", "gres_shard")] {
+        let want = format!("  {t:<12} ours   Slurm {slurm}  {}/{f}.so", plugin_dir.display());
+        assert!(ours.lines().any(|l| l.trim_end() == want), "{want} in:\n{status}");
+    }
+    assert!(ours.contains(&format!("  library      ours                  {}/{LIBRARY_FILE}", plugin_dir.display())) && !ours.contains("replaced"), "{ours}");
+    c.stop();
+    drop(c);
+
+    let (ok, rm) = sh(&format!("apt-get remove -y -q {PACKAGE}"));
+    assert!(ok, "apt-get remove:\n{rm}");
+    assert!(rm.contains("roll back"), "prerm says how to roll back:\n{rm}");
+    assert!(!inside.host_path(&plugin_dir).exists(), "{} left after removal", plugin_dir.display());
+    assert!(!inside.host_path("/usr/bin/gres-rs").exists(), "/usr/bin/gres-rs left after removal");
+    let (ok, purge) = sh(&format!("apt-get purge -y -q {PACKAGE}; dpkg-query -W -f='${{db:Status-Abbrev}}' {PACKAGE} 2>&1 || true"));
+    assert!(ok, "apt-get purge:\n{purge}");
+    assert!(purge.lines().last().is_some_and(|l| l.contains("no packages found")), "dpkg still knows {PACKAGE}:\n{purge}");
+    // All the package wrote went to the overlay's upper layer; none of it
+    // is left there.
+    let left: Vec<String> = files_under(&ov.upper())
+        .into_iter()
+        .filter(|p| p.iter().any(|c| c.to_str().is_some_and(|c| c.contains(PACKAGE) || c.contains("gres-rs") || c.contains("libgres_rs"))))
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(left.is_empty(), "files of the package left after purge: {left:#?}\nin the upper layer: {:#?}", files_under(&ov.upper()));
+
+    // Torn down: no process has the overlay mounted, and the chroot is as
+    // it was.
+    ov.unmount(std::time::Duration::from_secs(30)).unwrap_or_else(|e| panic!("{e}"));
+    drop(ov);
+    assert!(!ov_dir.exists(), "{} left", ov_dir.display());
+    let after = ChrootSnapshot::take(lower.root());
+    before.assert_same(&after);
+    eprintln!("package_in_chroot[{suite}]: the chroot's dpkg status and its {} files are as before", before.files.len());
+    eprintln!("package_in_chroot[{suite}]: passed in {:.1?}", t0.elapsed());
+}
+
+#[test]
+fn the_trixie_package_installs_in_its_chroot_runs_jobs_and_removes_cleanly() {
+    testbed::run_test("the_trixie_package_installs_in_its_chroot_runs_jobs_and_removes_cleanly", "24.11", package_in_chroot);
+}
+
+#[test]
+fn the_sid_package_installs_in_its_chroot_runs_jobs_and_removes_cleanly() {
+    testbed::run_test("the_sid_package_installs_in_its_chroot_runs_jobs_and_removes_cleanly", "26.05", package_in_chroot);
+}
+
+/// What a test-bed chroot holds: its dpkg status file, and each file and
+/// symbolic link (path, kind, size, modification time, link target).
+/// Directories and empty files are left out: the harness makes those as
+/// mount points for binds in the chroot (empty, and kept), and other tests
+/// running at the same time may add them.
+struct ChrootSnapshot {
+    status: Vec<u8>,
+    files: std::collections::BTreeMap<PathBuf, String>,
+}
+
+impl ChrootSnapshot {
+    fn take(root: &Path) -> ChrootSnapshot {
+        use std::os::unix::fs::MetadataExt;
+        let status = std::fs::read(root.join("var/lib/dpkg/status")).expect("the chroot's dpkg status");
+        let mut files = std::collections::BTreeMap::new();
+        let mut todo = vec![root.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            let Ok(rd) = std::fs::read_dir(&d) else { continue };
+            for e in rd.flatten() {
+                let p = e.path();
+                let Ok(md) = std::fs::symlink_metadata(&p) else { continue };
+                let rel = p.strip_prefix(root).unwrap_or(&p).to_path_buf();
+                if md.is_dir() {
+                    todo.push(p);
+                } else if md.file_type().is_symlink() {
+                    files.insert(rel, format!("link {}", std::fs::read_link(&p).map(|t| t.display().to_string()).unwrap_or_default()));
+                } else if md.len() > 0 {
+                    files.insert(rel, format!("{:o} {} {}.{}", md.mode(), md.len(), md.mtime(), md.mtime_nsec()));
+                }
+            }
+        }
+        ChrootSnapshot { status, files }
+    }
+
+    fn assert_same(&self, after: &ChrootSnapshot) {
+        assert!(self.status == after.status, "the chroot's dpkg status file changed");
+        let changed: Vec<String> = self
+            .files
+            .iter()
+            .filter(|(p, v)| after.files.get(*p) != Some(v))
+            .map(|(p, v)| format!("- {} {v} (now {:?})", p.display(), after.files.get(p)))
+            .chain(after.files.iter().filter(|(p, _)| !self.files.contains_key(*p)).map(|(p, v)| format!("+ {} {v}", p.display())))
+            .collect();
+        assert!(changed.is_empty(), "the chroot changed ({} files):\n{}", changed.len(), changed.iter().take(40).cloned().collect::<Vec<_>>().join("\n"));
+    }
+}
+
+/// Every path (files, links, directories) under `dir`, relative to it.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                todo.push(p.clone());
+            }
+            v.push(p.strip_prefix(dir).unwrap_or(&p).to_path_buf());
+        }
+    }
+    v.sort();
+    v
 }

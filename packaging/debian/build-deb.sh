@@ -1,8 +1,23 @@
 #!/bin/bash
-# Builds the Debian package of slurm-gpu-gres for the Slurm release whose
-# headers are installed (libslurm-dev), from a checkout:
+# Builds the Debian package of slurm-gpu-gres from a checkout, for the Slurm
+# release whose headers are installed (libslurm-dev), or for the Debian
+# release of a test-bed chroot (tests/testbed/debian-chroot.sh):
 #
-#     bash packaging/debian/build-deb.sh [OUT_DIR]      # default: target/debian
+#     bash packaging/debian/build-deb.sh [OUT_DIR]               # this machine's Slurm
+#     bash packaging/debian/build-deb.sh --for trixie [OUT_DIR]  # Debian 13, Slurm 24.11.5
+#     bash packaging/debian/build-deb.sh --for sid [OUT_DIR]     # Debian unstable, 26.05.5
+#
+# OUT_DIR defaults to target/debian (target/debian-<suite> with --for).
+# With --for SUITE the headers are the chroot's
+# ($GRES_RS_CHROOT_DIR/SUITE, default /var/cache/slurm-gpu-gres/chroot), the
+# build goes to a target dir of its own (target/slurm-<version>, the one the
+# test bed builds that release into), and the architecture, the multiarch
+# path and every name in Depends are checked against the chroot's dpkg
+# database (read only: nothing in the chroot is run or changed). The
+# binaries are built here, against this machine's glibc (Debian 12: 2.36);
+# Depends on libc6 is what dpkg-shlibdeps computes from the glibc symbol
+# versions they use (libc6 (>= 2.35)), which a later Debian's libc6 (trixie
+# 2.41, sid 2.43) satisfies.
 #
 # One command, no debhelper: a release build of the workspace, then the
 # package tree laid out by hand and packed with dpkg-deb (as root or under
@@ -26,10 +41,24 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
-out="${1:-target/debian}"
+suite=""
+if [ "${1:-}" = "--for" ]; then
+    suite="${2:?build-deb: --for needs a suite (trixie, sid)}"
+    shift 2
+fi
+chroot_dir=""
+if [ -n "$suite" ]; then
+    chroot_dir="${GRES_RS_CHROOT_DIR:-/var/cache/slurm-gpu-gres/chroot}/$suite"
+    if [ ! -f "$chroot_dir/.gres-rs-chroot-stamp" ] || [ ! -f "$chroot_dir/usr/include/slurm/slurm_version.h" ]; then
+        echo "build-deb: no finished test-bed chroot with libslurm-dev at $chroot_dir (tests/testbed/debian-chroot.sh $suite)" >&2
+        exit 2
+    fi
+    export SLURM_INCLUDE_DIR="$chroot_dir/usr/include"
+    unset SLURM_VERSION
+fi
+out="${1:-target/debian${suite:+-$suite}}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
-target="${CARGO_TARGET_DIR:-target}"
 
 version_h="${SLURM_INCLUDE_DIR:-/usr/include}/slurm/slurm_version.h"
 number="$(awk '$1 == "#define" && $2 == "SLURM_VERSION_NUMBER" {print $3}' "$version_h")"
@@ -44,9 +73,31 @@ ours="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)"
 deb_version="${ours}+slurm${slurm}-1"
 arch="$(dpkg --print-architecture)"
 multiarch="$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)"
+if [ -n "$suite" ]; then
+    # The chroot's own dpkg database, read only.
+    admindir="$chroot_dir/var/lib/dpkg"
+    theirs="$(cat "$admindir/arch-native" 2>/dev/null || head -1 "$admindir/arch" 2>/dev/null || true)"
+    if [ -n "$theirs" ] && [ "$theirs" != "$arch" ]; then
+        echo "build-deb: the $suite chroot is $theirs, this machine builds $arch" >&2
+        exit 2
+    fi
+    # Its slurmd's upstream release is the headers' one.
+    plugins_version="$(dpkg-query --admindir="$admindir" -W -f='${Version}' slurm-wlm-basic-plugins 2>/dev/null || true)"
+    if [ "${plugins_version%%-*}" != "$slurm" ]; then
+        echo "build-deb: the $suite chroot's slurm-wlm-basic-plugins is '${plugins_version:-not installed}', its headers are Slurm $slurm" >&2
+        exit 2
+    fi
+    # Debian's plugin directory of that release is under the same
+    # multiarch path (the package's directory sits beside it).
+    if ! dpkg-query --admindir="$admindir" -S "/usr/lib/$multiarch/slurm-wlm/libslurmfull.so" 2>/dev/null | grep -q '^slurm-wlm-basic-plugins:'; then
+        echo "build-deb: in the $suite chroot no slurm-wlm-basic-plugins file /usr/lib/$multiarch/slurm-wlm/libslurmfull.so" >&2
+        exit 2
+    fi
+fi
+target="${CARGO_TARGET_DIR:-target}${suite:+/slurm-$slurm}"
 
-echo "build-deb: slurm-gpu-gres $deb_version for Slurm $slurm ($arch)" >&2
-cargo build --release --workspace --locked >&2
+echo "build-deb: slurm-gpu-gres $deb_version for Slurm $slurm ($arch${suite:+, Debian $suite, headers from $chroot_dir})" >&2
+cargo build --release --workspace --locked --target-dir "$target" >&2
 bin="$target/release/gres-rs"
 lib="$target/release/libgres_rs.so"
 
@@ -108,6 +159,35 @@ mkdir -p "$work/shlibs/debian"
 printf 'Source: slurm-gpu-gres\n\nPackage: slurm-gpu-gres\nArchitecture: any\n' >"$work/shlibs/debian/control"
 shlibs="$(cd "$work/shlibs" && dpkg-shlibdeps -O -e"$root/usr/bin/gres-rs" -e"$root$plugin_dir/libgres_rs.so" 2>/dev/null |
     sed -n 's/^shlibs:Depends=//p')"
+if [ -z "$shlibs" ]; then
+    echo "build-deb: dpkg-shlibdeps gave no shared-library dependencies (dpkg-dev installed?)" >&2
+    exit 2
+fi
+depends="${shlibs:+$shlibs, }slurm-wlm-basic-plugins (>= $slurm), slurm-wlm-basic-plugins (<< $next_micro~)"
+if [ -n "$suite" ]; then
+    # Each package named exists in that release, at a version that
+    # satisfies it (dpkg-shlibdeps read this machine's symbols files).
+    IFS=',' read -ra deps <<<"$depends"
+    for d in "${deps[@]}"; do
+        d="$(echo "$d" | xargs)"
+        name="${d%% *}"
+        have="$(dpkg-query --admindir="$admindir" -W -f='${db:Status-Abbrev}${Version}' "$name" 2>/dev/null || true)"
+        case "$have" in "ii "*) have="${have#ii }" ;; *) have="" ;; esac
+        if [ -z "$have" ]; then
+            echo "build-deb: Depends names $name, which the $suite chroot does not have" >&2
+            exit 2
+        fi
+        op="$(sed -n 's/^[^(]*(\([<>=]*\) *\([^)]*\)).*/\1/p' <<<"$d")"
+        v="$(sed -n 's/^[^(]*(\([<>=]*\) *\([^)]*\)).*/\2/p' <<<"$d")"
+        if [ -n "$op" ]; then
+            case "$op" in '<<') op=lt ;; '<=') op=le ;; '=') op=eq ;; '>=') op=ge ;; '>>') op=gt ;; esac
+            if ! dpkg --compare-versions "$have" "$op" "$v"; then
+                echo "build-deb: Depends $d, the $suite chroot has $name $have" >&2
+                exit 2
+            fi
+        fi
+    done
+fi
 
 for s in postinst prerm postrm; do
     sed -e "s|@PLUGIN_DIR@|$plugin_dir|g" -e "s|@SLURM@|$slurm|g" "packaging/debian/$s" >"$root/DEBIAN/$s"
@@ -120,7 +200,7 @@ Version: $deb_version
 Architecture: $arch
 Maintainer: slurm-gpu-gres maintainers <maintainers@users.noreply.github.com>
 Installed-Size: $size
-Depends: ${shlibs:+$shlibs, }slurm-wlm-basic-plugins (>= $slurm), slurm-wlm-basic-plugins (<< $next_micro~)
+Depends: $depends
 Recommends: slurmd
 Section: admin
 Priority: optional

@@ -86,10 +86,20 @@ impl Release {
     }
 }
 
-/// A finished chroot of `debian-chroot.sh`.
+/// A finished chroot of `debian-chroot.sh`, or a copy-on-write view of
+/// one ([`Overlay`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chroot {
+    /// The root directory as the setup script mounts on it and as the
+    /// kernel shows the chroot's files from the host (`/proc/<pid>/maps`).
     root: PathBuf,
+    /// Where the host reads its files when that is not `root`: an
+    /// overlay's `/proc/<holder>/root/<merged>` (the overlay is mounted
+    /// in the holder's mount namespace only).
+    host_root: Option<PathBuf>,
+    /// A process whose mount namespace every command enters first (the
+    /// overlay's holder); `None`: the host's.
+    enter_ns: Option<u32>,
 }
 
 /// The multiarch triplet of Debian's library paths.
@@ -105,7 +115,7 @@ impl Chroot {
     /// The chroot at `root` when it is finished (has its stamp, slurmd and
     /// slurm_version.h).
     pub fn open(root: &Path) -> Result<Chroot, String> {
-        let c = Chroot { root: root.to_path_buf() };
+        let c = Chroot { root: root.to_path_buf(), host_root: None, enter_ns: None };
         if !root.join(STAMP).is_file() {
             return Err(format!("{} is not a finished test-bed chroot (no {STAMP}; build it with tests/testbed/debian-chroot.sh)", root.display()));
         }
@@ -116,7 +126,9 @@ impl Chroot {
         Ok(c)
     }
 
-    /// The chroot's directory on the host.
+    /// The chroot's directory on the host (for an [`Overlay`] its merged
+    /// directory, mounted in the overlay's own mount namespace: the path
+    /// the kernel shows for its files, [`Chroot::host_path`] reads them).
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -124,7 +136,12 @@ impl Chroot {
     /// The host path of a path inside the chroot.
     pub fn host_path(&self, inside: impl AsRef<Path>) -> PathBuf {
         let inside = inside.as_ref();
-        self.root.join(inside.strip_prefix("/").unwrap_or(inside))
+        self.host_root.as_ref().unwrap_or(&self.root).join(inside.strip_prefix("/").unwrap_or(inside))
+    }
+
+    /// True for a copy-on-write [`Overlay`] over a chroot.
+    pub fn is_overlay(&self) -> bool {
+        self.enter_ns.is_some()
     }
 
     /// Its Slurm version, e.g. "24.11.5", from `SLURM_VERSION_NUMBER` of
@@ -228,7 +245,8 @@ impl Chroot {
         if super::fsutil::euid() != Some(0) {
             v.push("not running as root (chroot and mount need root)".to_string());
         }
-        for t in ["unshare", "chroot", "mount"] {
+        let host_tools: &[&str] = if self.is_overlay() { &["unshare", "chroot", "mount", "nsenter"] } else { &["unshare", "chroot", "mount"] };
+        for &t in host_tools {
             if !super::tool(t).is_file() {
                 v.push(format!("host tool `{t}` not found (util-linux, coreutils)"));
             }
@@ -263,8 +281,21 @@ impl Chroot {
     /// then `binds`.  A bind whose mount point is missing in the chroot
     /// gets one made (outside `/tmp` and `/run` that directory stays in
     /// the chroot, empty).
+    ///
+    /// For an [`Overlay`] the command first enters the overlay's mount
+    /// namespace (`nsenter --mount`, in the caller's working directory),
+    /// and all of the above is done over its merged directory: what the
+    /// program writes lands in the overlay's upper directory.
     pub fn command(&self, prog: impl AsRef<OsStr>, binds: &[PathBuf]) -> Command {
-        let mut cmd = Command::new(super::tool("unshare"));
+        let mut cmd = match self.enter_ns {
+            None => Command::new(super::tool("unshare")),
+            Some(pid) => {
+                let mut c = Command::new("/bin/sh");
+                c.arg("-c").arg(r#"ns=$1; shift; exec "$0" --mount="$ns" --wd="$(pwd)" -- "$@""#).arg(super::tool("nsenter"));
+                c.arg(format!("/proc/{pid}/ns/mnt")).arg(super::tool("unshare"));
+                c
+            }
+        };
         cmd.args(["--mount", "--propagation", "private", "--"]).arg("/bin/sh").arg("-c").arg(SETUP_SCRIPT).arg("chroot-setup");
         cmd.arg(&self.root).arg(super::tool("chroot")).arg(binds.len().to_string());
         cmd.args(binds);
@@ -272,6 +303,149 @@ impl Chroot {
         cmd
     }
 }
+
+/// A copy-on-write view of a test-bed chroot, for a test that changes
+/// what is installed in it (a package) while the cached chroot, which
+/// every test run shares, stays as it is: an overlayfs with the chroot as
+/// its lower layer and `upper/` and `work/` in a directory of the test,
+/// mounted on `<dir>/merged` in a mount namespace of its own, held by one
+/// small process (the holder: `unshare --mount` + a shell that waits on
+/// its stdin).  [`Overlay::chroot`] runs commands in that namespace, so
+/// everything they write (dpkg's database, a package's files, mount points
+/// for binds) goes to `upper/`; the host never sees the mount.
+///
+/// Dropping it closes the holder's stdin: the holder exits and, once the
+/// last process of a command in it has ended, so does the mount.  Stop
+/// what runs in it (a [`crate::Cluster`]) first; [`Overlay::users`] tells
+/// which processes still have the overlay mounted.  The holder also ends
+/// when this process dies (its stdin reaches end of file).
+#[derive(Debug)]
+pub struct Overlay {
+    holder: Option<std::process::Child>,
+    dir: PathBuf,
+    chroot: Chroot,
+    lower: PathBuf,
+}
+
+impl Overlay {
+    /// Mounts an overlay over `lower` (a plain chroot, not an overlay) in
+    /// `dir` (created; it must not exist or be empty).
+    pub fn new(lower: &Chroot, dir: &Path) -> Result<Overlay, String> {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        if lower.is_overlay() {
+            return Err(format!("{} is an overlay already", lower.root.display()));
+        }
+        for d in ["upper", "work", "merged"] {
+            fs::create_dir_all(dir.join(d)).map_err(|e| format!("creating {}: {e}", dir.join(d).display()))?;
+        }
+        let merged = dir.join("merged");
+        let opts = format!("lowerdir={},upperdir={},workdir={}", lower.root.display(), dir.join("upper").display(), dir.join("work").display());
+        let mut child = Command::new(super::tool("unshare"))
+            .args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c", OVERLAY_HOLDER, "overlay-holder"])
+            .arg(super::tool("mount"))
+            .arg(&opts)
+            .arg(&merged)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run unshare: {e}"))?;
+        let pid = child.id();
+        let mut line = String::new();
+        let ready = child.stdout.take().map(|o| std::io::BufReader::new(o).read_line(&mut line));
+        if !matches!(ready, Some(Ok(_))) || line.trim() != "ready" {
+            drop(child.stdin.take());
+            let out = child.wait_with_output().map_err(|e| format!("waiting for the overlay holder: {e}"))?;
+            return Err(format!("mounting an overlay over {} failed: {}{}", lower.root.display(), line, String::from_utf8_lossy(&out.stderr)));
+        }
+        let chroot = Chroot {
+            root: merged.clone(),
+            host_root: Some(PathBuf::from(format!("/proc/{pid}/root")).join(merged.strip_prefix("/").unwrap_or(&merged))),
+            enter_ns: Some(pid),
+        };
+        let o = Overlay { holder: Some(child), dir: dir.to_path_buf(), chroot, lower: lower.root.clone() };
+        if !o.chroot.host_path(STAMP).is_file() {
+            return Err(format!("the overlay over {} shows no {STAMP}", lower.root.display()));
+        }
+        Ok(o)
+    }
+
+    /// The chroot to run commands and clusters in ([`crate::ClusterConfig::in_chroot`]).
+    pub fn chroot(&self) -> &Chroot {
+        &self.chroot
+    }
+
+    /// The upper layer: what was written in the overlay.
+    pub fn upper(&self) -> PathBuf {
+        self.dir.join("upper")
+    }
+
+    /// The chroot under it.
+    pub fn lower(&self) -> &Path {
+        &self.lower
+    }
+
+    /// PIDs of the processes that still have this overlay mounted (in
+    /// their `/proc/<pid>/mountinfo`): the holder and whatever runs in a
+    /// command of [`Overlay::chroot`].
+    pub fn users(&self) -> Vec<u32> {
+        overlay_users(&self.upper())
+    }
+
+    /// Ends the holder and waits (up to `timeout`) until no process has
+    /// the overlay mounted; Err names those that still do.
+    pub fn unmount(&mut self, timeout: std::time::Duration) -> Result<(), String> {
+        if let Some(mut h) = self.holder.take() {
+            drop(h.stdin.take());
+            let _ = h.wait();
+        }
+        let t0 = std::time::Instant::now();
+        loop {
+            let users = self.users();
+            if users.is_empty() {
+                return Ok(());
+            }
+            if t0.elapsed() > timeout {
+                return Err(format!("the overlay {} is still mounted by pids {users:?}", self.dir.display()));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Overlay {
+    fn drop(&mut self) {
+        match self.unmount(std::time::Duration::from_secs(10)) {
+            Ok(()) => {
+                let _ = fs::remove_dir_all(&self.dir);
+            }
+            Err(e) => eprintln!("harness: {e}; {} left in place", self.dir.display()),
+        }
+    }
+}
+
+/// PIDs whose mount table has an overlay with upper directory `upper`.
+fn overlay_users(upper: &Path) -> Vec<u32> {
+    let want = format!("upperdir={}", upper.display());
+    let Ok(rd) = fs::read_dir("/proc") else { return Vec::new() };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+        .filter(|p| {
+            fs::read_to_string(format!("/proc/{p}/mountinfo"))
+                .is_ok_and(|m| m.lines().any(|l| l.contains(" - overlay ") && l.split([',', ' ']).any(|w| w == want)))
+        })
+        .collect()
+}
+
+/// Run by the host's `/bin/sh` in the overlay's new mount namespace: `$1`
+/// mount(8), `$2` the overlay's options, `$3` where to mount it; then it
+/// says `ready` and waits for its stdin to end.
+const OVERLAY_HOLDER: &str = r#"set -e
+"$1" -t overlay overlay -o "$2" "$3"
+echo ready
+while read -r _; do :; done
+"#;
 
 /// One command of [`Chroot::timed_runs`]: a program (a path inside the
 /// chroot) and its arguments, the directory it runs in (visible inside)
@@ -427,6 +601,34 @@ mod tests {
         assert_eq!(sh_quote("a b"), "'a b'");
         assert_eq!(sh_quote("it's"), "'it'\\''s'");
         assert_eq!(sh_quote(""), "''");
+    }
+
+    /// On the first chroot that is built (skipped without one, or not as
+    /// root): what a command writes in an overlay over it lands in the
+    /// upper layer and not in the chroot, the host reads it through
+    /// `host_path`, and once unmounted no process has the overlay.
+    #[test]
+    fn overlay_over_a_chroot() {
+        let Some(lower) = chroot_releases().find_map(|r| r.chroot()).filter(|r| r.problems().is_empty()) else {
+            eprintln!("overlay_over_a_chroot: no usable test-bed chroot; skipped");
+            return;
+        };
+        let dir = crate::fsutil::make_unique_dir("gres-rs-ovl-test").expect("temp dir");
+        let mut ov = Overlay::new(&lower, &dir).unwrap_or_else(|e| panic!("{e}"));
+        let c = ov.chroot().clone();
+        assert!(c.is_overlay() && c.problems().is_empty(), "{:?}", c.problems());
+        assert_eq!(c.slurm_version(), lower.slurm_version());
+        let name = format!("gres-rs-overlay-test-{}", std::process::id());
+        let out = c.command("/bin/sh", &[]).args(["-c", &format!("echo written >/var/{name} && cat /var/{name}")]).output().expect("sh in the overlay");
+        assert!(out.status.success() && String::from_utf8_lossy(&out.stdout) == "written\n", "{out:?}");
+        assert_eq!(fs::read_to_string(c.host_path(format!("/var/{name}"))).unwrap_or_default(), "written\n");
+        assert!(ov.upper().join("var").join(&name).is_file());
+        assert!(!lower.host_path(format!("/var/{name}")).exists(), "written into the chroot itself");
+        assert!(!ov.users().is_empty());
+        ov.unmount(std::time::Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(ov.users().is_empty());
+        drop(ov);
+        assert!(!dir.exists());
     }
 
     /// On the first chroot that is built (skipped without one, or not as

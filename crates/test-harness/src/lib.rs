@@ -1070,19 +1070,29 @@ pub fn check_loaded_with(paths: &[String], our_dir: &Path, stock: &Path, names: 
 
 /// The proof of loading for a process in chroot `root` (whose paths the
 /// host cannot read as paths): by device and inode, our `<name>.so` and
-/// library in `our_dir` (a host dir bound at its own path inside) are
-/// mapped, and the chroot's stock file of each name (`stock`, a path
-/// inside) is not.
+/// library in `our_dir` are mapped, and the chroot's stock file of each
+/// name (`stock`, a path inside) is not.  `our_dir` is a path inside the
+/// chroot: a directory of the chroot itself (a package installed in an
+/// [`chroot::Overlay`]), else a host dir bound at its own path inside.
 pub fn check_mapped_in_chroot(pid: u32, root: &chroot::Chroot, our_dir: &Path, stock: &Path, names: &[&str]) -> Result<(), String> {
     let mut errs = Vec::new();
     let mapped = |f: &Path| chroot::mapping_of(pid, f).map(|m| m.is_some());
+    // The chroot's file of that path, or the host's (bound there).
+    let ours_mapped = |f: &Path| -> Result<bool, String> {
+        if let Some(inside) = root.resolve(f).filter(|p| p.is_file()) {
+            if mapped(&inside)? {
+                return Ok(true);
+            }
+        }
+        Ok(f.is_file() && mapped(f)?)
+    };
     let lib = our_dir.join(LIBRARY_FILE);
-    if !names.is_empty() && !mapped(&lib)? {
+    if !names.is_empty() && !ours_mapped(&lib)? {
         errs.push(format!("{} is NOT mapped (by device+inode)", lib.display()));
     }
     for n in names {
         let ours = our_dir.join(format!("{n}.so"));
-        if !mapped(&ours)? {
+        if !ours_mapped(&ours)? {
             errs.push(format!("{} is NOT mapped (by device+inode)", ours.display()));
         }
         if let Some(theirs) = root.resolve(stock.join(format!("{n}.so"))).filter(|p| p.is_file()) {
@@ -1680,6 +1690,24 @@ impl Cluster {
         clean_env(&mut cmd, &self.layout);
         cmd.current_dir(&self.layout.jobs);
         cmd
+    }
+
+    /// A `Command` for `prog` (a path as the daemon sees it) that sees the
+    /// files as daemon `d` does: on the host the host's; in a chroot
+    /// `nsenter --target <pid> --mount --root --wd` into the daemon's own
+    /// mount namespace, root and working directory (each chroot command has
+    /// a mount namespace of its own, and a program in another one sees the
+    /// daemon's mapped files under paths it cannot open, as `gres-rs status`
+    /// would then report).  The cluster's environment, as [`Cluster::command`].
+    pub fn command_beside(&self, d: Daemon, prog: &str) -> Result<Command, String> {
+        if self.config.chroot.is_none() {
+            return Ok(self.command(prog));
+        }
+        let pid = self.pid(d).ok_or_else(|| format!("{d:?} is not running"))?;
+        let mut cmd = Command::new(tool("nsenter"));
+        cmd.arg(format!("--target={pid}")).args(["--mount", "--root", "--wd", "--"]).arg(prog);
+        clean_env(&mut cmd, &self.layout);
+        Ok(cmd)
     }
 
     /// Runs any program with this cluster's environment and a timeout.
