@@ -364,6 +364,11 @@ fn instructions(d: &GDir, label: &str) -> Option<f64> {
         (Some(_), Some(_)) => Some(d.dir.clone()),
         (None, _) => None,
     };
+    if let Some(k) = &keep {
+        // valgrind does not make the directory (on the host the profile
+        // is written there directly).
+        let _ = std::fs::create_dir_all(k);
+    }
     let out_file = match &out_dir {
         Some(dir) => format!("--callgrind-out-file={}/{label}.%p.out", dir.display()),
         None => "--callgrind-out-file=/dev/null".to_string(),
@@ -379,7 +384,6 @@ fn instructions(d: &GDir, label: &str) -> Option<f64> {
         return None;
     }
     if let (Some(k), Some(_)) = (&keep, &d.chroot) {
-        let _ = std::fs::create_dir_all(k);
         for e in std::fs::read_dir(&d.dir).into_iter().flatten().flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if name.starts_with(&format!("{label}.")) && name.ends_with(".out") {

@@ -160,6 +160,11 @@ pub struct Behaviour {
     /// `no_gpu_env` (26.05: "Pure modifier flags like env_uuid ... let
     /// defaults or AutoDetect provide vendor flags").
     pub any_flags_drop_default_env: bool,
+    /// gres/mps and gres/shard's `DebugFlags=Gres` line before the first
+    /// record list reads `GRES: Initialized gres.conf list`, from 23.02.0
+    /// (`gres_c_s_init_share_devices`, gres_c_s.c: 23.02.8, 24.11.5,
+    /// 26.05.3 read); 22.05 spells it `Initalized` (22.05.8's gres_mps.so).
+    pub init_list_line_spelled: bool,
 }
 
 impl Default for Behaviour {
@@ -191,6 +196,7 @@ impl Behaviour {
         nvml_versioned_lib: false,
         record_line_flags: false,
         any_flags_drop_default_env: false,
+        init_list_line_spelled: false,
     };
 
     /// Whether a gres.conf value exists.

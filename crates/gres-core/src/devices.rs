@@ -71,21 +71,28 @@ pub fn trailing_number(path: &str) -> Option<i32> {
 /// How device files are looked at: `stat()` in slurmd ([`stat_device`]).
 pub type StatFn = dyn Fn(&str) -> Result<DevStat, String>;
 
-/// An OS error as C's `%m` prints it ("No such file or directory"), without
-/// std's " (os error 2)".
-fn os_error_text(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    match text.rfind(" (os error ") {
-        Some(i) if text.ends_with(')') => text[..i].to_string(),
-        _ => text,
+/// `stat(<path>): <error>` with the OS error as C's `%m` prints it ("No such
+/// file or directory"), without std's " (os error 2)": one string, formatted
+/// once (slurmd -G formats one for each missing device file of each GRES).
+fn stat_error(path: &str, e: &std::io::Error) -> String {
+    use std::fmt::Write as _;
+    let mut msg = String::with_capacity(path.len() + 48);
+    let _ = write!(msg, "stat({path}): ");
+    let text_start = msg.len();
+    let _ = write!(msg, "{e}");
+    if msg.ends_with(')') {
+        if let Some(i) = msg[text_start..].rfind(" (os error ") {
+            msg.truncate(text_start + i);
+        }
     }
+    msg
 }
 
 /// `stat()` a device file through std, the real-machine implementation of
 /// the `stat` argument of [`build_device_list`].
 pub fn stat_device(path: &str) -> Result<DevStat, String> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let meta = std::fs::metadata(path).map_err(|e| format!("stat({path}): {}", os_error_text(&e)))?;
+    let meta = std::fs::metadata(path).map_err(|e| stat_error(path, &e))?;
     let rdev = meta.rdev();
     // glibc's major()/minor() encoding of dev_t.
     let major = (((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff)) as u32;
@@ -400,6 +407,15 @@ pub fn device_id_string(dev: &GresDevice) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A missing file reads as C's `%m` prints it, without std's
+    /// " (os error 2)", even where the path itself looks like that suffix.
+    #[test]
+    fn stat_error_reads_as_slurm_logs_it() {
+        assert_eq!(stat_device("/nonexistent-gres-rs/nvidia0"), Err("stat(/nonexistent-gres-rs/nvidia0): No such file or directory".to_string()));
+        let odd = "/nonexistent-gres-rs/x (os error 1)";
+        assert_eq!(stat_device(odd), Err(format!("stat({odd}): No such file or directory")));
+    }
 
     /// Bit 14 reaches the node flags only where it means UUID.
     #[test]

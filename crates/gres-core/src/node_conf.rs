@@ -1186,6 +1186,7 @@ fn shared_load(records: &mut Vec<GresRecord>, kind: SharedKind, input: &NodeInpu
         kind,
         in_slurmd: input.stat.is_some(),
         debug_gres: true,
+        init_list_line_spelled: true,
         fake_gpus: input.fake_gpus,
         stat: input.stat.unwrap_or(&no_stat),
         log_max: LogLevel::Debug3,

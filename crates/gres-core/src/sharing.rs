@@ -80,6 +80,11 @@ pub struct LoadInput<'a> {
     pub in_slurmd: bool,
     /// `DebugFlags=Gres`: the record lists are logged at verbose, else debug.
     pub debug_gres: bool,
+    /// The release spells the line before the first list `Initialized`
+    /// (22.05: `Initalized`; [`Behaviour::init_list_line_spelled`]).
+    ///
+    /// [`Behaviour::init_list_line_spelled`]: super::behaviour::Behaviour::init_list_line_spelled
+    pub init_list_line_spelled: bool,
     /// `fake_gpus.conf` exists: also log the final list in the parsable form
     /// that Slurm's own tests read.
     pub fake_gpus: bool,
@@ -114,7 +119,7 @@ fn load_inner(input: &LoadInput<'_>, logs: &mut Log) -> Result<Loaded, String> {
     let name = input.kind.name();
     let list_level = if input.debug_gres { LogLevel::Verbose } else { LogLevel::Debug };
     if input.debug_gres {
-        logs.push(LogLevel::Verbose, "GRES: Initalized gres.conf list");
+        logs.push(LogLevel::Verbose, if input.init_list_line_spelled { "GRES: Initialized gres.conf list" } else { "GRES: Initalized gres.conf list" });
     }
     logs.push_each(list_level, input.records, to_log_line);
 
@@ -658,7 +663,16 @@ mod tests {
     }
 
     fn load_ok(records: &[GresRecord], kind: SharedKind) -> (Loaded, Vec<LogLine>) {
-        let input = LoadInput { records, kind, in_slurmd: true, debug_gres: false, fake_gpus: false, stat: &fake_stat, log_max: LogLevel::Debug3 };
+        let input = LoadInput {
+            records,
+            kind,
+            in_slurmd: true,
+            debug_gres: false,
+            init_list_line_spelled: true,
+            fake_gpus: false,
+            stat: &fake_stat,
+            log_max: LogLevel::Debug3,
+        };
         let (r, logs) = load(&input);
         (r.unwrap_or_else(|e| panic!("{e}: {logs:?}")), logs)
     }
@@ -853,6 +867,7 @@ mod tests {
             kind: SharedKind::Mps,
             in_slurmd: true,
             debug_gres: false,
+            init_list_line_spelled: true,
             fake_gpus: false,
             stat: &fake_stat,
             log_max: LogLevel::Debug3,
@@ -870,6 +885,7 @@ mod tests {
             kind: SharedKind::Mps,
             in_slurmd: false,
             debug_gres: true,
+            init_list_line_spelled: false,
             fake_gpus: true,
             stat: &fake_stat,
             log_max: LogLevel::Debug3,
@@ -878,6 +894,10 @@ mod tests {
         let l = r.unwrap();
         assert!(l.devices.is_empty(), "no device files outside slurmd");
         let text: Vec<&str> = logs.iter().map(|l| l.message.as_str()).collect();
+        // As 22.05 spells it; later releases as their gres_c_s.c does.
+        assert_eq!((text[0], logs[0].level), ("GRES: Initalized gres.conf list", LogLevel::Verbose));
+        let (_, later) = load(&LoadInput { init_list_line_spelled: true, ..input });
+        assert_eq!(later[0].message, "GRES: Initialized gres.conf list");
         let fin = text.iter().position(|m| *m == "Final gres.conf list:").unwrap();
         assert_eq!(logs[fin].level, LogLevel::Verbose);
         assert_eq!(

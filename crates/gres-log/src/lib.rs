@@ -20,15 +20,17 @@ pub const UNPREFIXED: &str = "slurm::unprefixed";
 /// Log a core line at its level.  `GRES_PARSABLE[...]` lines, which Slurm's
 /// own testsuite reads, are logged exactly as the stock plugins log them.
 pub fn emit(line: &LogLine) {
-    let m = &line.message;
+    // The text as a `str` field: the subscriber takes it as it is, with no
+    // formatting pass over it.
+    let m = line.message.as_str();
     match line.level {
-        LogLevel::Error => tracing::error!("{m}"),
-        LogLevel::Info if m.starts_with("GRES_PARSABLE[") => tracing::info!(target: UNPREFIXED, "{m}"),
-        LogLevel::Info => tracing::info!("{m}"),
-        LogLevel::Verbose => tracing::info!(target: VERBOSE, "{m}"),
-        LogLevel::Debug => tracing::debug!("{m}"),
-        LogLevel::Debug2 => tracing::trace!("{m}"),
-        LogLevel::Debug3 => tracing::trace!(target: DEBUG3, "{m}"),
+        LogLevel::Error => tracing::error!(message = m),
+        LogLevel::Info if m.starts_with("GRES_PARSABLE[") => tracing::info!(target: UNPREFIXED, message = m),
+        LogLevel::Info => tracing::info!(message = m),
+        LogLevel::Verbose => tracing::info!(target: VERBOSE, message = m),
+        LogLevel::Debug => tracing::debug!(message = m),
+        LogLevel::Debug2 => tracing::trace!(message = m),
+        LogLevel::Debug3 => tracing::trace!(target: DEBUG3, message = m),
     }
 }
 

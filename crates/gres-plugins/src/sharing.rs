@@ -43,6 +43,7 @@ fn load(kind: SharedKind, host: &dyn Host, cfg: NodeConfig, records: &mut Vec<Gr
         kind,
         in_slurmd: cfg.in_slurmd,
         debug_gres: host.debug_gres(),
+        init_list_line_spelled: host.behaviour().init_list_line_spelled,
         fake_gpus,
         stat: &devices::stat_device,
         log_max: crate::log::max_level(),

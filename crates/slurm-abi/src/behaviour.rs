@@ -64,6 +64,7 @@ pub fn for_release(major: u32, minor: u32, micro: u32) -> Option<Behaviour> {
         nvml_versioned_lib: at_least((24, 5, 0)),
         record_line_flags: at_least((23, 2, 0)),
         any_flags_drop_default_env: at_least((23, 2, 0)) && !at_least((26, 5, 0)),
+        init_list_line_spelled: at_least((23, 2, 0)),
     })
 }
 
@@ -123,6 +124,7 @@ mod tests {
     fn mid_series_boundaries() {
         assert!(!b(23, 2, 6).shared_task_env_order_fixed && b(23, 2, 7).shared_task_env_order_fixed);
         assert!(b(23, 2, 0).stateless_env && b(23, 2, 0).flag_explicit);
+        assert!(!b(22, 5, 8).init_list_line_spelled && b(23, 2, 0).init_list_line_spelled && b(26, 5, 3).init_list_line_spelled);
         assert_eq!(b(23, 11, 3).conf_bit14, ConfBit14::Unused);
         assert_eq!(b(23, 11, 4).conf_bit14, ConfBit14::GlobalIndex);
         assert!(b(23, 11, 0).autodetect_nrt && !b(23, 2, 8).autodetect_nrt);

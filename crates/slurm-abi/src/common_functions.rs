@@ -71,8 +71,12 @@ fn loaded_objects(names: &[&str]) -> Vec<String> {
             // passed, alive and not otherwise borrowed until
             // dl_iterate_phdr returns.
             let found = unsafe { &mut *data.cast::<Found>() };
-            if let Ok(path) = name.to_str() {
-                if found.names.contains(&path.rsplit('/').next().unwrap_or(path)) {
+            // The file name compared as bytes: only a match is checked
+            // for UTF-8 and copied (slurmd has some 40 objects loaded).
+            let bytes = name.to_bytes();
+            let base = bytes.rsplit(|&b| b == b'/').next().unwrap_or(bytes);
+            if found.names.iter().any(|n| n.as_bytes() == base) {
+                if let Ok(path) = name.to_str() {
                     found.paths.push(path.to_string());
                 }
             }

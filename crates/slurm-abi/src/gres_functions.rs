@@ -28,7 +28,6 @@ pub unsafe fn node_config_load<P: GresPlugin>(list: sys::List, cfg: *mut sys::no
         let config = NodeConfig { cpu_cnt: c.cpu_cnt, in_slurmd: c.in_slurmd };
         // SAFETY: `list` is slurmd's valid list of gres_slurmd_conf_t.
         let mut records = unsafe { slurm::records_from_list(list) };
-        let before = records.clone();
         let rc = match P::node_config_load(&host, config, &mut records) {
             Ok(()) => SLURM_SUCCESS,
             Err(e) => {
@@ -36,7 +35,11 @@ pub unsafe fn node_config_load<P: GresPlugin>(list: sys::List, cfg: *mut sys::no
                 SLURM_ERROR
             }
         };
-        if records != before {
+        // The list is still what `records` was copied from: compared in
+        // place rather than against a kept copy (slurmd -G loads three
+        // plugins, each copying the node's whole list).
+        // SAFETY: same list, unchanged since it was copied.
+        if !unsafe { slurm::list_matches_records(list, &records) } {
             // SAFETY: same list; records rebuilt the way slurmd frees them.
             unsafe { slurm::replace_list_records(list, &records) };
         }

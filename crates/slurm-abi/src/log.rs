@@ -8,7 +8,7 @@
 use super::sys;
 use gres_log as targets;
 use std::cell::Cell;
-use std::ffi::CString;
+use std::ffi::CStr;
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 use tracing::field::{Field, Visit};
@@ -70,11 +70,15 @@ fn level_enabled(level: sys::log_level_t) -> bool {
     current >= level as i32
 }
 
-/// Send one finished line to slurmd's log.
+/// Send one finished line to slurmd's log.  The line's own buffer takes the
+/// terminating NUL (no copy, no shrink as `CString::new` does: one line of
+/// each record and device file in `slurmd -G`).
 fn emit(level: sys::log_level_t, line: String) {
     // Interior NULs would truncate the line; replace them.
     let line = if line.contains('\0') { line.replace('\0', "\\0") } else { line };
-    let c = CString::new(line).unwrap_or_default();
+    let mut bytes = line.into_bytes();
+    bytes.push(0);
+    let c = CStr::from_bytes_with_nul(&bytes).unwrap_or_default();
     // SAFETY: the format is a constant "%s" and the single argument is a
     // valid NUL-terminated string that outlives the call.
     unsafe { sys::slurm_log_var(level, c"%s".as_ptr(), c.as_ptr()) };

@@ -169,6 +169,91 @@ pub unsafe fn records_from_list(list: sys::List) -> Vec<GresRecord> {
     out
 }
 
+/// Whether C string `p` reads as `s` does through [`string_from_c`],
+/// without copying it.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string valid for the call.
+unsafe fn string_matches_c(s: Option<&str>, p: *const c_char) -> bool {
+    match (s, p.is_null()) {
+        (None, true) => true,
+        (Some(s), false) => {
+            // SAFETY: non-NULL and NUL-terminated per the caller's contract.
+            let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
+            match std::str::from_utf8(bytes) {
+                Ok(c) => c == s,
+                Err(_) => String::from_utf8_lossy(bytes) == s,
+            }
+        }
+        _ => false,
+    }
+}
+
+/// Whether bitmap `b` reads as `bits` does through [`bitmap_from_c`].
+///
+/// # Safety
+/// `b` is NULL or a valid bitmap.
+unsafe fn bitmap_matches_c(bits: Option<&Bitmap>, b: *mut sys::bitstr_t) -> bool {
+    match (bits, b.is_null()) {
+        (None, true) => true,
+        (Some(bits), false) => {
+            // SAFETY: `b` is a valid bitmap per the caller's contract.
+            let size = unsafe { sys::slurm_bit_size(b) }.max(0) as usize;
+            // SAFETY: every index is within the bitmap's size.
+            size == bits.size() && (0..size).all(|i| (unsafe { sys::slurm_bit_test(b, i as i64) } != 0) == bits.test(i))
+        }
+        _ => false,
+    }
+}
+
+/// Whether `list` holds exactly `records`, as [`records_from_list`] would
+/// copy it: compared in place, so that a plugin need not keep a copy of
+/// what it was given to tell whether it changed it.
+///
+/// # Safety
+/// `list` is NULL or a valid List whose elements are `gres_slurmd_conf_t`.
+pub unsafe fn list_matches_records(list: sys::List, records: &[GresRecord]) -> bool {
+    if list.is_null() {
+        return records.is_empty();
+    }
+    let mut same = true;
+    let mut n = 0;
+    // SAFETY: valid list per the caller's contract; the iterator is
+    // destroyed before returning and elements are only read; their strings
+    // are NULL or valid and their bitmaps NULL or valid.
+    unsafe {
+        let it = sys::slurm_list_iterator_create(list);
+        loop {
+            let e = sys::slurm_list_next(it) as *const sys::gres_slurmd_conf_t;
+            if e.is_null() {
+                break;
+            }
+            let Some(r) = records.get(n) else {
+                same = false;
+                break;
+            };
+            n += 1;
+            let c = &*e;
+            same = c.config_flags == r.flags.0
+                && c.count == r.count
+                && c.cpu_cnt == r.cpu_cnt
+                && c.plugin_id == r.plugin_id
+                && (if c.name.is_null() { r.name.is_empty() } else { string_matches_c(Some(r.name.as_str()), c.name) })
+                && string_matches_c(r.cpus.as_deref(), c.cpus)
+                && string_matches_c(r.file.as_deref(), c.file)
+                && string_matches_c(r.links.as_deref(), c.links)
+                && string_matches_c(r.type_name.as_deref(), c.type_name)
+                && string_matches_c(r.unique_id.as_deref(), c.unique_id)
+                && bitmap_matches_c(r.cpus_bitmap.as_ref(), c.cpus_bitmap);
+            if !same {
+                break;
+            }
+        }
+        sys::slurm_list_iterator_destroy(it);
+    }
+    same && n == records.len()
+}
+
 /// Replace the content of a record list (whose destructor is slurmd's
 /// `destroy_gres_slurmd_conf`) with `records`.
 ///
