@@ -127,8 +127,7 @@ per_release! {
     /// stock).  Before 26.05 the value does not exist and ours ends as stock
     /// does in both cases.
     fn autodetect_full_ends_as_stock(bed) {
-        let v: Vec<u32> = bed.version.split('.').filter_map(|n| n.parse().ok()).collect();
-        let full = v.len() == 3 && slurm_gpu_gres::ffi::behaviour::for_release(v[0], v[1], v[2]).is_some_and(|b| b.autodetect_full);
+        let full = bed.ours_behaviour().autodetect_full;
         let node = |plugins: PluginSet, autodetect: &str, env: Vec<(String, String)>| {
             let conf = format!("AutoDetect={autodetect}\nName=gpu File={{DEV}}/nvidia[0-1]\n");
             let mut c = ClusterConfig::gpus(plugins, 2).with_cpus(1, 2, 1).with_gres("gpu:2", &conf).with_binds(standin::chroot_binds());
