@@ -16,6 +16,14 @@ pub const DEBUG3: &str = "slurm::debug3";
 pub const FATAL: &str = "slurm::fatal";
 /// Info, without the plugin prefix: lines other tools parse.
 pub const UNPREFIXED: &str = "slurm::unprefixed";
+/// A warning as the stock plugins log it: through Slurm's `warning()`
+/// where the release has one (23.02+: the daemon adds its `warning: `
+/// level word where it prefixes levels), as `info("WARNING: ...")` in
+/// 22.05.  The core words such lines as 22.05 does (`WARNING: ` first);
+/// [`emit`] hands them on without that word.
+pub const STOCK_WARNING: &str = "slurm::warning";
+/// How the core begins a line that is a stock warning.
+pub const WARNING_WORD: &str = "WARNING: ";
 
 /// Log a core line at its level.  `GRES_PARSABLE[...]` lines, which Slurm's
 /// own testsuite reads, are logged exactly as the stock plugins log them.
@@ -26,6 +34,7 @@ pub fn emit(line: &LogLine) {
     match line.level {
         LogLevel::Error => tracing::error!(message = m),
         LogLevel::Info if m.starts_with("GRES_PARSABLE[") => tracing::info!(target: UNPREFIXED, message = m),
+        LogLevel::Info if m.starts_with(WARNING_WORD) => tracing::warn!(target: STOCK_WARNING, message = &m[WARNING_WORD.len()..]),
         LogLevel::Info => tracing::info!(message = m),
         LogLevel::Verbose => tracing::info!(target: VERBOSE, message = m),
         LogLevel::Debug => tracing::debug!(message = m),

@@ -50,7 +50,7 @@ const NO_PLUGIN: &str = "gres-rs";
 fn slurm_level(meta: &Metadata<'_>) -> sys::log_level_t {
     match meta.target() {
         t if t == targets::FATAL => return sys::LOG_LEVEL_FATAL,
-        t if t == targets::UNPREFIXED => return sys::LOG_LEVEL_INFO,
+        t if t == targets::UNPREFIXED || t == targets::STOCK_WARNING => return sys::LOG_LEVEL_INFO,
         t if t == targets::VERBOSE => return sys::LOG_LEVEL_VERBOSE,
         t if t == targets::DEBUG3 => return sys::LOG_LEVEL_DEBUG3,
         _ => {}
@@ -74,14 +74,42 @@ fn level_enabled(level: sys::log_level_t) -> bool {
 /// terminating NUL (no copy, no shrink as `CString::new` does: one line of
 /// each record and device file in `slurmd -G`).
 fn emit(level: sys::log_level_t, line: String) {
-    // Interior NULs would truncate the line; replace them.
+    with_c_line(line, |c| {
+        // SAFETY: the format is a constant "%s" and the single argument is
+        // a valid NUL-terminated string that outlives the call.
+        unsafe { sys::slurm_log_var(level, c"%s".as_ptr(), c.as_ptr()) };
+    });
+}
+
+/// `line` as a C string for `f`; interior NULs, which would truncate it,
+/// replaced.
+fn with_c_line(line: String, f: impl FnOnce(&CStr)) {
     let line = if line.contains('\0') { line.replace('\0', "\\0") } else { line };
     let mut bytes = line.into_bytes();
     bytes.push(0);
-    let c = CStr::from_bytes_with_nul(&bytes).unwrap_or_default();
-    // SAFETY: the format is a constant "%s" and the single argument is a
-    // valid NUL-terminated string that outlives the call.
-    unsafe { sys::slurm_log_var(level, c"%s".as_ptr(), c.as_ptr()) };
+    f(CStr::from_bytes_with_nul(&bytes).unwrap_or_default());
+}
+
+/// A stock plugin's warning ([`targets::STOCK_WARNING`]): Slurm's own
+/// `warning()` from 23.02, so the line carries the daemon's `warning: `
+/// level word exactly where stock's does (a log file; `slurmd -G` from
+/// 24.11, where stderr lines have level words too).
+#[cfg(slurm_log_warning)]
+fn emit_warning(prefix_len: usize, line: String) {
+    let _ = prefix_len;
+    with_c_line(line, |c| {
+        // SAFETY: warning(const char *fmt, ...) of libslurmfull (23.02+,
+        // src/common/log.c); the format is a constant "%s" and the single
+        // argument a valid NUL-terminated string that outlives the call.
+        unsafe { sys::warning(c"%s".as_ptr(), c.as_ptr()) };
+    });
+}
+
+/// 22.05 has no `warning()`; its plugins wrote `info("WARNING: ...")`.
+#[cfg(not(slurm_log_warning))]
+fn emit_warning(prefix_len: usize, mut line: String) {
+    line.insert_str(prefix_len, targets::WARNING_WORD);
+    emit(sys::LOG_LEVEL_INFO, line);
 }
 
 /// Log an error line directly (used by the panic guard, which must not
@@ -139,9 +167,14 @@ impl Subscriber for SlurmLog {
             v.line.push_str(CURRENT.get().unwrap_or(NO_PLUGIN));
             v.line.push_str(": ");
         }
+        let prefix_len = v.line.len();
         event.record(&mut v);
         v.line.push_str(&v.fields);
-        emit(slurm_level(meta), v.line);
+        if meta.target() == targets::STOCK_WARNING {
+            emit_warning(prefix_len, v.line);
+        } else {
+            emit(slurm_level(meta), v.line);
+        }
     }
     fn enter(&self, _span: &Id) {}
     fn exit(&self, _span: &Id) {}

@@ -39,7 +39,7 @@ const fn change(cfg: &'static str, since: &'static str, until: Option<&'static s
 }
 
 /// What changed when, by release series.
-pub const CHANGES: [Change; 16] = [
+pub const CHANGES: [Change; 17] = [
     // The entry points slurmd resolves (syms[]); the entry-point list
     // (entry_points.rs) carries the same ranges per function.
     change("slurm_epilog_env", "22.05", Some("23.02"), "gres_p_epilog_build_env / gres_p_epilog_set_env (src/common/gres.c syms[])"),
@@ -71,6 +71,12 @@ pub const CHANGES: [Change; 16] = [
     // none of these; recorded for code that will).
     change("slurm_add_gres_to_list_record", "23.02", None, "add_gres_to_list(list, gres_slurmd_conf_t *) (22.05: 11 arguments)"),
     change("slurm_core_device_helpers", "23.02", None, "gres_node_config_load / gres_send_stepd / gres_recv_stepd in libslurmfull"),
+    change(
+        "slurm_log_warning",
+        "23.02",
+        None,
+        "warning() exported by libslurmfull (src/common/log.c); the stock plugins warn through it (22.05: info(\"WARNING: ...\")), and so does ours",
+    ),
     change("slurm_list_remove_first_alias", "23.11", None, "list_remove_first also exported as slurm_list_remove_first (strong_alias, list.c)"),
     change(
         "slurm_run_in_daemon_mask",

@@ -27,6 +27,12 @@ const _: () = {
     assert!(InternalFlags::PROTECT_ENV == GRES_INTERNAL_FLAG_PROTECT_ENV);
 };
 
+// libslurmfull's warning() (src/common/log.c, 23.02+; 22.05 has none).
+#[cfg(slurm_log_warning)]
+extern "C" {
+    pub fn warning(fmt: *const core::ffi::c_char, ...);
+}
+
 // Functions of the C shim (src/shim.c).
 extern "C" {
     pub fn gres_rs_debug_flags() -> u64;
