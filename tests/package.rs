@@ -317,6 +317,14 @@ fn package_in_chroot(bed: &testbed::TestBed) {
         assert!(ours.lines().any(|l| l.trim_end() == want), "{want} in:\n{status}");
     }
     assert!(ours.contains(&format!("  library      ours                  {}/{LIBRARY_FILE}", plugin_dir.display())) && !ours.contains("replaced"), "{ours}");
+    // And from the host's mount namespace (an admin's shell outside the
+    // chroot): the same files, none "replaced" (the paths in slurmd's maps
+    // are those of the overlay's namespace, looked up through
+    // /proc/<pid>/root).
+    let (_, outside) = run(Command::new(env!("CARGO_BIN_EXE_gres-rs")).arg("status"));
+    let outside = status_lines_of(&outside, slurmd);
+    assert!(!outside.is_empty() && outside.contains("ours") && !outside.contains("replaced"), "gres-rs status from the host's namespace:
+{outside}");
     c.stop();
     drop(c);
 

@@ -132,7 +132,15 @@ fn status_of(pid: u32, name: &str) -> DaemonStatus {
                 }
                 read_limited(Path::new(&m.path)).map_err(|e| format!("cannot read {}: {e}", m.path))
             };
-            let installed = |p: &str| fs::metadata(p).ok().map(|md| (split_dev(md.dev()), md.ino()));
+            // What is installed now at that path as the daemon sees it:
+            // through its own root (`/proc/<pid>/root`: a daemon in a
+            // chroot or another mount namespace, whose maps name paths of
+            // its mounts), else the path as this process sees it (the
+            // kernel shows a chroot's file by its path from our root).
+            let installed = |p: &str| {
+                let rel = p.strip_prefix('/').unwrap_or(p);
+                fs::metadata(proc_dir.join("root").join(rel)).or_else(|_| fs::metadata(p)).ok().map(|md| (split_dev(md.dev()), md.ino()))
+            };
             Ok(plugin_uses(&files, &read, &installed))
         }
     };
