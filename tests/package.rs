@@ -323,8 +323,7 @@ fn package_in_chroot(bed: &testbed::TestBed) {
     // /proc/<pid>/root).
     let (_, outside) = run(Command::new(env!("CARGO_BIN_EXE_gres-rs")).arg("status"));
     let outside = status_lines_of(&outside, slurmd);
-    assert!(!outside.is_empty() && outside.contains("ours") && !outside.contains("replaced"), "gres-rs status from the host's namespace:
-{outside}");
+    assert!(!outside.is_empty() && outside.contains("ours") && !outside.contains("replaced"), "gres-rs status from the host's namespace:\n{outside}");
     c.stop();
     drop(c);
 
