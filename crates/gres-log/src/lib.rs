@@ -19,8 +19,10 @@ pub const UNPREFIXED: &str = "slurm::unprefixed";
 /// A warning as the stock plugins log it: through Slurm's `warning()`
 /// where the release has one (23.02+: the daemon adds its `warning: `
 /// level word where it prefixes levels), as `info("WARNING: ...")` in
-/// 22.05.  The core words such lines as 22.05 does (`WARNING: ` first);
-/// [`emit`] hands them on without that word.
+/// 22.05; without the plugin prefix, as stock writes them (so that
+/// where the daemon shows no level word, 23.02-24.05's `slurmd -G`, the
+/// line is stock's exactly).  The core words such lines as 22.05 does
+/// (`WARNING: ` first); [`emit`] hands them on without that word.
 pub const STOCK_WARNING: &str = "slurm::warning";
 /// How the core begins a line that is a stock warning.
 pub const WARNING_WORD: &str = "WARNING: ";

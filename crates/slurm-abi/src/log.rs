@@ -163,7 +163,7 @@ impl Subscriber for SlurmLog {
         let mut v = MessageVisitor { line: String::with_capacity(160), fields: String::new() };
         // Lines other tools parse (Slurm's testsuite reads GRES_PARSABLE
         // lines) are logged exactly as the stock plugins log them.
-        if meta.target() != targets::UNPREFIXED {
+        if meta.target() != targets::UNPREFIXED && meta.target() != targets::STOCK_WARNING {
             v.line.push_str(CURRENT.get().unwrap_or(NO_PLUGIN));
             v.line.push_str(": ");
         }
