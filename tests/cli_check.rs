@@ -228,8 +228,18 @@ struct CheckResult {
     output: String,
 }
 
-fn run_check(etc: &Path, node: &str, dir: &Path, release: &str) -> CheckResult {
-    let out = Command::new(GRES_RS)
+/// `gres-rs check` of the node, run where slurmd runs: for a test-bed
+/// chroot inside it (its PluginDir is a path there), the cluster
+/// directory and the tool's own directory bound at the same paths.
+fn run_check(etc: &Path, node: &str, dir: &Path, release: &str, chroot: Option<&harness::chroot::Chroot>) -> CheckResult {
+    let mut cmd = match chroot {
+        None => Command::new(GRES_RS),
+        Some(root) => {
+            let tool_dir = Path::new(GRES_RS).parent().expect("gres-rs has a directory").to_path_buf();
+            root.command(GRES_RS, &[dir.to_path_buf(), tool_dir])
+        }
+    };
+    let out = cmd
         .arg("check")
         .arg("--slurm-release")
         .arg(release)
@@ -285,7 +295,7 @@ per_release! {
     for case in &cases {
         let g = Cluster::slurmd_g(&case.cfg);
         let slurmd_starts = g.output.ok();
-        let check = run_check(&g.dir.join("etc"), &case.cfg.node_name, &g.dir, &bed.version);
+        let check = run_check(&g.dir.join("etc"), &case.cfg.node_name, &g.dir, &bed.version, bed.chroot.as_ref());
         let slurmd_lines = g.gres_lines();
         let mut problems = Vec::new();
         if let Some(expect) = case.expect {

@@ -71,14 +71,15 @@ per_release! {
         let lib_dir = standin::library_dir();
 
         let mut stock = node(PluginSet::Stock);
-        // Where gpu/nvml flags MIG devices UUID and MIG
-        // (`Behaviour::nvml_flags_mig_devices`), fake_gpus.conf asks for
-        // UUID itself (`env_uuid`); MIG it cannot say, so that flag is
-        // added to the stock lines of the MIG devices (and nothing else).
-        let mig_flags = bed.behaviour.nvml_flags_mig_devices;
+        // Where gpu/nvml flags MIG devices MIG (`Behaviour::nvml_flags_mig`,
+        // 25.11+) and UUID (`nvml_flags_mig_uuid`, 26.05), fake_gpus.conf
+        // asks for UUID itself (`env_uuid`); MIG it cannot say, so that
+        // flag is added to the stock lines of the MIG devices (and nothing
+        // else).
+        let mig_flags = bed.behaviour.nvml_flags_mig;
         let fake: String = FAKE_GPUS
             .lines()
-            .map(|l| if mig_flags && l.contains("|MIG-") { format!("{l},env_uuid\n") } else { format!("{l}\n") })
+            .map(|l| if bed.behaviour.nvml_flags_mig_uuid && l.contains("|MIG-") { format!("{l},env_uuid\n") } else { format!("{l}\n") })
             .collect();
         stock.fake_gpus_conf = Some(fake);
         let want = Cluster::slurmd_g(&stock);

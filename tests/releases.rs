@@ -19,10 +19,12 @@
 //!    are exactly those; every symbol it takes from Slurm (undefined and
 //!    without a symbol version: glibc's carry one) is exported by that
 //!    release's `libslurmfull.so` (`nm -D --defined-only`): the real one
-//!    for 22.05.8 (installed), 24.11.5 and 26.05.5 (chroots); for the
-//!    tarball series, where no binary is at hand, defined in the source
-//!    of `src/common`, `src/interfaces`, `src/api` (a function definition
-//!    or a `strong_alias`), which is weaker and says so.
+//!    for 22.05.8 (installed), 24.11.5 and 26.05.5 (chroots), and for a
+//!    tarball series whose release the test bed has built
+//!    (`tests/testbed/slurm-source.sh`); otherwise, where no binary is at
+//!    hand, defined in the source of `src/common`, `src/interfaces`,
+//!    `src/api` (a function definition or a `strong_alias`), which is
+//!    weaker and says so.
 //!
 //! A series whose headers or source are missing is skipped with a line
 //! saying why (a failure under `CI=true` / `GRES_RS_REQUIRE_SLURM=1`).
@@ -132,7 +134,15 @@ fn inputs(t: &Target) -> Result<(PathBuf, Option<PathBuf>), String> {
             if !out.status.success() {
                 return Err(format!("slurm-include.sh {}: {}", t.version, String::from_utf8_lossy(&out.stderr).trim()));
             }
-            Ok((PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()), None))
+            // The release built from this source by the test bed
+            // (tests/testbed/slurm-source.sh), when it is there: its real
+            // libslurmfull.so.
+            let lib = harness::chroot::SOURCE_RELEASES
+                .into_iter()
+                .find(|r| r.slurm == t.version)
+                .and_then(|r| r.open().ok())
+                .and_then(|root| root.resolve(root.libslurmfull()));
+            Ok((PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()), lib))
         }
     }
 }

@@ -10,7 +10,9 @@
 # Then builds (or reuses) the test bed's chroots of the other Debian Slurm
 # releases, trixie (24.11) and sid (26.05), with tests/testbed/debian-chroot.sh
 # under /var/cache/slurm-gpu-gres/chroot (about a minute each the first
-# time, nothing when present; GRES_RS_NO_CHROOTS=1 skips them).
+# time, nothing when present; GRES_RS_NO_CHROOTS=1 skips them), and the
+# chroots of the releases built from source that GRES_RS_SLURM names, with
+# tests/testbed/slurm-source.sh.
 #
 # Prints, as its last line, `GRES_RS_SLURM_SRC=<dir of the unpacked source>`.
 set -euo pipefail
@@ -148,6 +150,34 @@ if [ "${GRES_RS_NO_CHROOTS:-0}" = 1 ]; then
 else
     for suite in trixie sid; do
         "${SUDO[@]}" bash "$(dirname "$0")/testbed/debian-chroot.sh" "$suite" >&2
+    done
+fi
+
+# --- 6. releases built from source (23.02, 23.11, 24.05, 25.05, 25.11) -------
+# Those GRES_RS_SLURM names (all, source, or a series such as source:23.11),
+# each a chroot of tests/testbed/slurm-source.sh (a few minutes each the
+# first time on 2 cores, nothing when present).
+SOURCE_SERIES=(23.02 23.11 24.05 25.05 25.11)
+want_source=()
+IFS=, read -ra sel <<<"${GRES_RS_SLURM:-}"
+for item in "${sel[@]}"; do
+    item="${item// /}"
+    case "$item" in
+        all | source) want_source=("${SOURCE_SERIES[@]}") ;;
+        *)
+            s="${item#source:}"
+            s="$(echo "$s" | cut -d. -f1,2)"
+            for k in "${SOURCE_SERIES[@]}"; do
+                if [ "$k" = "$s" ] && [[ " ${want_source[*]} " != *" $k "* ]]; then
+                    want_source+=("$k")
+                fi
+            done
+            ;;
+    esac
+done
+if [ "${GRES_RS_NO_CHROOTS:-0}" != 1 ]; then
+    for s in "${want_source[@]}"; do
+        "${SUDO[@]}" bash "$(dirname "$0")/testbed/slurm-source.sh" "$s" >&2
     done
 fi
 

@@ -4,8 +4,11 @@
 #
 #   tests/testbed/debian-chroot.sh trixie   # Debian 13, Slurm 24.11
 #   tests/testbed/debian-chroot.sh sid      # Debian unstable, Slurm 26.05
+#   tests/testbed/debian-chroot.sh build    # Debian 12 with Slurm's build
+#                                           # dependencies and no Slurm: the
+#                                           # base of tests/testbed/slurm-source.sh
 #
-# The chroot is ${GRES_RS_CHROOT_DIR:-/var/cache/slurm-gpu-gres/chroot}/<suite>.
+# The chroot is ${GRES_RS_CHROOT_DIR:-/var/cache/slurm-gpu-gres/chroot}/<name>.
 # It is built in a temporary directory next to it and renamed into place only
 # once complete, with a stamp file (.gres-rs-chroot-stamp) recording the
 # package versions: a directory without the stamp is never used, and an
@@ -20,21 +23,48 @@
 set -euo pipefail
 
 SUITE="${1:-}"
+# The tools the harness and the jobs call (setpriv, mount from util-linux;
+# kill, ps), in every chroot.
+TOOLS=(coreutils procps util-linux mount bash)
 case "$SUITE" in
-    trixie | sid) ;;
+    trixie | sid)
+        DIST=$SUITE
+        COMPONENTS=main
+        NVML_STUB=0
+        # What the test bed needs inside: the Slurm daemons and clients,
+        # munge, the headers (slurm_version.h, the version the harness
+        # reads).  valgrind: the benchmark counts slurmd's instructions
+        # inside the chroot.
+        PKGS=(slurmd slurmctld slurm-client munge libslurm-dev "${TOOLS[@]}" valgrind)
+        WITH_SLURM=1
+        ;;
+    build)
+        # Debian 12's compiler (gcc 12 builds every series from 23.02 on)
+        # and the libraries Debian builds its slurm-wlm with that the test
+        # bed's plugins use (munge; hwloc for slurmd's CPU layout, as in
+        # Debian's build), munged itself, and xz for the tarballs.
+        # And, so that configure finds NVML as in Debian's build of
+        # slurm-wlm (HAVE_NVML: slurmd selects gpu/nvml for
+        # AutoDetect=nvml), a CUDA-like /opt/nvml: include/nvml.h from
+        # libnvidia-ml-dev (non-free; only downloaded, its driver library
+        # does not install here) and lib/stubs/libnvidia-ml.so, a stub with
+        # the one symbol configure links against (slurmd dlopens the real
+        # library at run time).  valgrind: tests/gpu_leaks.rs runs slurmd
+        # under it.
+        DIST=bookworm
+        COMPONENTS=main,non-free
+        PKGS=(build-essential pkg-config libmunge-dev munge libhwloc-dev xz-utils "${TOOLS[@]}" valgrind)
+        WITH_SLURM=0
+        NVML_STUB=1
+        ;;
     *)
-        echo "usage: $0 trixie|sid" >&2
+        echo "usage: $0 trixie|sid|build" >&2
         exit 2
         ;;
 esac
 BASE="${GRES_RS_CHROOT_DIR:-/var/cache/slurm-gpu-gres/chroot}"
 TARGET="$BASE/$SUITE"
 STAMP_NAME=.gres-rs-chroot-stamp
-# What the test bed needs inside: the Slurm daemons and clients, munge, the
-# headers (slurm_version.h, the version the harness reads), and the tools the
-# harness and the jobs call (setpriv, mount from util-linux; kill, ps).
-# valgrind: the benchmark counts slurmd's instructions inside the chroot.
-PKGS=(slurmd slurmctld slurm-client munge libslurm-dev coreutils procps util-linux mount bash valgrind)
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 
 log() { echo "debian-chroot[$SUITE]: $*" >&2; }
@@ -66,7 +96,9 @@ has_all_packages() {
 }
 
 ready() {
-    [ -f "$TARGET/$STAMP_NAME" ] && has_slurmd "$TARGET" && [ -n "$(slurm_version "$TARGET")" ] && has_all_packages
+    [ -f "$TARGET/$STAMP_NAME" ] && has_all_packages || return 1
+    [ "$NVML_STUB" = 0 ] || [ -f "$TARGET/opt/nvml/include/nvml.h" ] || return 1
+    [ "$WITH_SLURM" = 0 ] || { has_slurmd "$TARGET" && [ -n "$(slurm_version "$TARGET")" ]; }
 }
 
 stale() {
@@ -75,7 +107,7 @@ stale() {
 
 report() {
     log "reusing $TARGET ($(grep -E '^(built|slurmd) ' "$TARGET/$STAMP_NAME" | tr '\n' ' '))"
-    echo "$SUITE $TARGET $(slurm_version "$TARGET")"
+    echo "$SUITE $TARGET $(slurm_version "$TARGET" || echo none)"
 }
 
 if ready; then
@@ -157,8 +189,8 @@ start=$(date +%s)
 # Everything below runs in a private mount namespace, in a process group
 # of its own (setsid execs: $BUILDER is its leader).
 setsid unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
-    suite=$1 dir=$2 mirror=$3; shift 3
-    debootstrap --variant=minbase "$suite" "$dir" "$mirror" >"$dir.debootstrap.log" 2>&1 || {
+    suite=$1 dir=$2 mirror=$3 components=$4 nvml_stub=$5; shift 5
+    debootstrap --variant=minbase --components="$components" "$suite" "$dir" "$mirror" >"$dir.debootstrap.log" 2>&1 || {
         tail -n 30 "$dir.debootstrap.log" >&2
         exit 1
     }
@@ -173,20 +205,34 @@ setsid unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
     mountpoint -q "$dir/proc" || mount -t proc proc "$dir/proc"
     chroot "$dir" apt-get update -qq
     chroot "$dir" apt-get install -y -qq "$@" >/dev/null
+    if [ "$nvml_stub" = 1 ]; then
+        chroot "$dir" /bin/sh -euc "
+            cd /var/cache/apt/archives
+            apt-get -o APT::Sandbox::User=root download -qq libnvidia-ml-dev
+            mkdir -p /opt/nvml/include /opt/nvml/lib/stubs
+            dpkg-deb --fsys-tarfile libnvidia-ml-dev_*.deb | tar -xO ./usr/include/nvml.h >/opt/nvml/include/nvml.h
+            rm -f libnvidia-ml-dev_*.deb
+            printf \"int nvmlInit(void) { return 0; }\\n\" | gcc -shared -fPIC -x c -o /opt/nvml/lib/stubs/libnvidia-ml.so -
+            grep -q nvmlDeviceGetHandleByIndex /opt/nvml/include/nvml.h
+        "
+    fi
     chroot "$dir" apt-get clean
     rm -rf "$dir"/var/lib/apt/lists/*_Packages "$dir"/var/lib/apt/lists/*_InRelease "$dir"/var/lib/apt/lists/*_Release
-' debian-chroot "$SUITE" "$TMP" "$MIRROR" "${PKGS[@]}" &
+' debian-chroot "$DIST" "$TMP" "$MIRROR" "$COMPONENTS" "$NVML_STUB" "${PKGS[@]}" &
 BUILDER=$!
 wait "$BUILDER"
 BUILDER=
 
-VERSION="$(slurm_version "$TMP")"
-if [ -z "$VERSION" ] || ! has_slurmd "$TMP"; then
-    log "the build has no slurm_version.h or slurmd"
-    exit 1
+VERSION=none
+if [ "$WITH_SLURM" = 1 ]; then
+    VERSION="$(slurm_version "$TMP")"
+    if [ -z "$VERSION" ] || ! has_slurmd "$TMP"; then
+        log "the build has no slurm_version.h or slurmd"
+        exit 1
+    fi
 fi
 {
-    echo "suite $SUITE"
+    echo "suite $DIST"
     echo "mirror $MIRROR"
     echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "slurm_version $VERSION"

@@ -38,31 +38,65 @@ pub fn chroot_base() -> PathBuf {
 /// directory without it is unfinished and never used.
 pub const STAMP: &str = ".gres-rs-chroot-stamp";
 
-/// One Debian release of the test bed and the Slurm it ships.
+/// Where a release of the test bed comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The host's own Debian packages (no chroot).
+    Host,
+    /// A Debian chroot of that suite's packages (`debian-chroot.sh <suite>`).
+    Debian,
+    /// A chroot with the release built from SchedMD's source tarball
+    /// (`tests/testbed/slurm-source.sh <series>`).
+    Source,
+}
+
+/// One release of the test bed and the Slurm it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Release {
-    /// Debian suite: `bookworm` (the host), `trixie`, `sid`.
+    /// The chroot's name under [`chroot_base`]: the Debian suite
+    /// (`bookworm` for the host, `trixie`, `sid`), or `source-<series>`.
     pub suite: &'static str,
-    /// e.g. "Debian 13".
+    /// e.g. "Debian 13", or "Debian 12 build base" for a source build.
     pub debian: &'static str,
-    /// The Slurm version Debian ships there (what the chroot is expected
-    /// to hold; [`Chroot::slurm_version`] reads the real one).
+    /// The Slurm version it holds (what the chroot is expected to hold;
+    /// [`Chroot::slurm_version`] reads the real one).
     pub slurm: &'static str,
     /// True for the release of the host itself (no chroot).
     pub host: bool,
+    pub origin: Origin,
 }
 
 /// The Debian test-bed releases: 22.05.8 on the host itself (Debian 12),
 /// 24.11.5 in a trixie chroot, 26.05.5 in a sid chroot.
 pub const RELEASES: [Release; 3] = [
-    Release { suite: "bookworm", debian: "Debian 12", slurm: "22.05.8", host: true },
-    Release { suite: "trixie", debian: "Debian 13", slurm: "24.11.5", host: false },
-    Release { suite: "sid", debian: "Debian unstable", slurm: "26.05.5", host: false },
+    Release { suite: "bookworm", debian: "Debian 12", slurm: "22.05.8", host: true, origin: Origin::Host },
+    Release { suite: "trixie", debian: "Debian 13", slurm: "24.11.5", host: false, origin: Origin::Debian },
+    Release { suite: "sid", debian: "Debian unstable", slurm: "26.05.5", host: false, origin: Origin::Debian },
 ];
 
-/// The releases that run in a chroot (trixie, sid).
+/// The releases Debian does not ship, each built from the tarball of
+/// `../shared/slurm-src` by `tests/testbed/slurm-source.sh <series>` into
+/// a chroot over Debian 12 (`source-<series>`, a link to
+/// `source-<version>-<tarball checksum>`).
+pub const SOURCE_RELEASES: [Release; 5] = [
+    Release { suite: "source-23.02", debian: "Debian 12 build base", slurm: "23.02.8", host: false, origin: Origin::Source },
+    Release { suite: "source-23.11", debian: "Debian 12 build base", slurm: "23.11.11", host: false, origin: Origin::Source },
+    Release { suite: "source-24.05", debian: "Debian 12 build base", slurm: "24.05.8", host: false, origin: Origin::Source },
+    Release { suite: "source-25.05", debian: "Debian 12 build base", slurm: "25.05.8", host: false, origin: Origin::Source },
+    Release { suite: "source-25.11", debian: "Debian 12 build base", slurm: "25.11.7", host: false, origin: Origin::Source },
+];
+
+/// The Debian releases that run in a chroot (trixie, sid).
 pub fn chroot_releases() -> impl Iterator<Item = Release> {
     RELEASES.into_iter().filter(|r| !r.host)
+}
+
+/// Every release of the test bed, Debian's and those built from source,
+/// oldest first.
+pub fn all_releases() -> Vec<Release> {
+    let mut v: Vec<Release> = RELEASES.into_iter().chain(SOURCE_RELEASES).collect();
+    v.sort_by_key(|r| r.slurm.split('.').map(|n| n.parse::<u32>().unwrap_or(0)).collect::<Vec<_>>());
+    v
 }
 
 impl Release {
@@ -77,11 +111,28 @@ impl Release {
         self.open().ok()
     }
 
-    /// Its chroot, or why there is none.
+    /// The command that builds its chroot.
+    pub fn setup_command(&self) -> String {
+        match self.origin {
+            Origin::Host => "tests/setup-debian.sh".to_string(),
+            Origin::Debian => format!("tests/testbed/debian-chroot.sh {}", self.suite),
+            Origin::Source => format!("tests/testbed/slurm-source.sh {}", self.suite.trim_start_matches("source-")),
+        }
+    }
+
+    /// Its chroot, or why there is none.  A source build's link is
+    /// resolved: the daemons' `/proc/<pid>/maps` show the real directory.
     pub fn open(&self) -> Result<Chroot, String> {
         match self.chroot_dir() {
             None => Err(format!("{} ({}) is the host's release, not a chroot", self.suite, self.debian)),
-            Some(d) => Chroot::open(&d),
+            Some(d) => {
+                let real = if self.origin == Origin::Source {
+                    fs::canonicalize(&d).map_err(|e| format!("{}: {e} (build it with {})", d.display(), self.setup_command()))?
+                } else {
+                    d
+                };
+                Chroot::open(&real)
+            }
         }
     }
 }
@@ -212,8 +263,16 @@ impl Chroot {
 
     /// Debian's stock plugin directory, as a path inside the chroot (what
     /// `PluginDir=` names); [`Chroot::host_path`] gives it on the host.
+    /// Debian's `slurm-wlm`, or `slurm` for a build from source
+    /// (configure's default `$(libdir)/slurm`).
     pub fn stock_plugin_dir(&self) -> PathBuf {
-        PathBuf::from(format!("/usr/lib/{}/slurm-wlm", triplet()))
+        let debian = PathBuf::from(format!("/usr/lib/{}/slurm-wlm", triplet()));
+        let source = PathBuf::from(format!("/usr/lib/{}/slurm", triplet()));
+        if !self.resolve(&debian).is_some_and(|p| p.is_dir()) && self.resolve(&source).is_some_and(|p| p.is_dir()) {
+            source
+        } else {
+            debian
+        }
     }
 
     /// Its `libslurmfull.so`, as a path inside the chroot.

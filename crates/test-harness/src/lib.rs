@@ -887,6 +887,13 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
     line("AccountingStorageType=accounting_storage/none".into());
     line("JobCompType=jobcomp/none".into());
     line("SchedulerType=sched/backfill".into());
+    let release = c.chroot.as_ref().and_then(|r| r.slurm_version().ok()).or_else(testbed::host_version).unwrap_or_default();
+    let sets_scheduler_parameters = extra.iter().chain(c.extra_slurm_conf.iter()).any(|x| x.starts_with("SchedulerParameters="));
+    if testbed::behaviour_of(&release).pending_jobs_wait_for_backfill && !sets_scheduler_parameters {
+        // Pending jobs start only when backfill runs (Behaviour field):
+        // run it every second, not every 30.
+        line("SchedulerParameters=bf_interval=1".into());
+    }
     line("ReturnToService=2".into());
     line("SlurmdParameters=config_overrides".into());
     line("MailProg=/bin/true".into());

@@ -29,9 +29,12 @@ use std::time::Instant;
 /// How the daemons begin a log line on stderr (what `slurmd -G` prints).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogPrefix {
-    /// `slurmd: ` (the program's name), up to 25.11.
+    /// `slurmd: ` (the program's name), up to 24.11.
     Program,
-    /// `[2026-12-01T12:00:00.123] ` (an ISO timestamp in brackets), 26.05.
+    /// `[2026-12-01T12:00:00.123] ` (an ISO timestamp in brackets), from
+    /// 25.05: src/common/log.c `_log_msg` prefixes `[%M]` whenever
+    /// `running_in_daemon()` (25.05's release notes: "logs and stderr
+    /// will always print the same").
     Timestamp,
 }
 
@@ -56,11 +59,15 @@ pub struct Behaviour {
     pub series: &'static str,
     /// The prefix of stderr log lines (`slurmd -G` output).
     pub log_prefix: LogPrefix,
-    /// `slurmd -G` authenticates first (24.11+): needs munged, i.e. a
-    /// started cluster ([`crate::Cluster::slurmd_g_in`]).
+    /// `slurmd -G` authenticates first (23.11+: src/slurmd/slurmd/slurmd.c
+    /// `_slurmd_init` calls `auth_g_init()` before `_print_gres()`, and
+    /// auth/munge's `init` encodes and decodes a credential in a daemon):
+    /// needs munged, i.e. a started cluster ([`crate::Cluster::slurmd_g_in`]).
     pub slurmd_g_needs_munged: bool,
     /// slurmd keeps the gpu plugin (`gpu_generic.so`, `gpu_nvml.so`) mapped
-    /// after loading its config; 26.05 unloads it (slurmstepd maps it;
+    /// after loading its config; from 25.11 it unloads it
+    /// (src/interfaces/gres.c `gres_g_node_config_load` calls
+    /// `gpu_plugin_fini()`; slurmstepd maps it;
     /// tests/testbed/baselines/stock-26.05.5-loaded.tsv).
     pub slurmd_keeps_gpu_plugin: bool,
     /// gres/mps and gres/shard `task_set_env` set the variables in the
@@ -68,18 +75,24 @@ pub struct Behaviour {
     pub sharing_env_order_fixed: bool,
     /// `scontrol reconfigure` makes slurmd execute itself again (23.11+:
     /// slurmd.c `_try_to_reconfig`, in place under `-D`, a forked child
-    /// otherwise); it logs "Caught SIGHUP. Triggering reconfigure." and
-    /// "slurmd started on" again, and loads every plugin afresh.  22.05
-    /// rereads its configuration in the running process ("got reconfigure
-    /// request").
+    /// otherwise); it logs "slurmd started on" again, and loads every
+    /// plugin afresh.  22.05 and 23.02 reread their configuration in the
+    /// running process ("got reconfigure request").
     pub reconfigure_reexecs: bool,
-    /// gpu/nvml marks each MIG device it detects `GRES_CONF_UUID` and
-    /// `GRES_CONF_MIG` (`Flags=...,UUID,MIG` in `slurmd -G`; 26.05:
-    /// src/plugins/gpu/nvml/gpu_nvml.c `_get_system_gpu_list_nvml`; 24.11
-    /// has neither flag).  A fake_gpus.conf line can ask for UUID
-    /// (`env_uuid`, src/interfaces/gres.c `gres_flags_parse`, 26.05 only)
-    /// but has no word for MIG, so an oracle from fake_gpus.conf lacks it.
-    pub nvml_flags_mig_devices: bool,
+    /// The re-exec is announced "Caught SIGHUP. Triggering reconfigure."
+    /// (24.11+, slurmd.c `_on_sighup`); 23.11 and 24.05 re-exec from
+    /// `_msg_engine` after logging "got reconfigure request", as 22.05 and
+    /// 23.02 log before rereading in place.
+    pub reconfigure_logs_sighup: bool,
+    /// gpu/nvml marks each MIG device it detects `GRES_CONF_MIG`
+    /// (`Flags=...,MIG` in `slurmd -G`; 25.11+:
+    /// src/plugins/gpu/nvml/gpu_nvml.c `_get_system_gpu_list_nvml`).  A
+    /// fake_gpus.conf line has no word for MIG (src/interfaces/gres.c
+    /// `gres_flags_parse`), so an oracle from fake_gpus.conf lacks it.
+    pub nvml_flags_mig: bool,
+    /// ... and `GRES_CONF_UUID` too (`Flags=...,UUID,MIG`; 26.05, where a
+    /// fake_gpus.conf line can ask for UUID: `env_uuid`).
+    pub nvml_flags_mig_uuid: bool,
     /// A job's GPU variables name a GPU by its unique id only when the
     /// node's gres/gpu has `GRES_CONF_UUID`, which it gets once one GPU
     /// has it (src/interfaces/gres.c `_post_plugin_gres_conf`): on a node
@@ -101,12 +114,23 @@ pub struct Behaviour {
     /// until srun gives up.  22.05 rereads its config in the same process
     /// and keeps the TRES list of its first registration.
     pub refused_registration_blocks_steps: bool,
+    /// Without accounting, slurmctld's main scheduler finds every job that
+    /// has to wait ("JobId=2 has invalid account", after
+    /// "_refresh_assoc_mgr_qos_list: no new list given back": in
+    /// src/slurmctld/job_scheduler.c `_schedule`,
+    /// `assoc_mgr_validate_assoc_id` asks for association lists that
+    /// accounting_storage/none never gives), and only backfill starts it,
+    /// `bf_interval` (30 s) later.  Seen on 23.11.11 (an sbatch right after
+    /// an srun on the same GPUs); not on 22.05.8, 24.11.5, 26.05.5.  The
+    /// harness runs backfill every second there
+    /// (`SchedulerParameters=bf_interval=1`).
+    pub pending_jobs_wait_for_backfill: bool,
 }
 
 impl Behaviour {
     /// The slurmd log line that shows a reconfigure request was taken.
     pub fn reconfigure_marker(&self) -> &'static str {
-        if self.reconfigure_reexecs {
+        if self.reconfigure_logs_sighup {
             "Caught SIGHUP. Triggering reconfigure."
         } else {
             "got reconfigure request"
@@ -114,8 +138,10 @@ impl Behaviour {
     }
 }
 
-/// The table of [`Behaviour`]s, one per series of the test bed.
-pub const BEHAVIOURS: [Behaviour; 3] = [
+/// The table of [`Behaviour`]s, one per series of the test bed, oldest
+/// first.  The rows of the series built from source (23.02, 23.11, 24.05,
+/// 25.05, 25.11) were read in their source as the fields' docs say.
+pub const BEHAVIOURS: [Behaviour; 8] = [
     Behaviour {
         series: "22.05",
         log_prefix: LogPrefix::Program,
@@ -123,9 +149,54 @@ pub const BEHAVIOURS: [Behaviour; 3] = [
         slurmd_keeps_gpu_plugin: true,
         sharing_env_order_fixed: false,
         reconfigure_reexecs: false,
-        nvml_flags_mig_devices: false,
+        reconfigure_logs_sighup: false,
+        nvml_flags_mig: false,
+        nvml_flags_mig_uuid: false,
         gpu_env_uuid_node_wide: false,
         refused_registration_blocks_steps: false,
+        pending_jobs_wait_for_backfill: false,
+    },
+    Behaviour {
+        series: "23.02",
+        log_prefix: LogPrefix::Program,
+        slurmd_g_needs_munged: false,
+        slurmd_keeps_gpu_plugin: true,
+        sharing_env_order_fixed: true,
+        reconfigure_reexecs: false,
+        reconfigure_logs_sighup: false,
+        nvml_flags_mig: false,
+        nvml_flags_mig_uuid: false,
+        gpu_env_uuid_node_wide: false,
+        refused_registration_blocks_steps: false,
+        pending_jobs_wait_for_backfill: false,
+    },
+    Behaviour {
+        series: "23.11",
+        log_prefix: LogPrefix::Program,
+        slurmd_g_needs_munged: true,
+        slurmd_keeps_gpu_plugin: true,
+        sharing_env_order_fixed: true,
+        reconfigure_reexecs: true,
+        reconfigure_logs_sighup: false,
+        nvml_flags_mig: false,
+        nvml_flags_mig_uuid: false,
+        gpu_env_uuid_node_wide: false,
+        refused_registration_blocks_steps: true,
+        pending_jobs_wait_for_backfill: true,
+    },
+    Behaviour {
+        series: "24.05",
+        log_prefix: LogPrefix::Program,
+        slurmd_g_needs_munged: true,
+        slurmd_keeps_gpu_plugin: true,
+        sharing_env_order_fixed: true,
+        reconfigure_reexecs: true,
+        reconfigure_logs_sighup: false,
+        nvml_flags_mig: false,
+        nvml_flags_mig_uuid: false,
+        gpu_env_uuid_node_wide: false,
+        refused_registration_blocks_steps: true,
+        pending_jobs_wait_for_backfill: false,
     },
     Behaviour {
         series: "24.11",
@@ -134,9 +205,40 @@ pub const BEHAVIOURS: [Behaviour; 3] = [
         slurmd_keeps_gpu_plugin: true,
         sharing_env_order_fixed: true,
         reconfigure_reexecs: true,
-        nvml_flags_mig_devices: false,
+        reconfigure_logs_sighup: true,
+        nvml_flags_mig: false,
+        nvml_flags_mig_uuid: false,
         gpu_env_uuid_node_wide: false,
         refused_registration_blocks_steps: true,
+        pending_jobs_wait_for_backfill: false,
+    },
+    Behaviour {
+        series: "25.05",
+        log_prefix: LogPrefix::Timestamp,
+        slurmd_g_needs_munged: true,
+        slurmd_keeps_gpu_plugin: true,
+        sharing_env_order_fixed: true,
+        reconfigure_reexecs: true,
+        reconfigure_logs_sighup: true,
+        nvml_flags_mig: false,
+        nvml_flags_mig_uuid: false,
+        gpu_env_uuid_node_wide: false,
+        refused_registration_blocks_steps: true,
+        pending_jobs_wait_for_backfill: false,
+    },
+    Behaviour {
+        series: "25.11",
+        log_prefix: LogPrefix::Timestamp,
+        slurmd_g_needs_munged: true,
+        slurmd_keeps_gpu_plugin: false,
+        sharing_env_order_fixed: true,
+        reconfigure_reexecs: true,
+        reconfigure_logs_sighup: true,
+        nvml_flags_mig: true,
+        nvml_flags_mig_uuid: false,
+        gpu_env_uuid_node_wide: false,
+        refused_registration_blocks_steps: true,
+        pending_jobs_wait_for_backfill: false,
     },
     Behaviour {
         series: "26.05",
@@ -145,9 +247,12 @@ pub const BEHAVIOURS: [Behaviour; 3] = [
         slurmd_keeps_gpu_plugin: false,
         sharing_env_order_fixed: true,
         reconfigure_reexecs: true,
-        nvml_flags_mig_devices: true,
+        reconfigure_logs_sighup: true,
+        nvml_flags_mig: true,
+        nvml_flags_mig_uuid: true,
         gpu_env_uuid_node_wide: true,
         refused_registration_blocks_steps: true,
+        pending_jobs_wait_for_backfill: false,
     },
 ];
 
@@ -163,16 +268,29 @@ pub fn behaviour_of(version: &str) -> &'static Behaviour {
     BEHAVIOURS.iter().find(|b| b.series == s).unwrap_or(&BEHAVIOURS[0])
 }
 
-/// The series the test bed has, oldest first.
+/// "24.11" of a release.
+fn release_series(r: &Release) -> &'static str {
+    r.slurm.rsplit_once('.').map(|x| x.0).unwrap_or(r.slurm)
+}
+
+/// The series the test bed has, Debian's and those built from source,
+/// oldest first.
 pub fn all_series() -> Vec<&'static str> {
-    chroot::RELEASES.iter().map(|r| r.slurm.rsplit_once('.').map(|x| x.0).unwrap_or(r.slurm)).collect()
+    chroot::all_releases().iter().map(release_series).collect()
+}
+
+/// The series of the releases of one origin (Debian's: host and chroots;
+/// or built from source).
+pub fn series_from(source: bool) -> Vec<&'static str> {
+    chroot::all_releases().iter().filter(|r| (r.origin == chroot::Origin::Source) == source).map(release_series).collect()
 }
 
 /// What `GRES_RS_SLURM` selects: `all` (also when unset or empty: every
 /// release of the test bed that exists, a chroot not built being skipped
-/// with a message) or a comma-separated list of series (`22.05,26.05`),
-/// each then required (a missing chroot fails under
-/// `GRES_RS_REQUIRE_SLURM=1`).
+/// with a message) or a comma-separated list, each then required (a
+/// missing chroot fails under `GRES_RS_REQUIRE_SLURM=1`) of series
+/// (`22.05,26.05`; `source:23.11` is `23.11`), `debian` (22.05, 24.11,
+/// 26.05) and `source` (the five built from source).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Selection {
     All,
@@ -189,13 +307,25 @@ impl Selection {
             return Ok(Selection::All);
         }
         let known = all_series();
-        let mut v = Vec::new();
-        for s in t.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let s = series_of(s);
-            if !known.contains(&s.as_str()) {
-                return Err(format!("GRES_RS_SLURM={text}: {s} is not a release of the test bed ({}, or all)", known.join(", ")));
+        let mut v: Vec<String> = Vec::new();
+        for item in t.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let add: Vec<String> = match item.to_ascii_lowercase().as_str() {
+                "all" => known.iter().map(|s| s.to_string()).collect(),
+                "debian" => series_from(false).into_iter().map(String::from).collect(),
+                "source" => series_from(true).into_iter().map(String::from).collect(),
+                _ => {
+                    let s = series_of(item.strip_prefix("source:").unwrap_or(item));
+                    if !known.contains(&s.as_str()) {
+                        return Err(format!("GRES_RS_SLURM={text}: {s} is not a release of the test bed ({}; or all, debian, source)", known.join(", ")));
+                    }
+                    vec![s]
+                }
+            };
+            for s in add {
+                if !v.contains(&s) {
+                    v.push(s);
+                }
             }
-            v.push(s);
         }
         Ok(Selection::Only(v))
     }
@@ -226,7 +356,7 @@ impl TestBed {
     /// The release of `series` ("24.11"), opened; Err when its chroot is
     /// not built or cannot run clusters.
     pub fn open(series: &str) -> Result<TestBed, String> {
-        let release = chroot::RELEASES
+        let release = chroot::all_releases()
             .into_iter()
             .find(|r| series_of(r.slurm) == series)
             .ok_or_else(|| format!("no test-bed release {series} ({})", all_series().join(", ")))?;
@@ -247,6 +377,7 @@ impl TestBed {
     pub fn label(&self) -> String {
         match &self.chroot {
             None => format!("Slurm {} (host, {})", self.version, self.release.suite),
+            Some(_) if self.release.origin == chroot::Origin::Source => format!("Slurm {} (built from source, {} chroot)", self.version, self.release.suite),
             Some(_) => format!("Slurm {} ({} chroot)", self.version, self.release.suite),
         }
     }
@@ -391,7 +522,7 @@ pub struct OursUnavailable(pub String);
 pub fn our_build_for_chroot(root: &Chroot, test_hooks: bool) -> OurBuild {
     let v = root.slurm_version().unwrap_or_default();
     let bed = TestBed {
-        release: chroot::RELEASES.into_iter().find(|r| series_of(r.slurm) == series_of(&v)).unwrap_or(chroot::RELEASES[1]),
+        release: chroot::all_releases().into_iter().find(|r| series_of(r.slurm) == series_of(&v)).unwrap_or(chroot::RELEASES[1]),
         series: series_of(&v),
         version: v.clone(),
         chroot: Some(root.clone()),
@@ -516,12 +647,13 @@ pub fn run_test(test: &str, series: &str, body: impl FnOnce(&TestBed)) {
     let bed = match TestBed::open(series) {
         Ok(b) => b,
         Err(e) => {
-            let why = format!("no test bed for Slurm {series}: {e}");
+            let setup = chroot::all_releases().into_iter().find(|r| series_of(r.slurm) == series).map(|r| r.setup_command()).unwrap_or_default();
+            let why = format!("no test bed for Slurm {series}: {e} (build it with {setup})");
             // Under GRES_RS_REQUIRE_SLURM / CI (tests/run.sh) every release
             // of the test bed must be there; otherwise `all` means the ones
             // that exist.
             if sel == Selection::All && !crate::strict_mode() {
-                eprintln!("{name}: {why}\n{name}: skipped (GRES_RS_SLURM=all runs the releases that exist; build it with tests/testbed/debian-chroot.sh)");
+                eprintln!("{name}: {why}\n{name}: skipped (GRES_RS_SLURM=all runs the releases that exist)");
             } else {
                 skip_or_fail(&name, &why);
             }
@@ -565,9 +697,10 @@ fn record_time(test: &str, version: &str, took: std::time::Duration) {
 }
 
 /// Defines each test once per release series of the test bed, as a module
-/// of three `#[test]`s: `<name>::slurm_22_05`, `slurm_24_11`,
+/// of eight `#[test]`s: `<name>::slurm_22_05`, `slurm_23_02`, ...,
 /// `slurm_26_05` (filter one with `cargo test slurm_24_11`); each runs
-/// [`run_test`].  Attributes (doc comments) go on the module.
+/// [`run_test`], which skips a series `GRES_RS_SLURM` does not select.
+/// Attributes (doc comments) go on the module.
 #[macro_export]
 macro_rules! per_release {
     ($( $(#[$m:meta])* fn $name:ident($bed:ident) $body:block )*) => {$(
@@ -579,7 +712,17 @@ macro_rules! per_release {
             #[test]
             fn slurm_22_05() { $crate::testbed::run_test(stringify!($name), "22.05", body) }
             #[test]
+            fn slurm_23_02() { $crate::testbed::run_test(stringify!($name), "23.02", body) }
+            #[test]
+            fn slurm_23_11() { $crate::testbed::run_test(stringify!($name), "23.11", body) }
+            #[test]
+            fn slurm_24_05() { $crate::testbed::run_test(stringify!($name), "24.05", body) }
+            #[test]
             fn slurm_24_11() { $crate::testbed::run_test(stringify!($name), "24.11", body) }
+            #[test]
+            fn slurm_25_05() { $crate::testbed::run_test(stringify!($name), "25.05", body) }
+            #[test]
+            fn slurm_25_11() { $crate::testbed::run_test(stringify!($name), "25.11", body) }
             #[test]
             fn slurm_26_05() { $crate::testbed::run_test(stringify!($name), "26.05", body) }
         }
@@ -596,13 +739,16 @@ mod tests {
         assert_eq!(Selection::parse("ALL").unwrap(), Selection::All);
         assert_eq!(Selection::parse("24.11").unwrap(), Selection::Only(vec!["24.11".into()]));
         assert_eq!(Selection::parse("22.05.8, 26.05").unwrap(), Selection::Only(vec!["22.05".into(), "26.05".into()]));
-        assert!(Selection::parse("23.02").is_err());
+        assert!(Selection::parse("21.08").is_err());
         assert!(!Selection::parse("24.11").unwrap().selects("22.05"));
+        assert_eq!(Selection::parse("debian, source:23.11").unwrap(), Selection::Only(vec!["22.05".into(), "24.11".into(), "26.05".into(), "23.11".into()]));
+        assert_eq!(Selection::parse("source").unwrap(), Selection::Only(["23.02", "23.11", "24.05", "25.05", "25.11"].map(String::from).to_vec()));
     }
 
     #[test]
     fn table_covers_the_test_bed() {
-        assert_eq!(all_series(), ["22.05", "24.11", "26.05"]);
+        assert_eq!(all_series(), ["22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11", "26.05"]);
+        assert_eq!(BEHAVIOURS.iter().map(|b| b.series).collect::<Vec<_>>(), all_series());
         for s in all_series() {
             assert_eq!(behaviour_of(&format!("{s}.1")).series, s);
         }
