@@ -68,6 +68,8 @@ STAMP_NAME=.gres-rs-chroot-stamp
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 
 log() { echo "debian-chroot[$SUITE]: $*" >&2; }
+# shellcheck source=tests/testbed/chroot-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/chroot-lib.sh"
 
 if [ "$(id -u)" -ne 0 ]; then
     log "must run as root"
@@ -124,25 +126,12 @@ if ready; then
     exit 0
 fi
 
-# Leftovers of interrupted builds (their mounts died with their namespace).
-for old in "$BASE/.$SUITE.tmp."*; do
-    [ -e "$old" ] || continue
-    if findmnt -rn -o TARGET | grep -qF "$old"; then
-        log "$old still has mounts; not removing it"
-        exit 1
-    fi
-    log "removing unfinished build $old"
-    rm -rf --one-file-system "$old"
-done
+# Leftovers of interrupted builds.
+remove_unfinished "$BASE/.$SUITE"
 # One of an older package list: set aside and removed, then built anew.
 if stale; then
     log "$TARGET lacks packages of the current list; building it again"
-    if findmnt -rn -o TARGET | grep -qF "$TARGET/"; then
-        log "$TARGET still has mounts; not removing it"
-        exit 1
-    fi
-    mv "$TARGET" "$BASE/.$SUITE.tmp.stale.$$"
-    rm -rf --one-file-system "$BASE/.$SUITE.tmp.stale.$$"
+    remove_stale "$TARGET" "$BASE/.$SUITE"
 fi
 # A target without a stamp was not made by this script: refuse to guess.
 if [ -e "$TARGET" ]; then

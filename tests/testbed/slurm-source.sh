@@ -36,6 +36,8 @@ SERIES_ALL=(23.02 23.11 24.05 25.05 25.11)
 export LC_ALL=C
 
 log() { echo "slurm-source[${WHAT:-}]: $*" >&2; }
+# shellcheck source=tests/testbed/chroot-lib.sh
+. "$HERE/chroot-lib.sh"
 
 if [ "${1:-}" = all ]; then
     for s in "${SERIES_ALL[@]}"; do
@@ -177,23 +179,10 @@ if ready; then
     report
     exit 0
 fi
-for old in "$BASE/.source-$SERIES.tmp."*; do
-    [ -e "$old" ] || continue
-    if findmnt -rn -o TARGET | grep -qF "$old"; then
-        log "$old still has mounts; not removing it"
-        exit 1
-    fi
-    log "removing unfinished build $old"
-    rm -rf --one-file-system "$old"
-done
+remove_unfinished "$BASE/.source-$SERIES"
 if stale; then
     log "$TARGET was built by another recipe; building it again"
-    if findmnt -rn -o TARGET | grep -qF "$TARGET/"; then
-        log "$TARGET still has mounts; not removing it"
-        exit 1
-    fi
-    mv -T "$TARGET" "$BASE/.source-$SERIES.tmp.stale.$$"
-    rm -rf --one-file-system "$BASE/.source-$SERIES.tmp.stale.$$"
+    remove_stale "$TARGET" "$BASE/.source-$SERIES"
 fi
 if [ -e "$TARGET" ]; then
     log "$TARGET exists but is not a finished build of $TARBALL; remove it first"

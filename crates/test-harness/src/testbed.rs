@@ -111,8 +111,9 @@ pub struct Behaviour {
     /// registration response brings one (src/slurmd/slurmd/slurmd.c
     /// `_handle_node_reg_resp`), and every step launch waits for it in
     /// src/slurmd/slurmd/req.c `send_slurmd_conf_lite` (on `tres_cond`),
-    /// until srun gives up.  22.05 rereads its config in the same process
-    /// and keeps the TRES list of its first registration.
+    /// until srun gives up (23.11+).  22.05 and 23.02 reread their config
+    /// in the same process and keep the TRES list of the first
+    /// registration.
     pub refused_registration_blocks_steps: bool,
     /// Without accounting, slurmctld's main scheduler finds every job that
     /// has to wait ("JobId=2 has invalid account", after
