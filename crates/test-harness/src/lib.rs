@@ -1383,6 +1383,9 @@ impl Cluster {
             self.check_alive(Daemon::Slurmctld)?;
             self.check_alive(Daemon::Slurmd)?;
             let out = self.scontrol(&["-o", "show", "node", &names.join(",")]);
+            if !out.ok() {
+                last_state = format!("scontrol failed: {out}");
+            }
             if out.ok() {
                 last_state = out.stdout.trim().to_string();
                 let states: Vec<String> = out.stdout.lines().filter_map(|l| field(l, "State")).collect();
