@@ -108,7 +108,7 @@ dirs="src/api src/slurmctld src/slurmd src/srun src/sbatch src/salloc src/scontr
 for t in accounting_storage acct_gather_energy acct_gather_profile acct_gather_interconnect acct_gather_filesystem \
          auth cred gpu gres hash jobacct_gather jobcomp mcs mpi preempt prep priority proctrack sched select \
          switch task topology tls certmgr namespace job_container site_factor ext_sensors node_features power \
-         cgroup route core_spec; do
+         cgroup route core_spec certgen; do
     [ -f "src/plugins/$t/Makefile" ] && dirs="$dirs src/plugins/$t"
 done
 # src/api first (the rest link it).

@@ -121,10 +121,10 @@ pub struct Behaviour {
     /// src/slurmctld/job_scheduler.c `_schedule`,
     /// `assoc_mgr_validate_assoc_id` asks for association lists that
     /// accounting_storage/none never gives), and only backfill starts it,
-    /// `bf_interval` (30 s) later.  Seen on 23.11.11 (an sbatch right after
-    /// an srun on the same GPUs); not on 22.05.8, 24.11.5, 26.05.5.  The
-    /// harness runs backfill every second there
-    /// (`SchedulerParameters=bf_interval=1`).
+    /// `bf_interval` (30 s) later.  Seen on 23.11.11 and 24.05.8 (an sbatch
+    /// right after an srun on the same GPUs; 23.02.8's tests took as long),
+    /// not on 22.05.8, 24.11.5, 25.05.8, 25.11.7, 26.05.5.  The harness
+    /// runs backfill every second there (`SchedulerParameters=bf_interval=1`).
     pub pending_jobs_wait_for_backfill: bool,
 }
 
@@ -169,7 +169,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         nvml_flags_mig_uuid: false,
         gpu_env_uuid_node_wide: false,
         refused_registration_blocks_steps: false,
-        pending_jobs_wait_for_backfill: false,
+        pending_jobs_wait_for_backfill: true,
     },
     Behaviour {
         series: "23.11",
@@ -197,7 +197,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         nvml_flags_mig_uuid: false,
         gpu_env_uuid_node_wide: false,
         refused_registration_blocks_steps: true,
-        pending_jobs_wait_for_backfill: false,
+        pending_jobs_wait_for_backfill: true,
     },
     Behaviour {
         series: "24.11",
