@@ -137,9 +137,19 @@ fn status_of(pid: u32, name: &str) -> DaemonStatus {
             // chroot or another mount namespace, whose maps name paths of
             // its mounts), else the path as this process sees it (the
             // kernel shows a chroot's file by its path from our root).
+            // The daemon's root as this process sees it (a chroot's
+            // directory, e.g. an overlay's `merged/` mounted only in the
+            // daemon's namespace): a mapped path below it is that path
+            // inside the daemon's root.
+            let root = fs::read_link(proc_dir.join("root")).ok().filter(|r| r != Path::new("/"));
             let installed = |p: &str| {
+                let inside = root.as_ref().and_then(|r| Path::new(p).strip_prefix(r).ok()).map(|rel| proc_dir.join("root").join(rel));
                 let rel = p.strip_prefix('/').unwrap_or(p);
-                fs::metadata(proc_dir.join("root").join(rel)).or_else(|_| fs::metadata(p)).ok().map(|md| (split_dev(md.dev()), md.ino()))
+                inside
+                    .into_iter()
+                    .chain([proc_dir.join("root").join(rel), PathBuf::from(p)])
+                    .find_map(|c| fs::metadata(c).ok())
+                    .map(|md| (split_dev(md.dev()), md.ino()))
             };
             Ok(plugin_uses(&files, &read, &installed))
         }
