@@ -95,8 +95,7 @@ fn with_c_line(line: String, f: impl FnOnce(&CStr)) {
 /// level word exactly where stock's does (a log file; `slurmd -G` from
 /// 24.11, where stderr lines have level words too).
 #[cfg(slurm_log_warning)]
-fn emit_warning(prefix_len: usize, line: String) {
-    let _ = prefix_len;
+fn emit_warning(line: String) {
     with_c_line(line, |c| {
         // SAFETY: warning(const char *fmt, ...) of libslurmfull (23.02+,
         // src/common/log.c); the format is a constant "%s" and the single
@@ -107,8 +106,8 @@ fn emit_warning(prefix_len: usize, line: String) {
 
 /// 22.05 has no `warning()`; its plugins wrote `info("WARNING: ...")`.
 #[cfg(not(slurm_log_warning))]
-fn emit_warning(prefix_len: usize, mut line: String) {
-    line.insert_str(prefix_len, targets::WARNING_WORD);
+fn emit_warning(mut line: String) {
+    line.insert_str(0, targets::WARNING_WORD);
     emit(sys::LOG_LEVEL_INFO, line);
 }
 
@@ -167,11 +166,11 @@ impl Subscriber for SlurmLog {
             v.line.push_str(CURRENT.get().unwrap_or(NO_PLUGIN));
             v.line.push_str(": ");
         }
-        let prefix_len = v.line.len();
         event.record(&mut v);
         v.line.push_str(&v.fields);
         if meta.target() == targets::STOCK_WARNING {
-            emit_warning(prefix_len, v.line);
+            // Unprefixed (above): the message is the whole line.
+            emit_warning(v.line);
         } else {
             emit(slurm_level(meta), v.line);
         }
