@@ -58,9 +58,28 @@ pub fn loaded_from<'a>(paths: impl IntoIterator<Item = &'a str>, file: &str) -> 
     beside_library.or(candidates.first()).map(|p| p.to_string())
 }
 
+/// Whether the process whose `argv[0]` is `argv0` is a slurmstepd
+/// (`/usr/sbin/slurmstepd`, Debian's `slurmstepd-wlm`, or the title
+/// slurmstepd gives itself, `slurmstepd: [1.0]`): it loads the plugins
+/// anew for every step.
+pub fn is_slurmstepd(argv0: &[u8]) -> bool {
+    let base = argv0.rsplit(|&b| b == b'/').next().unwrap_or(argv0);
+    base.starts_with(b"slurmstepd")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn which_daemon() {
+        for stepd in ["/usr/sbin/slurmstepd", "slurmstepd", "/usr/sbin/slurmstepd-wlm", "slurmstepd: [1.0]"] {
+            assert!(is_slurmstepd(stepd.as_bytes()), "{stepd}");
+        }
+        for other in ["/usr/sbin/slurmd", "slurmctld", "/opt/slurmstepd/bin/slurmd", "", "/"] {
+            assert!(!is_slurmstepd(other.as_bytes()), "{other}");
+        }
+    }
 
     #[test]
     fn the_plugin_file_beside_our_library() {

@@ -30,24 +30,36 @@ pub fn init(plugin_type: &'static str, init: impl FnOnce() -> Result<(), String>
     })
 }
 
-/// The info line that tells our plugin file from the stock one in a
-/// daemon's log: what it is, our version, the Slurm release it was built
-/// for and the path it was loaded from (among the objects the dynamic
-/// loader has loaded: reading and parsing `/proc/self/maps` instead, some
-/// hundred lines in slurmd, cost each init about 90,000 instructions, 3%
-/// of a `slurmd -G` for the three GRES plugins).
+/// The line that tells our plugin file from the stock one in a daemon's
+/// log: what it is, our version, the Slurm release it was built for and
+/// the path it was loaded from (among the objects the dynamic loader has
+/// loaded: reading and parsing `/proc/self/maps` instead, some hundred
+/// lines in slurmd, cost each init about 90,000 instructions, 3% of a
+/// `slurmd -G` for the three GRES plugins).
+///
+/// At info in slurmd and slurmctld, which load the plugins once.  A
+/// slurmstepd loads them for every step and logs into slurmd's file: there
+/// the line is debug, where stock's own `init: loaded` lines are, and not
+/// built at all below that level (it was 3 info lines per step, and about
+/// 65,000 of the instructions a step's slurmstepd executes); a step's
+/// slurmstepd is shown by `gres-rs status` and its `/proc/<pid>/maps`.
 fn log_loaded(plugin_type: &str) {
+    let in_stepd = std::env::args_os().next().is_some_and(|a| crate::plugins::files::is_slurmstepd(a.as_encoded_bytes()));
+    if in_stepd && !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
     let file = crate::plugins::files::PLUGIN_FILES.iter().find(|f| f.plugin_type == plugin_type);
     let path = file.and_then(|f| {
         let objects = loaded_objects(&[&format!("{}.so", f.file), crate::plugins::files::LIBRARY_FILE]);
         crate::plugins::files::loaded_from(objects.iter().map(String::as_str), f.file)
     });
-    tracing::info!(
-        "slurm-gpu-gres {} (Rust) for Slurm {}, loaded from {}",
-        env!("CARGO_PKG_VERSION"),
-        crate::SLURM_VERSION,
-        path.as_deref().unwrap_or("(not found among the loaded objects)")
-    );
+    let path = path.as_deref().unwrap_or("(not found among the loaded objects)");
+    let (version, release) = (env!("CARGO_PKG_VERSION"), crate::SLURM_VERSION);
+    if in_stepd {
+        tracing::debug!("slurm-gpu-gres {version} (Rust) for Slurm {release}, loaded from {path}");
+    } else {
+        tracing::info!("slurm-gpu-gres {version} (Rust) for Slurm {release}, loaded from {path}");
+    }
 }
 
 /// The path names of the objects loaded into this process whose file name
