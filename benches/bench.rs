@@ -885,6 +885,207 @@ fn rows_steps(opts: &Opts, bed: &TestBed, build: &Result<testbed::OurBuild, Stri
         &ro,
         "read by the step's task from /proc/$PPID/status",
     ));
+    drop((stock, ours));
+    rows_stepd_instructions(opts, bed, build, rows);
+}
+
+/// "<smallest> to <largest> k" of counts.
+fn range_k(v: &[f64]) -> String {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(0.0, f64::max);
+    format!("{:.0} to {:.0} k", lo / 1e3, hi / 1e3)
+}
+
+/// How the step-instruction clusters install the plugins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StepdSide {
+    Stock,
+    /// Ours among the stock files, one `PluginDir` entry as stock has
+    /// (`ClusterConfig::single_plugin_dir`): the plugins' own cost.
+    OursOneDir,
+    /// `PluginDir=<ours>:<stock>`, as the README installs them: slurmd
+    /// also looks in our directory first for every other plugin.
+    OursFirst,
+}
+
+impl StepdSide {
+    fn label(self) -> &'static str {
+        match self {
+            StepdSide::Stock => "stock",
+            StepdSide::OursOneDir => "ours-onedir",
+            StepdSide::OursFirst => "ours-first",
+        }
+    }
+}
+
+/// The instructions a step's slurmstepd executes on each side, counted by
+/// callgrind: each side's slurmd starts its slurmstepd through a wrapper
+/// (`slurmd -d <wrapper>`) that runs it under the release's valgrind
+/// (`--callgrind-out-file=<dir>/cg.%p.out`), with a dump before every
+/// `fork`/`vfork` and `execve` (a dump zeroes the counters, so the parts
+/// of a process and of its forked children add up without counting the
+/// parent's part twice).  A step is one `srun --gres=gpu:1 true`: the
+/// step's slurmstepd and its task's fork up to the exec of `true`, which
+/// callgrind does not follow.  The daemons log at info without
+/// DebugFlags=Gres, as a production node does.  `n` steps a side in
+/// rotating order after one warm-up each; `None` without valgrind.
+fn stepd_instructions(opts: &Opts, bed: &TestBed, build: &testbed::OurBuild, sides: &[StepdSide]) -> Option<(Vec<Vec<f64>>, usize)> {
+    let valgrind_missing = bed.chroot.as_ref().map_or(!tool("valgrind").is_file(), |r| r.tool("valgrind").is_none());
+    if valgrind_missing {
+        eprintln!("bench: no valgrind for Slurm {}", bed.version);
+        return None;
+    }
+    let keep = std::env::var_os("GRES_RS_CALLGRIND_DIR").map(PathBuf::from);
+    let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("target/tmp/bench-stepd-{}", bed.version));
+    let _ = std::fs::remove_dir_all(&base);
+    let stepd = bed.chroot.as_ref().and_then(|r| r.tool("slurmstepd")).unwrap_or_else(|| tool("slurmstepd"));
+    let side_dir = |side: StepdSide| base.join(side.label());
+    let mut clusters = Vec::new();
+    for &side in sides {
+        let dir = side_dir(side);
+        std::fs::create_dir_all(&dir).expect("bench: stepd profile directory");
+        let wrapper = dir.join("slurmstepd-callgrind");
+        let script = format!(
+            "#!/bin/sh\nexec valgrind --tool=callgrind --dump-before=fork --dump-before=vfork --dump-before=execve --log-file={d}/vg.%p.log --callgrind-out-file={d}/cg.%p.out {stepd} \"$@\"\n",
+            d = dir.display(),
+            stepd = stepd.display()
+        );
+        std::fs::write(&wrapper, script).expect("bench: stepd wrapper");
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("bench: stepd wrapper mode");
+        }
+        let mut cfg = bed.config(if side == StepdSide::Stock { PluginSet::Stock } else { PluginSet::Ours }, 4);
+        if side != StepdSide::Stock && bed.chroot.is_some() {
+            cfg = build.apply(cfg);
+        }
+        cfg.single_plugin_dir = side == StepdSide::OursOneDir;
+        cfg.slurmd_debug = "info".into();
+        cfg.debug_gres = false;
+        cfg.slurmd_args = vec!["-d".into(), wrapper.display().to_string()];
+        let c = Cluster::start(cfg.with_binds([dir.clone()]));
+        if side != StepdSide::Stock {
+            c.assert_stepd_ours_loaded(&["gres_gpu", "gres_mps", "gres_shard"], &["--gres=gpu:1"]);
+        }
+        clusters.push(c);
+    }
+    // The profiles of one step: every process of it has ended once its
+    // log has callgrind's closing lines or it is gone.
+    let one_step = |i: usize, label: &str| -> (f64, usize) {
+        let (c, side) = (&clusters[i], sides[i]);
+        let dir = side_dir(side);
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("cg.") || name.starts_with("vg.") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        let out = c.srun_timeout(&["--gres=gpu:1", "true"], Duration::from_secs(300));
+        assert!(out.ok(), "step under callgrind ({side:?}) failed:\n{out}\n{}", c.log_tails(20));
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            // vg.<pid>.log: the task's fork execs `true`, which runs
+            // without valgrind, so its log never closes.
+            let logs: Vec<(bool, String)> = std::fs::read_dir(&dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let pid = name.strip_prefix("vg.")?.strip_suffix(".log")?.to_string();
+                    let log = std::fs::read_to_string(e.path()).unwrap_or_default();
+                    Some((log.contains("Collected") || !Path::new("/proc").join(&pid).exists(), log))
+                })
+                .collect();
+            if !logs.is_empty() && logs.iter().all(|(done, _)| *done) {
+                break;
+            }
+            let logs: Vec<String> = logs.into_iter().map(|(_, l)| l).collect();
+            assert!(Instant::now() < deadline, "bench: the step's slurmstepd under callgrind ({side:?}) did not end:\n{}", logs.join("\n"));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let (mut total, mut files) = (0.0, 0);
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("cg.") {
+                continue;
+            }
+            // One part of one process (a process that execs leaves an
+            // empty file after its last dump).
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            if text.is_empty() {
+                continue;
+            }
+            let n = text.lines().find_map(|l| l.strip_prefix("summary:")).and_then(|v| v.trim().parse::<f64>().ok());
+            total += n.unwrap_or_else(|| panic!("bench: no summary line in {}", e.path().display()));
+            files += 1;
+            if let Some(k) = &keep {
+                let _ = std::fs::create_dir_all(k);
+                let _ = std::fs::copy(e.path(), k.join(format!("{}-{label}-stepd.{name}", bed.version)));
+            }
+        }
+        (total, files)
+    };
+    // Warm-up: the first step of a node (page cache, first allocation).
+    for (i, side) in sides.iter().enumerate() {
+        one_step(i, &format!("warmup-{}", side.label()));
+    }
+    let mut counts = vec![Vec::new(); sides.len()];
+    let mut files = 0;
+    for round in 0..opts.n(5, 3) {
+        for k in 0..sides.len() {
+            let i = (round + k) % sides.len();
+            let (t, f) = one_step(i, &format!("{}-{round}", sides[i].label()));
+            files = files.max(f);
+            counts[i].push(t);
+        }
+    }
+    Some((counts, files))
+}
+
+/// The step-instruction rows of a release: ours among the stock files and
+/// ours first in `PluginDir`, each against stock.
+fn rows_stepd_instructions(opts: &Opts, bed: &TestBed, build: &Result<testbed::OurBuild, String>, rows: &mut Vec<Row>) {
+    let v = bed.version.as_str();
+    let metric = "instructions the step's slurmstepd executes (valgrind callgrind), median";
+    let sides = [StepdSide::Stock, StepdSide::OursOneDir, StepdSide::OursFirst];
+    let what = |side: StepdSide| match side {
+        StepdSide::OursFirst => "one `srun --gres=gpu:1 true` step's slurmstepd; ours first in PluginDir (ours:stock, as the README installs)",
+        _ => "one `srun --gres=gpu:1 true` step's slurmstepd; ours among the stock files (one PluginDir entry, as stock)",
+    };
+    let measured = match build {
+        Ok(b) => stepd_instructions(opts, bed, b, &sides),
+        Err(e) => {
+            for side in &sides[1..] {
+                rows.push(Row::not_measured("steps", v, what(*side), metric, format!("not measured: our build for Slurm {v} failed: {e}")));
+            }
+            return;
+        }
+    };
+    let Some((counts, files)) = measured else {
+        for side in &sides[1..] {
+            rows.push(Row::not_measured("steps", v, what(*side), metric, "not measured: no valgrind for this release".into()));
+        }
+        return;
+    };
+    for (i, side) in sides.iter().enumerate().skip(1) {
+        rows.push(Row {
+            group: "steps",
+            release: v.into(),
+            what: what(*side).into(),
+            metric: metric.into(),
+            unit: "k".into(),
+            stock: Some(median(&counts[0]) / 1e3),
+            ours: Some(median(&counts[i]) / 1e3),
+            n: counts[0].len().min(counts[i].len()),
+            goal: "<= 1.00".into(),
+            note: format!(
+                "slurmd starts slurmstepd under the release's callgrind (slurmd -d <wrapper>), SlurmdDebug=info; {files} profiles a step (slurmstepd and its forks, to the task's exec); runs: stock {}, ours {}",
+                range_k(&counts[0]),
+                range_k(&counts[i])
+            ),
+        });
+    }
 }
 
 // ---------------------------------------------------------------------------
