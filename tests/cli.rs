@@ -571,12 +571,12 @@ fn install_plugins() {
         assert!(text(&out.stderr).contains("not the plugins' shared library"), "{}", text(&out.stderr));
     }
     let mut other_build = fs::read(built.join(LIBRARY_FILE)).unwrap();
-    assert!(replace_all(&mut other_build, b"gres_rs_gres_mps_", b"gres_rs_gres_mpX_"), "the library names its functions gres_rs_<file>_*");
+    assert!(replace_all(&mut other_build, b"gres_rs_gres_mps_", b"gres_rs_gres_mpX_"), "the library names its symbols gres_rs_<file>_*");
     fs::write(from.0.join(LIBRARY_FILE), &other_build).unwrap();
     let out = run("22.05.8", true);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    assert!(err.contains("gres_mps.so (built into gres-rs) calls gres_rs_gres_mps_") && err.contains("the two are from different builds"), "{err}");
+    assert!(err.contains("gres_mps.so (built into gres-rs) needs gres_rs_gres_mps_entries_") && err.contains("the two are from different builds"), "{err}");
     assert!(!dest.exists(), "nothing installed");
     // No library: a usage error.
     fs::remove_file(from.0.join(LIBRARY_FILE)).unwrap();

@@ -160,8 +160,18 @@ fn syms(source: &Path, interface: &str) -> BTreeSet<String> {
     names
 }
 
-fn defined_functions(lib: &Path) -> BTreeSet<String> {
-    harness::dynamic_symbols(lib).into_iter().filter(|s| s.defined() && s.kind == "T").map(|s| s.name).collect()
+/// The defined dynamic symbols of `lib` with nm's type letter and size
+/// (`nm -D -S --defined-only`).
+fn sized_symbols(lib: &Path) -> std::collections::BTreeMap<String, (String, u64)> {
+    let out = Command::new("nm").args(["-D", "-S", "--defined-only"]).arg(lib).output().expect("nm");
+    assert!(out.status.success(), "nm -D -S {}", lib.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+            [_, size, kind, name] => Some((name.split('@').next().unwrap_or(name).to_string(), (kind.to_string(), u64::from_str_radix(size, 16).ok()?))),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Undefined dynamic symbols without a symbol version: what the library
@@ -265,9 +275,9 @@ fn check_release(test: &str, series: &str) {
     };
     let plugins = harness::build_for_release(t.version, &include).unwrap_or_else(|e| panic!("Slurm {}: {e}", t.version));
     let library = plugins.join(LIBRARY);
-    let lib_functions = defined_functions(&library);
+    let lib_symbols = sized_symbols(&library);
     let mut problems = Vec::new();
-    let mut expected_library = BTreeSet::new();
+    let mut tables = BTreeSet::new();
     for (files, interface) in [(&GRES_FILES[..], "gres"), (&GPU_FILES[..], "gpu")] {
         let mut want = syms(&source, interface);
         want.insert("init".into());
@@ -288,18 +298,26 @@ fn check_release(test: &str, series: &str) {
                     problems.push(format!("{f}.so has no data symbol {data}"));
                 }
             }
-            expected_library.extend(want.iter().map(|w| format!("gres_rs_{f}_{w}")));
+            // What the plugin file needs from the library: its table, a
+            // slot (8 bytes) per function.
+            let needs: Vec<&str> = symbols.iter().filter(|s| !s.defined() && s.name.starts_with("gres_rs_")).map(|s| s.name.as_str()).collect();
+            match needs[..] {
+                [table] if table.starts_with(&format!("gres_rs_{f}_entries_")) => {
+                    match lib_symbols.get(table) {
+                        Some((kind, size)) if "DdRrBb".contains(kind.as_str()) && *size == 8 * want.len() as u64 => {}
+                        other => problems.push(format!("{f}.so needs {table}, which {LIBRARY} has as {other:?}, not a table of {} functions", want.len())),
+                    }
+                    tables.insert(table.to_string());
+                }
+                _ => problems.push(format!("{f}.so needs {needs:?} from {LIBRARY}: want one table, gres_rs_{f}_entries_<checksum>")),
+            }
         }
     }
-    let missing: Vec<&String> = expected_library.difference(&lib_functions).collect();
-    if !missing.is_empty() {
-        problems.push(format!("{LIBRARY} lacks {missing:?}"));
-    }
-    // The library's functions for the plugin files: gres_rs_<file>_<name>.
+    // The library's symbols for the plugin files: their tables only.
     let prefixes: Vec<String> = GRES_FILES.iter().chain(&GPU_FILES).map(|f| format!("gres_rs_{f}_")).collect();
-    let extra: Vec<&String> = lib_functions.iter().filter(|n| prefixes.iter().any(|p| n.starts_with(p.as_str())) && !expected_library.contains(*n)).collect();
+    let extra: Vec<&String> = lib_symbols.keys().filter(|n| prefixes.iter().any(|p| n.starts_with(p.as_str())) && !tables.contains(*n)).collect();
     if !extra.is_empty() {
-        problems.push(format!("{LIBRARY} has plugin functions this release does not resolve: {extra:?}"));
+        problems.push(format!("{LIBRARY} has plugin symbols no plugin file of this release needs: {extra:?}"));
     }
     let imports = slurm_imports(&library);
     let how = match &libslurmfull {

@@ -1,33 +1,48 @@
 //! The entry points of the plugin files, written once.  Each plugin file
 //! (`gres_gpu.so` ...) holds only the data symbols slurmd reads and, for
 //! every function slurmd resolves in it, a jump to that plugin's function
-//! in `libgres_rs.so` (see [`crate::export_macros`]).  The lists below give
+//! in `libgres_rs.so` through the plugin's table there ([`table_symbol`],
+//! [`crate::export_macros`]).  The lists below give
 //! each function's name, C signature and body; `build.rs` includes this
 //! file to take the names for the plugin files, `crates/gres_rs` expands
 //! the bodies into `libgres_rs.so`.
 //!
 //! No dependencies: `build.rs` compiles it on its own.
 
-/// How the names of `libgres_rs.so`'s functions for the plugin files
-/// begin (`gres-rs install` checks that a plugin file finds all it needs).
+/// How the names of `libgres_rs.so`'s symbols for the plugin files begin
+/// (`gres-rs install` checks that a plugin file finds what it needs).
 pub const LIBRARY_SYMBOL_PREFIX: &str = "gres_rs_";
 
-/// The name in `libgres_rs.so` of plugin file `file`'s function
-/// `function`: [`LIBRARY_SYMBOL_PREFIX`], the file, the function
-/// (`gres_rs_gres_gpu_init`).  `__library_symbol!` is the same as a
-/// literal, for `#[export_name]`.
-pub fn library_symbol(file: &str, function: &str) -> String {
-    format!("{LIBRARY_SYMBOL_PREFIX}{file}_{function}")
+/// The name in `libgres_rs.so` of plugin file `file`'s table of functions
+/// (its entry points, in the order `functions` gives them, for `release`):
+/// [`LIBRARY_SYMBOL_PREFIX`], the file, `_entries_`, and a checksum of the
+/// release and the names in order (FNV-1a, 64 bits).  Each entry point of
+/// the plugin file jumps through its slot of the table, so the plugin
+/// file needs one symbol of the library, not one per function (one lookup
+/// when slurmd or a step's slurmstepd loads it, where it took 15); and a
+/// library whose table is for another release or another list has another
+/// name: `dlopen()` fails cleanly, as it did for a missing function.
+pub fn table_symbol(file: &str, release: &str, functions: &[&str]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in std::iter::once(release).chain(functions.iter().copied()) {
+        for byte in part.bytes().chain([0]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{LIBRARY_SYMBOL_PREFIX}{file}_entries_{hash:016x}")
 }
 
-/// [`library_symbol`] as a literal.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __library_symbol {
-    ($tag:ident, $name:ident) => {
-        concat!("gres_rs_", stringify!($tag), "_", stringify!($name))
-    };
-}
+/// One plugin file's table in `libgres_rs.so` (made by the export macros
+/// from the list build.rs writes, `__entry_table!`): the addresses of its
+/// functions, in the plugin file's order.
+#[repr(transparent)]
+pub struct EntryTable<const N: usize>(pub [*const (); N]);
+
+// SAFETY: the table holds code addresses, written by the dynamic loader's
+// relocation before any thread can see the library and never after;
+// sharing them between threads only reads them.
+unsafe impl<const N: usize> Sync for EntryTable<N> {}
 
 /// Every function of a GRES plugin (`gres_p_*`, `init`, `fini`): name, C
 /// signature, the releases that resolve it (`, since "23.02"`: from that
@@ -105,8 +120,17 @@ macro_rules! gpu_plugin_functions {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn library_names_as_literal_and_as_text_agree() {
-        assert_eq!(crate::__library_symbol!(gres_gpu, init), super::library_symbol("gres_gpu", "init"));
-        assert_eq!(crate::__library_symbol!(gpu_nvml, gpu_p_reconfig), "gres_rs_gpu_nvml_gpu_p_reconfig");
+    fn a_table_for_another_release_or_list_has_another_name() {
+        let t = super::table_symbol("gres_gpu", "22.05.8", &["init", "fini"]);
+        assert!(t.starts_with("gres_rs_gres_gpu_entries_") && t.len() == "gres_rs_gres_gpu_entries_".len() + 16, "{t}");
+        assert_eq!(t, super::table_symbol("gres_gpu", "22.05.8", &["init", "fini"]));
+        for other in [
+            super::table_symbol("gres_gpu", "22.05.9", &["init", "fini"]),
+            super::table_symbol("gres_gpu", "22.05.8", &["fini", "init"]),
+            super::table_symbol("gres_gpu", "22.05.8", &["in", "itfini"]),
+            super::table_symbol("gres_gpu", "22.05.8", &["init"]),
+        ] {
+            assert_ne!(t, other);
+        }
     }
 }

@@ -1,11 +1,14 @@
 //! The declaration macros of `libgres_rs.so`: one line in
-//! `crates/gres_rs` per plugin file exports that plugin's functions under
-//! their names in the library (`gres_rs_gres_gpu_init`, ...), which the plugin
-//! file's entry points jump to (see [`crate::entry_points`]).
+//! `crates/gres_rs` per plugin file makes that plugin's functions and
+//! exports their table (`gres_rs_gres_gpu_entries_<checksum>`), through
+//! which the plugin file's entry points jump (see
+//! [`crate::entry_points::table_symbol`]).
 
-/// In `libgres_rs.so`: the bodies, under their library names, of the
-/// functions the release being built for resolves (`__in_release!` is
-/// made by build.rs from [`crate::releases`]).
+/// In `libgres_rs.so`: the bodies of the functions the release being
+/// built for resolves (`__in_release!` is made by build.rs from
+/// [`crate::releases`]), and the plugin file's table of them
+/// (`__entry_table!`, made by build.rs in the order of the plugin file's
+/// jumps).  The functions themselves are not exported.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __export_functions {
@@ -14,15 +17,15 @@ macro_rules! __export_functions {
             // Only the functions the release resolves: the others may name
             // types the release's header lacks (gres_job_data_type).
             $crate::__in_release! { [$($since)?] [$($until)?]
-                #[export_name = $crate::__library_symbol!($tag, $name)]
                 #[allow(unused_variables, unused_unsafe)]
-                pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+                unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
                     // SAFETY: slurmd's arguments, passed through unchanged by
                     // the plugin file.
                     unsafe { $body }
                 }
             }
         )*
+        $crate::__entry_table!($tag);
     };
 }
 

@@ -39,8 +39,9 @@ pub const SLURM_VERSION: &str = env!("SLURM_VERSION_STRING");
 /// [`releases::SERIES`]).
 pub const SLURM_SERIES: &str = env!("SLURM_SERIES");
 
-// `__in_release!`, made by build.rs (see `export_macros`).
+// `__in_release!` and `__entry_table!`, made by build.rs (see `export_macros`).
 include!(concat!(env!("OUT_DIR"), "/release_gate.rs"));
+include!(concat!(env!("OUT_DIR"), "/entry_tables.rs"));
 
 const fn parse_decimal(s: &str) -> u32 {
     // build.rs emits the number in decimal.

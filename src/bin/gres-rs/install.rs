@@ -151,7 +151,8 @@ pub fn plugin_info(elf: &[u8]) -> Result<PluginInfo, String> {
     }
 }
 
-/// The functions our library offers the plugin files.
+/// The symbols our library offers the plugin files (their tables of
+/// functions).
 pub fn library_exports(elf: &[u8]) -> Result<BTreeSet<String>, String> {
     let exports: BTreeSet<String> = dynamic_symbols(elf)?
         .into_iter()
@@ -159,7 +160,7 @@ pub fn library_exports(elf: &[u8]) -> Result<BTreeSet<String>, String> {
         .map(|s| String::from_utf8_lossy(s.name).into_owned())
         .collect();
     if exports.is_empty() {
-        return Err(format!("exports no {LIBRARY_SYMBOL_PREFIX}* function: not the plugins' shared library"));
+        return Err(format!("exports no {LIBRARY_SYMBOL_PREFIX}* symbol: not the plugins' shared library"));
     }
     Ok(exports)
 }
@@ -592,7 +593,7 @@ pub fn run(args: &InstallArgs) -> u8 {
         if !offered.is_empty() {
             if let Some(missing) = info.needs.iter().find(|f| !offered.contains(*f)) {
                 tool_error(format!(
-                    "{path} calls {missing}, which {} lacks: the two are from different builds (install with the gres-rs of the same build)",
+                    "{path} needs {missing}, which {} lacks: the two are from different builds (install with the gres-rs of the same build)",
                     library_path.display()
                 ));
                 refused = true;
