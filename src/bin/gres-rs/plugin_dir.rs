@@ -35,7 +35,7 @@ pub enum Refused {
     Release { file: u32, slurmd: u32 },
     /// One of ours without `libgres_rs.so` beside it: `dlopen()` fails.
     NoLibrary,
-    /// One of ours whose library lacks functions it needs (another build).
+    /// One of ours whose library lacks the table it needs (another build).
     LibraryMismatch(Vec<String>),
 }
 
