@@ -259,12 +259,14 @@ impl GDir {
     fn slurm_conf(&self) -> PathBuf {
         self.dir.join("etc").join("slurm.conf")
     }
-    /// `prog` (a host tool, or in the chroot the chroot's) with `args`, the
+    /// `prog` (a host tool, or in the chroot the chroot's, run there) with `args`, the
     /// directory's slurm.conf and nothing of Slurm's or our environment.
     fn command(&self, prog: &str, args: &[&str]) -> Command {
-        let mut cmd = match &self.cluster {
-            Some(c) => c.command(prog),
-            None => Command::new(tool(prog)),
+        let mut cmd = match (&self.cluster, &self.chroot) {
+            (Some(c), _) => c.command(prog),
+            // A chroot's release whose `slurmd -G` needs no munged (23.02).
+            (None, Some(r)) => r.command(r.tool(prog).unwrap_or_else(|| PathBuf::from(prog)), std::slice::from_ref(&self.dir)),
+            (None, None) => Command::new(tool(prog)),
         };
         for (k, _) in std::env::vars_os() {
             let k = k.to_string_lossy().into_owned();
