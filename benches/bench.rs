@@ -929,7 +929,8 @@ impl StepdSide {
 /// parent's part twice).  A step is one `srun --gres=gpu:1 true`: the
 /// step's slurmstepd and its task's fork up to the exec of `true`, which
 /// callgrind does not follow.  The daemons log at info without
-/// DebugFlags=Gres, as a production node does.  `n` steps a side in
+/// DebugFlags=Gres, as a production node does, and track processes with
+/// proctrack/pgid (linuxproc's walk of /proc depends on the machine).  `n` steps a side in
 /// rotating order after one warm-up each; `None` without valgrind.
 fn stepd_instructions(opts: &Opts, bed: &TestBed, build: &testbed::OurBuild, sides: &[StepdSide]) -> Option<(Vec<Vec<f64>>, usize)> {
     let valgrind_missing = bed.chroot.as_ref().map_or(!tool("valgrind").is_file(), |r| r.tool("valgrind").is_none());
@@ -962,6 +963,10 @@ fn stepd_instructions(opts: &Opts, bed: &TestBed, build: &testbed::OurBuild, sid
             cfg = build.apply(cfg);
         }
         cfg.single_plugin_dir = side == StepdSide::OursOneDir;
+        // proctrack/linuxproc reads every process's /proc/<pid>/stat to
+        // find the step's, which made the count vary by up to 470,000
+        // with what else ran on the machine.
+        cfg.proctrack = "proctrack/pgid".into();
         cfg.slurmd_debug = "info".into();
         cfg.debug_gres = false;
         cfg.slurmd_args = vec!["-d".into(), wrapper.display().to_string()];
@@ -1082,7 +1087,7 @@ fn rows_stepd_instructions(opts: &Opts, bed: &TestBed, build: &Result<testbed::O
             n: counts[0].len().min(counts[i].len()),
             goal: "<= 1.00".into(),
             note: format!(
-                "slurmd starts slurmstepd under the release's callgrind (slurmd -d <wrapper>), SlurmdDebug=info; {files} profiles a step (slurmstepd and its forks, to the task's exec); runs: stock {}, ours {}",
+                "slurmd starts slurmstepd under the release's callgrind (slurmd -d <wrapper>), SlurmdDebug=info, ProctrackType=proctrack/pgid; {files} profiles a step (slurmstepd and its forks, to the task's exec); runs: stock {}, ours {}",
                 range_k(&counts[0]),
                 range_k(&counts[i])
             ),

@@ -12,7 +12,12 @@
 //! The packages for the test bed's other Debian releases (trixie, sid) are
 //! built with `build-deb.sh --for <suite>` and installed the same way
 //! inside their chroot, in a copy-on-write overlay over it that the test
-//! unmounts at the end (the cached chroot is not changed: checked).
+//! unmounts at the end (the cached chroot is not changed: checked).  There
+//! the optional `slurm-gpu-gres-divert` package is also installed over the
+//! main one (ours through Slurm's own plugin directory, no slurm.conf
+//! change) and removed again (Slurm's files back, `dpkg --verify` clean);
+//! it is never installed on this machine, whose stock files the other
+//! tests use.
 
 use gres_test_harness as harness;
 
@@ -21,6 +26,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const PACKAGE: &str = "slurm-gpu-gres";
+/// The optional package that diverts the stock plugin files.
+const DIVERT_PACKAGE: &str = "slurm-gpu-gres-divert";
 
 fn run(cmd: &mut Command) -> (bool, String) {
     let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
@@ -238,7 +245,12 @@ fn package_in_chroot(bed: &testbed::TestBed) {
     assert!(built.status.success(), "build-deb.sh --for {suite} failed:\n{stdout}{stderr}");
     let deb = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
     assert!(deb.is_file() && deb.extension().is_some_and(|e| e == "deb"), "build-deb.sh printed no .deb:\n{stdout}{stderr}");
-    eprintln!("package_in_chroot[{suite}]: built {} in {:.1?}", deb.display(), t0.elapsed());
+    let divert = PathBuf::from(stdout.lines().rev().nth(1).unwrap_or_default().trim());
+    assert!(
+        divert.is_file() && divert.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{DIVERT_PACKAGE}_"))),
+        "build-deb.sh printed no {DIVERT_PACKAGE} .deb before the main one:\n{stdout}{stderr}"
+    );
+    eprintln!("package_in_chroot[{suite}]: built {} and {} in {:.1?}", deb.display(), divert.display(), t0.elapsed());
 
     // The release is the chroot's, Depends pins it and names what that
     // release has: libc6 at least what the binaries' symbols need.
@@ -327,6 +339,8 @@ fn package_in_chroot(bed: &testbed::TestBed) {
     c.stop();
     drop(c);
 
+    divert_in_chroot(bed, &inside, &divert, &plugin_dir, &sh);
+
     let (ok, rm) = sh(&format!("apt-get remove -y -q {PACKAGE}"));
     assert!(ok, "apt-get remove:\n{rm}");
     assert!(rm.contains("roll back"), "prerm says how to roll back:\n{rm}");
@@ -353,6 +367,72 @@ fn package_in_chroot(bed: &testbed::TestBed) {
     before.assert_same(&after);
     eprintln!("package_in_chroot[{suite}]: the chroot's dpkg status and its {} files are as before", before.files.len());
     eprintln!("package_in_chroot[{suite}]: passed in {:.1?}", t0.elapsed());
+}
+
+/// The optional divert package over the installed main one: Slurm's own
+/// plugin files moved aside (`<name>.so.stock`) and links to ours in their
+/// place, so a cluster with the stock `PluginDir=` runs ours; removing it
+/// puts Slurm's files back exactly (`dpkg --verify`), with no diversion
+/// left.
+fn divert_in_chroot(bed: &testbed::TestBed, inside: &chroot::Chroot, divert: &Path, plugin_dir: &Path, sh: &dyn Fn(&str) -> (bool, String)) {
+    let suite = bed.release.suite;
+    let stock_dir = inside.stock_plugin_dir();
+    let file = divert.file_name().expect("divert deb's name").to_string_lossy().into_owned();
+    let (ok, inst) = sh(&format!("apt-get install -y -q ./{file}"));
+    assert!(ok, "apt-get install ./{file} in the {suite} overlay:\n{inst}");
+    assert!(inst.contains("0 upgraded, 1 newly installed, 0 to remove"), "apt-get installed more than the divert package:\n{inst}");
+    assert!(inst.contains("needs no PluginDir= change"), "postinst says what changed:\n{inst}");
+    let (ok, diversions) = sh("dpkg-divert --list");
+    assert!(ok, "dpkg-divert --list:\n{diversions}");
+    for f in ["gres_gpu", "gres_mps", "gres_shard", "gpu_nvml"] {
+        let want = format!("diversion of {0}/{f}.so to {0}/{f}.so.stock by {DIVERT_PACKAGE}", stock_dir.display());
+        assert!(diversions.lines().any(|l| l.trim() == want), "{want} not in:\n{diversions}");
+    }
+    for f in ["gres_gpu.so", "gres_mps.so", "gres_shard.so", "gpu_nvml.so", LIBRARY_FILE] {
+        let link = inside.host_path(stock_dir.join(f));
+        let target = std::fs::read_link(&link).unwrap_or_else(|e| panic!("{}: {e}", link.display()));
+        assert_eq!(target, Path::new("../slurm-gpu-gres").join(f), "{}", link.display());
+    }
+    for f in ["gres_gpu", "gres_mps", "gres_shard"] {
+        let kept = inside.host_path(stock_dir.join(format!("{f}.so.stock")));
+        assert!(kept.symlink_metadata().is_ok_and(|m| m.is_file()), "{} not kept", kept.display());
+    }
+    let (ok, verify) = sh("dpkg --verify slurm-wlm-basic-plugins");
+    assert!(ok && verify.trim().is_empty(), "dpkg --verify slurm-wlm-basic-plugins with the diversions:\n{verify}");
+
+    // The stock PluginDir= only, ours loaded (maps: the files in the main
+    // package's directory; our init line: the path slurmd opened).
+    let c = Cluster::start(bed.config(PluginSet::Diverted(plugin_dir.to_path_buf()), 4).in_chroot(inside.clone()));
+    assert_eq!(c.plugin_dir_setting, stock_dir.display().to_string());
+    c.assert_ours_loaded(&["gres_gpu", "gres_mps", "gres_shard"]);
+    let job = c.srun(&["--gres=gpu:2", "env"]).expect_ok("srun --gres=gpu:2 env");
+    assert_eq!(env_value(&job.stdout, "CUDA_VISIBLE_DEVICES").as_deref(), Some("0,1"), "{job}");
+    c.assert_stepd_ours_loaded(&["gres_gpu"], &["--gres=gpu:1"]);
+    let log = c.log(Daemon::Slurmd);
+    for (t, f) in [("gres/gpu", "gres_gpu"), ("gres/mps", "gres_mps"), ("gres/shard", "gres_shard")] {
+        let want = format!("{t}: slurm-gpu-gres {} (Rust) for Slurm {}, loaded from {}/{f}.so", env!("CARGO_PKG_VERSION"), bed.version, stock_dir.display());
+        assert!(log.contains(&want), "{want} not in slurmd's log:\n{log}");
+    }
+    drop(c);
+
+    let (ok, rm) = sh(&format!("apt-get remove -y -q {DIVERT_PACKAGE}"));
+    assert!(ok, "apt-get remove {DIVERT_PACKAGE}:\n{rm}");
+    assert!(rm.contains("roll back"), "prerm says how it rolls back:\n{rm}");
+    let (ok, diversions) = sh("dpkg-divert --list");
+    assert!(ok && !diversions.contains(DIVERT_PACKAGE), "diversions left after removal:\n{diversions}");
+    for f in ["gres_gpu", "gres_mps", "gres_shard"] {
+        let back = inside.host_path(stock_dir.join(format!("{f}.so")));
+        assert!(back.symlink_metadata().is_ok_and(|m| m.is_file()), "{} not back", back.display());
+        assert!(inside.host_path(stock_dir.join(format!("{f}.so.stock"))).symlink_metadata().is_err(), "{f}.so.stock left");
+    }
+    for f in ["gpu_nvml.so", LIBRARY_FILE] {
+        assert!(inside.host_path(stock_dir.join(f)).symlink_metadata().is_err(), "{f} left in {}", stock_dir.display());
+    }
+    let (ok, verify) = sh("dpkg --verify slurm-wlm-basic-plugins");
+    assert!(ok && verify.trim().is_empty(), "dpkg --verify slurm-wlm-basic-plugins after removal:\n{verify}");
+    let (ok, purge) = sh(&format!("apt-get purge -y -q {DIVERT_PACKAGE}; dpkg-query -W -f='${{db:Status-Abbrev}}' {DIVERT_PACKAGE} 2>&1 || true"));
+    assert!(ok && purge.lines().last().is_some_and(|l| l.contains("no packages found")), "dpkg still knows {DIVERT_PACKAGE}:\n{purge}");
+    eprintln!("package_in_chroot[{suite}]: {DIVERT_PACKAGE} ran ours from {} and put the stock files back", stock_dir.display());
 }
 
 #[test]

@@ -36,7 +36,12 @@
 # slurm.conf: they print the PluginDir= line and run `gres-rs check`
 # without failing the install; removal prints how to roll back.
 #
-# Prints the path of the .deb as its last line.
+# Also builds slurm-gpu-gres-divert, the optional package that puts links to
+# ours in Slurm's own plugin directory in place of the stock files (moved
+# aside with dpkg-divert), so that no slurm.conf change is needed.
+#
+# Prints the path of the divert package, then the path of the main package
+# as its last line.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -213,11 +218,54 @@ Description: memory-safe GPU GRES plugins for Slurm $slurm
  running daemons have loaded.
 EOF
 
+pack() { # pack ROOT DEB
+    if [ "$(id -u)" -eq 0 ]; then
+        chown -R root:root "$1"
+        dpkg-deb --root-owner-group -Zxz --build "$1" "$2" >&2
+    else
+        fakeroot dpkg-deb --root-owner-group -Zxz --build "$1" "$2" >&2
+    fi
+}
 deb="$out/slurm-gpu-gres_${deb_version}_${arch}.deb"
-if [ "$(id -u)" -eq 0 ]; then
-    chown -R root:root "$root"
-    dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >&2
-else
-    fakeroot dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >&2
-fi
+pack "$root" "$deb"
+
+# The optional second package, slurm-gpu-gres-divert: our files in Slurm's
+# own plugin directory, so that no slurm.conf changes. dpkg-divert moves
+# each stock file aside (<name>.so.stock, a name slurmd never loads) and
+# the package puts a symbolic link to ours in its place, plus one to the
+# library, which the plugin files find beside them ($ORIGIN). Removing it
+# puts the stock files back.
+droot="$work/divert"
+stock_dir="/usr/lib/$multiarch/slurm-wlm"
+install -d -m 0755 "$droot$stock_dir" "$droot/usr/share/doc/slurm-gpu-gres-divert" "$droot/DEBIAN"
+for f in gres_gpu.so gres_mps.so gres_shard.so gpu_nvml.so libgres_rs.so; do
+    ln -s "../slurm-gpu-gres/$f" "$droot$stock_dir/$f"
+done
+install -m 0644 packaging/debian/copyright "$droot/usr/share/doc/slurm-gpu-gres-divert/copyright"
+printf 'slurm-gpu-gres-divert (%s) unstable; urgency=medium\n\n  * Built from %s for Slurm %s.\n\n -- slurm-gpu-gres maintainers <maintainers@users.noreply.github.com>  %s\n' \
+    "$deb_version" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$slurm" "$(date -R -d @"${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}")" |
+    gzip -9n >"$droot/usr/share/doc/slurm-gpu-gres-divert/changelog.Debian.gz"
+for s in preinst postinst prerm postrm; do
+    sed -e "s|@PLUGIN_DIR@|$plugin_dir|g" -e "s|@STOCK_DIR@|$stock_dir|g" -e "s|@SLURM@|$slurm|g" "packaging/debian/divert/$s" >"$droot/DEBIAN/$s"
+    chmod 0755 "$droot/DEBIAN/$s"
+done
+cat >"$droot/DEBIAN/control" <<CONTROL
+Package: slurm-gpu-gres-divert
+Version: $deb_version
+Architecture: $arch
+Maintainer: slurm-gpu-gres maintainers <maintainers@users.noreply.github.com>
+Installed-Size: $(du -sk --exclude=DEBIAN "$droot" | cut -f1)
+Depends: slurm-gpu-gres (= $deb_version), slurm-wlm-basic-plugins (>= $slurm), slurm-wlm-basic-plugins (<< $next_micro~)
+Section: admin
+Priority: optional
+Description: use the slurm-gpu-gres plugins without changing slurm.conf
+ Diverts Slurm $slurm's own gres_gpu.so, gres_mps.so, gres_shard.so and
+ gpu_nvml.so in $stock_dir (each kept there as <name>.so.stock) and puts
+ links to the slurm-gpu-gres plugins in their place, so slurmd and
+ slurmctld load ours from the default PluginDir. Removing this package
+ puts Slurm's files back.
+CONTROL
+divert_deb="$out/slurm-gpu-gres-divert_${deb_version}_${arch}.deb"
+pack "$droot" "$divert_deb"
+echo "$divert_deb"
 echo "$deb"

@@ -387,6 +387,10 @@ pub enum PluginSet {
     /// All four of ours, already installed in this directory (by the
     /// Debian package): `PluginDir=<dir>:<Debian's dir>`, nothing copied.
     Installed(PathBuf),
+    /// All four of ours installed in this directory and reached through
+    /// links in the stock directory (the divert package):
+    /// `PluginDir=<Debian's dir>` only, the daemons map ours from `<dir>`.
+    Diverted(PathBuf),
 }
 
 impl PluginSet {
@@ -396,7 +400,7 @@ impl PluginSet {
             PluginSet::Stock => vec![],
             PluginSet::Ours => OUR_PLUGINS.iter().map(|s| s.to_string()).collect(),
             PluginSet::OursOnly(v) => v.clone(),
-            PluginSet::Installed(_) => OUR_PLUGINS.iter().map(|s| s.to_string()).collect(),
+            PluginSet::Installed(_) | PluginSet::Diverted(_) => OUR_PLUGINS.iter().map(|s| s.to_string()).collect(),
         }
     }
     pub fn label(&self) -> String {
@@ -405,6 +409,7 @@ impl PluginSet {
             PluginSet::Ours => "ours".into(),
             PluginSet::OursOnly(v) => format!("ours[{}]", v.join(",")),
             PluginSet::Installed(d) => format!("ours in {}", d.display()),
+            PluginSet::Diverted(d) => format!("ours in {} through the stock directory", d.display()),
         }
     }
 }
@@ -460,6 +465,11 @@ pub struct ClusterConfig {
     pub cgroup_conf: Option<String>,
     /// Extra environment for slurmd (and `slurmd -G`).
     pub slurmd_env: Vec<(String, String)>,
+    /// `ProctrackType=` (default `proctrack/linuxproc`; the bench's
+    /// instruction counts use `proctrack/pgid`, whose work does not grow
+    /// with the number of processes on the machine as linuxproc's walk of
+    /// `/proc` does).
+    pub proctrack: String,
     /// Ours installed among the stock files, as a package that diverts
     /// the stock files or a site that copies ours into Slurm's directory
     /// would: `PluginDir=<cluster>/plugins` only, holding ours and a
@@ -576,6 +586,7 @@ impl ClusterConfig {
             slurmd_env: vec![],
             slurmd_args: vec![],
             single_plugin_dir: false,
+            proctrack: "proctrack/linuxproc".into(),
             slurmd_g_wrapper: vec![],
             nvml_stub: false,
             wait_idle: true,
@@ -827,6 +838,8 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
         (stock, None)
     } else if let PluginSet::Installed(dir) = &c.plugins {
         (format!("{}:{stock}", dir.display()), Some(dir.clone()))
+    } else if let PluginSet::Diverted(dir) = &c.plugins {
+        (stock, Some(dir.clone()))
     } else {
         let names: Vec<&str> = ours.iter().map(|s| s.as_str()).collect();
         // In a chroot, the default build and the plugin files built into
@@ -914,7 +927,7 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
         line("DebugFlags=Gres".into());
     }
     line(format!("PluginDir={plugin_dir_setting}"));
-    line("ProctrackType=proctrack/linuxproc".into());
+    line(format!("ProctrackType={}", c.proctrack));
     line("TaskPlugin=task/none".into());
     line("SelectType=select/cons_tres".into());
     line(format!("SelectTypeParameters={}", c.select_type_parameters));
