@@ -65,7 +65,7 @@ pub enum Scope<'a> {
     /// A job step (all its tasks).
     Step,
     /// One task, with the GPUs it may use (`--gpu-bind`, `--gpus-per-task`);
-    /// `None` when slurmd computed no binding.
+    /// `None` when slurmd computed no binding: then every GPU of the step.
     Task(Option<&'a Bitmap>),
 }
 
@@ -105,9 +105,14 @@ pub struct EnvChange {
 /// Returns `None` for a list that stays as it was.
 fn device_lists(req: &GpuEnvRequest<'_>, state: &mut EnvState) -> (Option<String>, Option<String>) {
     let Some(alloc) = req.alloc else { return (None, None) };
+    // A task without a usable set (`--gpu-bind=none`, or a binding slurmd
+    // could not read, in 22.05 and 23.02) may use every GPU of its step on
+    // this node, as srun(1) says ("by default every spawned task can access
+    // every GPU allocated to the step") and as slurmd itself gives it from
+    // 23.11 on; stock left it no device list at all (docs/deviations.md,
+    // GPU 6).
     let usable = match req.scope {
-        Scope::Task(None) => return (None, None),
-        Scope::Task(Some(u)) => Some(u),
+        Scope::Task(u) => u,
         _ => None,
     };
     let mut global: Vec<String> = Vec::new();
@@ -384,6 +389,30 @@ mod tests {
         run(&task, &mut st, &mut env);
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], "0,1");
         assert_eq!(env["SLURM_STEP_GPUS"], "0,1");
+    }
+
+    #[test]
+    fn a_task_without_a_binding_gets_every_gpu_of_its_step() {
+        // `--gpu-bind=none` in 22.05/23.02: slurmd gives the task no usable
+        // set; a fresh process (no earlier call) still sets the step's GPUs.
+        let d = devs(3);
+        let alloc = Bitmap::from_indices(3, &[0, 2]);
+        let task = GpuEnvRequest {
+            devices: &d,
+            alloc: Some(&alloc),
+            scope: Scope::Task(None),
+            flags: InternalFlags(InternalFlags::VERBOSE),
+            node_flags: ALL,
+            use_local_dev_index: false,
+            unique_id_in_env: UniqueIdInEnv::Always,
+        };
+        let mut env = HashMap::new();
+        let change = run(&task, &mut EnvState::default(), &mut env);
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "0,2");
+        assert_eq!(env["SLURM_STEP_GPUS"], "0,2");
+        assert_eq!(env["SLURM_GPUS_ON_NODE"], "2");
+        // No binding, so no --gpu-bind=verbose line (as stock prints none).
+        assert_eq!(change.verbose_line, None);
     }
 
     #[test]

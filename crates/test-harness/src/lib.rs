@@ -1153,9 +1153,16 @@ pub fn check_mapped_in_chroot(pid: u32, root: &chroot::Chroot, our_dir: &Path, s
         if !ours_mapped(&ours)? {
             errs.push(format!("{} is NOT mapped (by device+inode)", ours.display()));
         }
-        if let Some(theirs) = root.resolve(stock.join(format!("{n}.so"))).filter(|p| p.is_file()) {
+        // Where the stock name is a link to ours (the divert package:
+        // PluginSet::Diverted), the stock file is the diverted one,
+        // `<name>.so.stock`.
+        let mut stock_file = stock.join(format!("{n}.so"));
+        if root.resolve(&stock_file).is_some() && root.resolve(&stock_file) == root.resolve(&ours) {
+            stock_file = stock.join(format!("{n}.so.stock"));
+        }
+        if let Some(theirs) = root.resolve(&stock_file).filter(|p| p.is_file()) {
             if mapped(&theirs)? {
-                errs.push(format!("stock {} (the chroot's {}) IS mapped", theirs.display(), stock.join(format!("{n}.so")).display()));
+                errs.push(format!("stock {} (the chroot's {}) IS mapped", theirs.display(), stock_file.display()));
             }
         }
     }

@@ -394,11 +394,18 @@ fn sorted_blocks(r: &RunResult) -> Vec<EnvBlock> {
 
 /// A difference docs/deviations.md documents (ours follows Slurm's
 /// documentation where the stock plugins do not), which [`compare_envs`]
-/// accepts: `CUDA_DEVICE_ORDER=PCI_BUS_ID` set by ours where stock sets
-/// nothing (gres.shtml: for NVML's numbering to match CUDA's,
-/// "CUDA_DEVICE_ORDER=PCI_BUS_ID" must be set).
-pub fn documented_deviation(var: &str, stock: Option<&str>, ours: Option<&str>) -> bool {
-    var == "CUDA_DEVICE_ORDER" && stock.is_none() && ours == Some("PCI_BUS_ID")
+/// accepts, in the environment `block` (stock's):
+/// - `CUDA_DEVICE_ORDER=PCI_BUS_ID` set by ours where stock sets nothing
+///   (MPS/shard 3; gres.shtml: for NVML's numbering to match CUDA's,
+///   "CUDA_DEVICE_ORDER=PCI_BUS_ID" must be set);
+/// - a task of a `--gpu-bind=none` step (`SLURMD_TRES_BIND=gpu:none`),
+///   whose device lists stock removes where slurmd gives it no usable set
+///   (22.05, 23.02) and ours keeps its step's GPUs (GPU 6; srun(1): every
+///   task may use every GPU of its step).
+pub fn documented_deviation(block: &EnvBlock, var: &str, stock: Option<&str>, ours: Option<&str>) -> bool {
+    let unbound_task = block.get("SLURMD_TRES_BIND").is_some_and(|b| b.trim_start_matches("gpu:").split(',').any(|w| w == "none"));
+    let device_list = matches!(var, "CUDA_VISIBLE_DEVICES" | "SLURM_STEP_GPUS" | "GPU_DEVICE_ORDINAL" | "ROCR_VISIBLE_DEVICES" | "ZE_AFFINITY_MASK");
+    (var == "CUDA_DEVICE_ORDER" && stock.is_none() && ours == Some("PCI_BUS_ID")) || (unbound_task && device_list && stock.is_none() && ours.is_some())
 }
 
 /// Compares two results of the same scenario run by run, block by block,
@@ -441,7 +448,7 @@ pub fn compare_envs(stock: &ScenarioResult, ours: &ScenarioResult) -> Vec<String
             for k in keys {
                 let vx = gx.get(k);
                 let vy = gy.get(k);
-                if vx != vy && !documented_deviation(k, vx.map(|s| s.as_str()), vy.map(|s| s.as_str())) {
+                if vx != vy && !documented_deviation(x, k, vx.map(|s| s.as_str()), vy.map(|s| s.as_str())) {
                     d.push(format!(
                         "[{l}] #{i} {} {k}: {}={} {}={}",
                         x.describe(),
