@@ -398,12 +398,16 @@ fn sorted_blocks(r: &RunResult) -> Vec<EnvBlock> {
 /// - `CUDA_DEVICE_ORDER=PCI_BUS_ID` set by ours where stock sets nothing
 ///   (MPS/shard 3; gres.shtml: for NVML's numbering to match CUDA's,
 ///   "CUDA_DEVICE_ORDER=PCI_BUS_ID" must be set);
-/// - a task of a `--gpu-bind=none` step (`SLURMD_TRES_BIND=gpu:none`),
-///   whose device lists stock removes where slurmd gives it no usable set
-///   (22.05, 23.02) and ours keeps its step's GPUs (GPU 6; srun(1): every
-///   task may use every GPU of its step).
+/// - a task of a `--gpu-bind=none` step (`SLURMD_TRES_BIND=gpu:none`), or
+///   of a typed `--gpus-per-task` step (`gpu:per_task:<type>:<count>`,
+///   whose count 22.05 and 23.02 read as 0), whose device lists stock
+///   removes where slurmd gives it no usable set (22.05, 23.02) and ours
+///   keeps its step's GPUs (GPU 6; srun(1): every task may use every GPU
+///   of its step).
 pub fn documented_deviation(block: &EnvBlock, var: &str, stock: Option<&str>, ours: Option<&str>) -> bool {
-    let unbound_task = block.get("SLURMD_TRES_BIND").is_some_and(|b| b.trim_start_matches("gpu:").split(',').any(|w| w == "none"));
+    let unbound_task = block.get("SLURMD_TRES_BIND").is_some_and(|b| {
+        b.trim_start_matches("gpu:").split(',').any(|w| w == "none" || w.strip_prefix("per_task:").is_some_and(|n| n.parse::<u32>().is_err()))
+    });
     let device_list = matches!(var, "CUDA_VISIBLE_DEVICES" | "SLURM_STEP_GPUS" | "GPU_DEVICE_ORDINAL" | "ROCR_VISIBLE_DEVICES" | "ZE_AFFINITY_MASK");
     (var == "CUDA_DEVICE_ORDER" && stock.is_none() && ours == Some("PCI_BUS_ID")) || (unbound_task && device_list && stock.is_none() && ours.is_some())
 }
@@ -502,5 +506,31 @@ pub fn assert_no_differences(scn: &Scenario, stock: &ScenarioResult, ours: &Scen
             }
         }
         panic!("scenario {}: {} difference(s) between stock and ours:\n  {}\n{outs}", scn.name, diffs.len(), diffs.join("\n  "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(bind: &str) -> EnvBlock {
+        EnvBlock { tag: "t".into(), vars: BTreeMap::from([("SLURMD_TRES_BIND".to_string(), bind.to_string())]) }
+    }
+
+    #[test]
+    fn device_lists_of_tasks_slurmd_gives_no_binding_are_the_documented_difference() {
+        let lists = |bind: &str| documented_deviation(&task(bind), "CUDA_VISIBLE_DEVICES", None, Some("0,1"));
+        assert!(lists("gpu:none"));
+        assert!(lists("gpu:verbose,none"));
+        assert!(lists("gpu:per_task:tesla:1"));
+        assert!(lists("gpu:verbose,per_task:a100:2"));
+        // A count slurmd reads binds the task: any difference is one.
+        assert!(!lists("gpu:per_task:1"));
+        assert!(!lists("gpu:single:1"));
+        assert!(!lists("gpu:map_gpu:0,1"));
+        // Only ours keeping a list stock removed, and only device lists.
+        assert!(!documented_deviation(&task("gpu:none"), "CUDA_VISIBLE_DEVICES", Some("0"), Some("0,1")));
+        assert!(!documented_deviation(&task("gpu:none"), "SLURM_GPUS_ON_NODE", None, Some("2")));
+        assert!(documented_deviation(&task("gpu:per_task:1"), "CUDA_DEVICE_ORDER", None, Some("PCI_BUS_ID")));
     }
 }
