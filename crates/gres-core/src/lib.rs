@@ -5,6 +5,7 @@
 pub mod behaviour;
 pub mod devices;
 pub mod env;
+pub mod env_array;
 pub mod fake_gpus;
 pub mod files;
 pub mod gpu_freq;

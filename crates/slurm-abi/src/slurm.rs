@@ -5,6 +5,7 @@
 
 use super::sys;
 use crate::core::env::EnvOp;
+use crate::core::env_array::{named_from, Names};
 use crate::core::model::{Bitmap, ConfFlags, GresDevice, GresRecord, JobAlloc};
 use crate::core::wire::{WireError, WireReader, WireWriter};
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -50,6 +51,28 @@ pub fn xstrdup(s: Option<&str>) -> *mut c_char {
         }
     } else {
         dst.copy_from_slice(s.as_bytes());
+    }
+    p.cast()
+}
+
+/// An `xmalloc`ed `name=value` string, as slurmd's `env_array_overwrite`
+/// makes it (interior NULs left out, as [`xstrdup`] does).
+fn xstr_pair(name: &str, value: &str) -> *mut c_char {
+    let len = name.len() + 1 + value.len();
+    let p = xcalloc::<u8>(len + 1);
+    // SAFETY: xcalloc returned len + 1 zeroed bytes owned by us until
+    // Slurm frees them; the bytes written below are at most `len`, so the
+    // string ends with a 0.
+    let dst = unsafe { std::slice::from_raw_parts_mut(p, len) };
+    if name.as_bytes().contains(&0) || value.as_bytes().contains(&0) {
+        let bytes = name.bytes().chain(std::iter::once(b'=')).chain(value.bytes()).filter(|b| *b != 0);
+        for (d, b) in dst.iter_mut().zip(bytes) {
+            *d = b;
+        }
+    } else {
+        dst[..name.len()].copy_from_slice(name.as_bytes());
+        dst[name.len()] = b'=';
+        dst[name.len() + 1..].copy_from_slice(value.as_bytes());
     }
     p.cast()
 }
@@ -366,8 +389,8 @@ pub struct EnvArray {
 impl EnvArray {
     /// # Safety
     /// `ptr` is NULL or points to a (possibly NULL) `xmalloc`ed,
-    /// NULL-terminated array of `NAME=value` strings, valid for the
-    /// lifetime of the returned value.
+    /// NULL-terminated array of `xmalloc`ed `NAME=value` strings, valid
+    /// and changed by no one else for the lifetime of the returned value.
     pub unsafe fn new(ptr: *mut *mut *mut c_char) -> Option<EnvArray> {
         if ptr.is_null() {
             None
@@ -376,38 +399,131 @@ impl EnvArray {
         }
     }
 
-    pub fn get(&self, name: &str) -> Option<String> {
-        let n = cstring(name);
-        // SAFETY: `self.ptr` is valid (constructor contract); getenvp
-        // accepts a NULL array and returns a pointer into it or NULL.
+    /// The array's entries (none for a NULL array).
+    fn entries(&self) -> &[*mut c_char] {
+        // SAFETY: `self.ptr` is valid (constructor contract) and points to
+        // NULL or a NULL-terminated array, unchanged while `&self` lives.
         unsafe {
             let arr = *self.ptr;
             if arr.is_null() {
-                return None;
+                return &[];
             }
-            string_from_c(sys::slurm_getenvp(arr, n.as_ptr()))
+            let mut n = 0;
+            while !(*arr.add(n)).is_null() {
+                n += 1;
+            }
+            std::slice::from_raw_parts(arr, n)
         }
     }
 
+    /// The value of `name`, as slurmd's `getenvp` finds it.
+    pub fn get(&self, name: &str) -> Option<String> {
+        // The name as slurmd got it through a C string: without NULs.
+        let name = if name.contains('\0') { std::borrow::Cow::Owned(name.replace('\0', "")) } else { std::borrow::Cow::Borrowed(name) };
+        // SAFETY: every entry is a valid NUL-terminated string (constructor
+        // contract); `named_from` reads byte `k` only when the bytes before
+        // it equal the name's, which hold no NUL, so no read goes past the
+        // entry's NUL; a match has `name=` before its value.
+        unsafe {
+            let e = *self.entries().iter().find(|&&e| named_from(&name, 0, |k| *e.cast::<u8>().add(k)))?;
+            string_from_c(e.add(name.len() + 1))
+        }
+    }
+
+    /// Apply `ops` as slurmd's `env_array_overwrite` and `unsetenvp` would,
+    /// one after the other (`core::env_array`), reading the array once and
+    /// writing it once: new strings and a grown array are `xmalloc`ed,
+    /// replaced and removed strings and an outgrown array `xfree`d, as
+    /// Slurm's functions do, so that slurmd frees and changes the result as
+    /// its own.
     pub fn apply(&mut self, ops: &[EnvOp]) {
-        for op in ops {
-            match op {
-                EnvOp::Set(k, v) => {
-                    let (k, v) = (cstring(k), cstring(v));
-                    // SAFETY: valid array pointer; env_array_overwrite
-                    // reallocates the array through the pointer as needed.
-                    unsafe { sys::slurm_env_array_overwrite(self.ptr, k.as_ptr(), v.as_ptr()) };
+        if ops.is_empty() {
+            return;
+        }
+        // Names as slurmd got them through C strings: without NULs.
+        let has_nul = |op: &EnvOp| match op {
+            EnvOp::Set(k, _) | EnvOp::Unset(k) => k.contains('\0'),
+        };
+        let cleaned: Vec<EnvOp>;
+        let ops = if ops.iter().any(has_nul) {
+            cleaned = ops
+                .iter()
+                .map(|op| match op {
+                    EnvOp::Set(k, v) => EnvOp::Set(k.replace('\0', ""), v.clone()),
+                    EnvOp::Unset(k) => EnvOp::Unset(k.replace('\0', "")),
+                })
+                .collect();
+            &cleaned[..]
+        } else {
+            ops
+        };
+        let names = Names::of(ops);
+        let old = self.entries();
+        // The entries named one of the names, in one pass.
+        let mut matches = Vec::new();
+        for (i, &e) in old.iter().enumerate() {
+            // SAFETY: every entry is a valid NUL-terminated string, and
+            // `find` reads byte `k` only when the bytes before it are no
+            // NUL: no read goes past the entry's NUL.
+            if let Some(id) = names.find(|k| unsafe { *e.cast::<u8>().add(k) }) {
+                matches.push((i, id));
+            }
+        }
+        let plan = crate::core::env_array::plan(old.len(), &matches, &names, ops);
+        if plan.is_unchanged() {
+            return;
+        }
+        let old_len = old.len();
+        // SAFETY: valid (constructor contract); the array itself, written
+        // below through this pointer, not through the slice read above.
+        let arr = unsafe { *self.ptr };
+        for i in plan.dropped() {
+            // SAFETY: `i` is an index of the old array, whose entry is an
+            // xmalloc'ed string no longer in it.
+            xfree(unsafe { *arr.add(i) });
+        }
+        let new_len = old_len - plan.removed.len() + plan.appended.len();
+        // SAFETY: `self.ptr` is valid (constructor contract) and the old
+        // array, when not NULL, holds `old_len` entries and their NULL: the
+        // kept entries are moved up over the removed ones in place (as
+        // unsetenvp moves them), replaced ones written in their place, and
+        // new ones after them, in place when the result is no longer than
+        // the old array (NULLs after it, as unsetenvp leaves them), else in
+        // a new xmalloc'ed array that replaces the old one, freed as
+        // xrealloc would free it.
+        unsafe {
+            for &(i, name, value) in &plan.replaced {
+                *arr.add(i) = xstr_pair(name, value);
+            }
+            let target = if new_len <= old_len && !arr.is_null() { arr } else { xcalloc::<*mut c_char>(new_len + 1) };
+            let mut n = 0;
+            if plan.removed.is_empty() {
+                if target != arr && !arr.is_null() {
+                    ptr::copy_nonoverlapping(arr, target, old_len);
                 }
-                EnvOp::Unset(k) => {
-                    let k = cstring(k);
-                    // SAFETY: valid array pointer; unsetenvp accepts NULL.
-                    unsafe {
-                        let arr = *self.ptr;
-                        if !arr.is_null() {
-                            sys::slurm_unsetenvp(arr, k.as_ptr());
-                        }
+                n = old_len;
+            } else {
+                let mut removed = plan.removed.iter().peekable();
+                for i in 0..old_len {
+                    if removed.next_if_eq(&&i).is_none() {
+                        *target.add(n) = *arr.add(i);
+                        n += 1;
                     }
                 }
+            }
+            for &(name, value) in &plan.appended {
+                *target.add(n) = xstr_pair(name, value);
+                n += 1;
+            }
+            // A new array is zeroed: its NULL is there.
+            if target == arr {
+                for i in n..=old_len {
+                    *arr.add(i) = ptr::null_mut();
+                }
+            }
+            if target != arr {
+                xfree(arr);
+                *self.ptr = target;
             }
         }
     }

@@ -297,11 +297,10 @@ void slurm_packmem(void *valp, uint32_t size_val, buf_t *buffer);
 int slurm_unpackstr_xmalloc_chooser(char **valp, uint32_t *size_valp,
 				    buf_t *buffer);
 
-/* environment arrays (env.h) */
-int slurm_env_array_overwrite(char ***array_ptr, const char *name,
-			      const char *value);
-char *slurm_getenvp(char **env, const char *name);
-void slurm_unsetenvp(char **env, const char *name);
+/* environment arrays (env.h): NULL-terminated xmalloc'ed arrays of
+ * xmalloc'ed "NAME=value" strings, changed by the plugins themselves to
+ * the rules of env.c's env_array_overwrite and unsetenvp (core::env_array)
+ * with slurm_xcalloc and slurm_xfree above */
 
 /* GRES helpers of slurmd (gres.h) */
 void slurm_destroy_gres_device(void *gres_device_ptr);
