@@ -112,3 +112,40 @@ fn test_hooks_stay_out_of_the_shipped_files() {
     let test_lib = test_build_dir(false).join(LIBRARY_FILE);
     assert_eq!(hooks_in(&test_lib), TEST_HOOKS.to_vec(), "{}", test_lib.display());
 }
+
+/// `readelf -d` and `readelf -r` of a shared object: (the dynamic
+/// section, the relocations).
+fn readelf(file: &Path) -> (String, String) {
+    let run = |flag: &str| {
+        let out = std::process::Command::new("readelf").args(["-W", flag]).arg(file).output().expect("readelf (binutils)");
+        assert!(out.status.success(), "readelf {flag} {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    (run("-d"), run("-r"))
+}
+
+/// How each object binds: the plugin files their one symbol, the library's
+/// table, at load (`BIND_NOW`: a missing or mismatched library fails
+/// `dlopen()` cleanly and slurmd tries the next `PluginDir` entry); the
+/// library the Slurm functions it calls at their first call, through its
+/// PLT (`.cargo/config.toml`: a step's slurmstepd loads it for every step
+/// and calls few of them), with its relocated data read-only all the same.
+#[test]
+fn plugin_files_bind_at_load_and_the_library_at_first_call() {
+    let dir = std::env::temp_dir().join(format!("gres-rs-binding-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for file in &PLUGIN_FILES {
+        let path = dir.join(format!("{}.so", file.file));
+        std::fs::write(&path, plugin_file_bytes(file)).unwrap();
+        let (dynamic, _) = readelf(&path);
+        assert!(dynamic.contains("BIND_NOW"), "{}.so does not bind at load:\n{dynamic}", file.file);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    let library = locate_our_library().unwrap_or_else(|e| panic!("{e}")).join(LIBRARY_FILE);
+    let (dynamic, relocations) = readelf(&library);
+    assert!(!dynamic.contains("BIND_NOW") && !dynamic.contains("Flags: NOW"), "{} binds everything at load:\n{dynamic}", library.display());
+    let lazy: Vec<&str> = relocations.lines().filter(|l| l.contains("R_X86_64_JUMP_SLOT") && l.contains("slurm_xfree")).collect();
+    assert!(!lazy.is_empty() || !cfg!(target_arch = "x86_64"), "{} calls slurm_xfree other than through its PLT:\n{relocations}", library.display());
+    let headers = std::process::Command::new("readelf").args(["-W", "-l"]).arg(&library).output().expect("readelf");
+    assert!(String::from_utf8_lossy(&headers.stdout).contains("GNU_RELRO"), "{} has no read-only-after-relocation segment", library.display());
+}

@@ -1,11 +1,17 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+/// The library binds the functions it calls lazily, at their first call,
+/// as Slurm's own plugins do (`-C relro-level=partial` in
+/// `.cargo/config.toml`: PLT calls, no `-z now`): a step's slurmstepd loads
+/// it for every step and calls few of them.  Nothing of it is called before
+/// slurmd has checked the plugin file's `plugin_version` against its own
+/// release, and a build's imports are those of its release's
+/// `libslurmfull.so` (tests/releases.rs checks them), so a function is
+/// never missing when it is called.  The plugin files bind the library's
+/// table at load (crates/slurm-abi/build.rs): without the library, or with
+/// one of another build, their dlopen() still fails cleanly.
 fn main() {
-    // Bind every symbol at load time: in a slurmd that lacks a function we
-    // call, dlopen() of the plugin file fails cleanly (slurmd moves on to the
-    // next directory of PluginDir) instead of aborting at the first call.
-    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,now");
     static_unwinder();
 }
 
