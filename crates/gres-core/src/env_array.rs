@@ -46,14 +46,6 @@ impl Plan<'_> {
     }
 }
 
-/// Whether `entry` (the bytes of one `NAME=value` string) is named `name`:
-/// it starts with `name` and `=` follows (Slurm's `_find_name_in_env`;
-/// a name holds no `=` and no NUL).
-pub fn is_named(entry: &[u8], name: &str) -> bool {
-    let name = name.as_bytes();
-    entry.len() > name.len() && entry[name.len()] == b'=' && entry.starts_with(name)
-}
-
 /// The distinct names a list of operations acts on, grouped by their first
 /// byte: [`Names::find`] tells which one an entry has by reading it as far
 /// as it must (an entry of another first byte: one byte; a `SLURM_...`
@@ -104,8 +96,9 @@ impl<'a> Names<'a> {
         &self.list
     }
 
-    /// The index in [`Names::list`] of the name of an entry ([`is_named`]),
-    /// whose bytes `byte(i)` returns (its NUL where it ends).  `byte(i)` is
+    /// The index in [`Names::list`] of the name of an entry (see
+    /// [`named_from`]), whose bytes `byte(i)` returns (its NUL where it
+    /// ends).  `byte(i)` is
     /// asked for only when the bytes before `i` have been read and none was
     /// a NUL, so a caller holding a C string never reads past its end.
     pub fn find(&self, byte: impl Fn(usize) -> u8) -> Option<usize> {
@@ -134,10 +127,11 @@ impl<'a> Names<'a> {
 }
 
 /// Whether the entry whose bytes `byte(i)` returns (its NUL where it ends)
-/// is named `name`, its first `from` bytes being known to equal the
-/// name's: the bytes are compared in order as far as the first that
-/// differs, so `byte(i)` is asked for only when the bytes before `i` equal
-/// the name's, none of which is a NUL (a name holds none).
+/// is named `name`: it starts with `name` and `=` follows (Slurm's
+/// `_find_name_in_env`; a name holds no `=` and no NUL), its first `from`
+/// bytes being known to equal the name's.  The bytes are compared in order
+/// as far as the first that differs, so `byte(i)` is asked for only when
+/// the bytes before `i` equal the name's, none of which is a NUL.
 pub fn named_from(name: &str, from: usize, byte: impl Fn(usize) -> u8) -> bool {
     let name = name.as_bytes();
     (from..name.len()).all(|i| byte(i) == name[i]) && byte(name.len()) == b'='
@@ -235,6 +229,14 @@ fn nothing_between(a: Pos, b: Pos, removed: &[usize], old_len: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rule as written in Slurm's `_find_name_in_env`, on the bytes of
+    /// a whole entry: what [`named_from`] and [`Names::find`] are checked
+    /// against.
+    fn is_named(entry: &[u8], name: &str) -> bool {
+        let name = name.as_bytes();
+        entry.len() > name.len() && entry[name.len()] == b'=' && entry.starts_with(name)
+    }
 
     fn set(k: &str, v: &str) -> EnvOp {
         EnvOp::Set(k.into(), v.into())
@@ -358,6 +360,12 @@ mod tests {
         assert!(!is_named(b"CUDA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"));
         assert!(!is_named(b"CUDA_VISIBLE=2", "CUDA_VISIBLE_DEVICES"));
         assert!(!is_named(b"CUDA_VISIBLE_DEVICES_X=1", "CUDA_VISIBLE_DEVICES"));
+        for e in ["CUDA_VISIBLE_DEVICES=", "CUDA_VISIBLE_DEVICES", "CUDA_VISIBLE=2", "CUDA_VISIBLE_DEVICES_X=1", "", "=", "C"] {
+            let b = e.as_bytes();
+            for name in ["CUDA_VISIBLE_DEVICES", "CUDA_VISIBLE", ""] {
+                assert_eq!(named_from(name, 0, |i| b.get(i).copied().unwrap_or(0)), is_named(b, name), "{e:?} {name:?}");
+            }
+        }
     }
 
     #[test]
