@@ -29,12 +29,17 @@ pub unsafe fn string_from_c(p: *const c_char) -> Option<String> {
     })
 }
 
-fn cstring(s: &str) -> CString {
+/// `s` as it reaches Slurm through a C string: without interior NULs.
+fn without_nul(s: &str) -> std::borrow::Cow<'_, str> {
     if s.contains('\0') {
-        CString::new(s.replace('\0', "")).unwrap_or_default()
+        std::borrow::Cow::Owned(s.replace('\0', ""))
     } else {
-        CString::new(s).unwrap_or_default()
+        std::borrow::Cow::Borrowed(s)
     }
+}
+
+fn cstring(s: &str) -> CString {
+    CString::new(without_nul(s).into_owned()).unwrap_or_default()
 }
 
 /// An `xmalloc`ed copy of `s` (NULL for `None`), for Slurm to `xfree`.
@@ -419,7 +424,7 @@ impl EnvArray {
     /// The value of `name`, as slurmd's `getenvp` finds it.
     pub fn get(&self, name: &str) -> Option<String> {
         // The name as slurmd got it through a C string: without NULs.
-        let name = if name.contains('\0') { std::borrow::Cow::Owned(name.replace('\0', "")) } else { std::borrow::Cow::Borrowed(name) };
+        let name = without_nul(name);
         // SAFETY: every entry is a valid NUL-terminated string (constructor
         // contract); `named_from` reads byte `k` only when the bytes before
         // it equal the name's, which hold no NUL, so no read goes past the
@@ -449,8 +454,8 @@ impl EnvArray {
             cleaned = ops
                 .iter()
                 .map(|op| match op {
-                    EnvOp::Set(k, v) => EnvOp::Set(k.replace('\0', ""), v.clone()),
-                    EnvOp::Unset(k) => EnvOp::Unset(k.replace('\0', "")),
+                    EnvOp::Set(k, v) => EnvOp::Set(without_nul(k).into_owned(), v.clone()),
+                    EnvOp::Unset(k) => EnvOp::Unset(without_nul(k).into_owned()),
                 })
                 .collect();
             &cleaned[..]
@@ -515,13 +520,12 @@ impl EnvArray {
                 *target.add(n) = xstr_pair(name, value);
                 n += 1;
             }
-            // A new array is zeroed: its NULL is there.
             if target == arr {
                 for i in n..=old_len {
                     *arr.add(i) = ptr::null_mut();
                 }
-            }
-            if target != arr {
+            } else {
+                // A new array is zeroed: its NULL is there.
                 xfree(arr);
                 *self.ptr = target;
             }
