@@ -129,7 +129,8 @@ fn readelf(file: &Path) -> (String, String) {
 /// `dlopen()` cleanly and slurmd tries the next `PluginDir` entry); the
 /// library the Slurm functions it calls at their first call, through its
 /// PLT (`.cargo/config.toml`: a step's slurmstepd loads it for every step
-/// and calls few of them), with its relocated data read-only all the same.
+/// and calls few of them), and the C library functions of Rust's standard
+/// library likewise, with its relocated data read-only all the same.
 #[test]
 fn plugin_files_bind_at_load_and_the_library_at_first_call() {
     let dir = std::env::temp_dir().join(format!("gres-rs-binding-{}", std::process::id()));
@@ -146,6 +147,20 @@ fn plugin_files_bind_at_load_and_the_library_at_first_call() {
     assert!(!dynamic.contains("BIND_NOW") && !dynamic.contains("Flags: NOW"), "{} binds everything at load:\n{dynamic}", library.display());
     let lazy: Vec<&str> = relocations.lines().filter(|l| l.contains("R_X86_64_JUMP_SLOT") && l.contains("slurm_xfree")).collect();
     assert!(!lazy.is_empty() || !cfg!(target_arch = "x86_64"), "{} calls slurm_xfree other than through its PLT:\n{relocations}", library.display());
+    // Nor the C library functions of Rust's standard library
+    // (crates/gres_rs/build.rs): only the weak references std tests for,
+    // and those of the C runtime's start files, are bound at load.
+    let at_load: Vec<&str> = relocations
+        .lines()
+        .filter(|l| l.contains("R_X86_64_GLOB_DAT") && l.contains("@GLIBC"))
+        .filter(|l| !["__cxa_finalize@", "__cxa_thread_atexit_impl@", "__pthread_key_create@"].iter().any(|weak| l.contains(weak)))
+        .collect();
+    assert!(
+        at_load.is_empty(),
+        "{} binds C library functions at load (add them to STD_IMPORTS in crates/gres_rs/build.rs):\n{}",
+        library.display(),
+        at_load.join("\n")
+    );
     let headers = std::process::Command::new("readelf").args(["-W", "-l"]).arg(&library).output().expect("readelf");
     assert!(String::from_utf8_lossy(&headers.stdout).contains("GNU_RELRO"), "{} has no read-only-after-relocation segment", library.display());
 }

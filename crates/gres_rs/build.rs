@@ -13,6 +13,92 @@ use std::process::Command;
 /// one of another build, their dlopen() still fails cleanly.
 fn main() {
     static_unwinder();
+    std_imports_at_first_call();
+}
+
+/// The C library functions that Rust's standard library calls (those of a
+/// release build and the more of a debug build).  std comes
+/// compiled, and calls them through the GOT, which the dynamic loader fills
+/// when it loads the library (one symbol lookup each, about 400
+/// instructions in a slurmstepd), whether or not they are ever called.
+/// Each name is wrapped (`--wrap`): std's references go to a local,
+/// hidden `__wrap_<name>` that jumps through the PLT to the C library's
+/// function, bound when first called.  Weak references (std checks that
+/// `__pthread_key_create` and `__cxa_thread_atexit_impl` exist) are left as
+/// they are.  tests/plugin_files.rs checks that no import of the C library
+/// is bound at load.
+const STD_IMPORTS: &[&str] = &[
+    "abort",
+    "bcmp",
+    "calloc",
+    "clock_gettime",
+    "close",
+    "dl_iterate_phdr",
+    "exit",
+    "free",
+    "fstat64",
+    "getcwd",
+    "getauxval",
+    "getenv",
+    "getrandom",
+    "gettid",
+    "lseek64",
+    "malloc",
+    "memcmp",
+    "memcpy",
+    "memmove",
+    "memset",
+    "mmap64",
+    "munmap",
+    "open64",
+    "pause",
+    "poll",
+    "posix_memalign",
+    "pthread_key_create",
+    "pthread_key_delete",
+    "pthread_setspecific",
+    "read",
+    "readlink",
+    "realloc",
+    "realpath",
+    "sigaltstack",
+    "stat64",
+    "statx",
+    "strlen",
+    "syscall",
+    "write",
+    "writev",
+    "__errno_location",
+    "__xpg_strerror_r",
+];
+
+fn std_imports_at_first_call() {
+    let target = |key: &str| std::env::var(key).unwrap_or_default();
+    if target("CARGO_CFG_TARGET_ARCH") != "x86_64" || target("CARGO_CFG_TARGET_OS") != "linux" || target("CARGO_CFG_TARGET_ENV") != "gnu" {
+        // The jumps below are x86-64 code; elsewhere std's imports stay
+        // bound at load.
+        return;
+    }
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let mut asm = String::from(".text\n");
+    for name in STD_IMPORTS {
+        asm.push_str(&format!(
+            ".globl __wrap_{name}\n.hidden __wrap_{name}\n.type __wrap_{name},@function\n__wrap_{name}:\n\tjmp __real_{name}@PLT\n.size __wrap_{name}, .-__wrap_{name}\n"
+        ));
+    }
+    asm.push_str(".section .note.GNU-stack,\"\",@progbits\n");
+    let src = out_dir.join("std_imports.s");
+    std::fs::write(&src, asm).expect("write std_imports.s");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let obj = out_dir.join("std_imports.o");
+    let ok = Command::new(&cc).arg("-c").arg(&src).arg("-o").arg(&obj).status().map(|s| s.success()).unwrap_or(false);
+    assert!(ok, "{cc} could not assemble {}", src.display());
+    // The library only: no other program of the workspace is linked with
+    // these names wrapped.
+    println!("cargo:rustc-cdylib-link-arg={}", obj.display());
+    for name in STD_IMPORTS {
+        println!("cargo:rustc-cdylib-link-arg=-Wl,--wrap={name}");
+    }
 }
 
 /// Link GCC's unwinder (libgcc_eh.a, hidden symbols) into the library, so
