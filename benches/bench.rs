@@ -41,7 +41,8 @@
 //!   100,000-line gres.conf.
 //!
 //! Stock and ours alternate (stock, ours, ours, stock, ...) and medians are
-//! reported, to keep a shared machine's noise out of the ratios.  Needs
+//! reported, to keep a shared machine's noise out of the ratios (a step's
+//! instructions: the mean over step environment sizes, `STEP_ENV_PADS`).  Needs
 //! root and Debian's Slurm packages, like the real-Slurm tests.
 
 use gres_test_harness as harness;
@@ -911,7 +912,7 @@ fn by_layout_k(stock: &[f64], ours: &[f64]) -> String {
 }
 
 /// The step-instruction runs give each step's environment one more
-/// variable, `GRES_RS_BENCH_PAD`, of `k * 16 KiB` bytes for `k` in
+/// variable, `GRES_RS_BENCH_PAD`, of `k * 8 KiB` bytes for `k` in
 /// `0..STEP_ENV_PADS`: users' environments differ in size, and so does
 /// where slurmstepd's heap stands when its own code `xcalloc`s.  glibc's
 /// `calloc` clears only the part of a block that the heap had in use
@@ -921,13 +922,13 @@ fn by_layout_k(stock: &[f64], ours: &[f64]) -> String {
 /// `env_array_merge` `xcalloc` 256 KiB buffers): a side that keeps 22 KiB
 /// less on the heap (ours: the step's device lists as Rust data, stock:
 /// five Slurm lists and twelve device records) can count 80,000 more or
-/// 80,000 fewer in one layout.  Eight sizes 16 KiB apart step the heap
+/// 80,000 fewer in one layout.  Sixteen sizes 8 KiB apart step the heap
 /// through the 128 KiB by which glibc grows it, and the rows report the
 /// mean over them, the same sizes for both sides: the cost of a step
 /// whatever its environment.  Each size stays below the kernel's 128 KiB
 /// limit on one environment string.
-const STEP_ENV_PADS: usize = 8;
-const STEP_ENV_PAD_STEP: usize = 16 * 1024;
+const STEP_ENV_PADS: usize = 16;
+const STEP_ENV_PAD_STEP: usize = 8 * 1024;
 
 /// How the step-instruction clusters install the plugins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
