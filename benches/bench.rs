@@ -1126,8 +1126,7 @@ fn rows_stepd_instructions(opts: &Opts, bed: &TestBed, build: &Result<testbed::O
             n: counts[0].len().min(counts[i].len()),
             goal: "<= 1.00".into(),
             note: format!(
-                "slurmd starts slurmstepd under the release's callgrind (slurmd -d <wrapper>), SlurmdDebug=info, ProctrackType=proctrack/pgid; {files} profiles a step (slurmstepd and its forks, to the task's exec); environment {} to {} KiB larger in {} steps (see STEP_ENV_PADS); ours - stock by size: {}",
-                0,
+                "slurmd starts slurmstepd under the release's callgrind (slurmd -d <wrapper>), SlurmdDebug=info, ProctrackType=proctrack/pgid; {files} profiles a step (slurmstepd and its forks, to the task's exec); environment 0 to {} KiB larger in {} steps (see STEP_ENV_PADS); ours - stock by size: {}",
                 (STEP_ENV_PADS - 1) * STEP_ENV_PAD_STEP / 1024,
                 STEP_ENV_PADS,
                 by_layout_k(&counts[0], &counts[i])
