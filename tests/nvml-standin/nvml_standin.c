@@ -27,6 +27,19 @@
  *   mem_clocks <a,b,...>        gfx_clocks <mem> <a,b,...>
  *   app_clocks <mem> <gfx>      default and current application clocks
  *   energy_mj <n>   power_mw <n>
+ *   ci_slices <n>               a MIG device's compute-instance slices
+ *                               (default: its `slices`)
+ *   proc <compute|graphics> <pid> <MiB>
+ *                               a process running on this device, using
+ *                               that much memory; <pid> is a number or
+ *                               pidfile:<path>, read at each call (a
+ *                               test's task writes its own PID there);
+ *                               a pidfile that is absent or empty lists
+ *                               no process
+ *   util <pid> <sm%> <mem%>     a process utilisation sample of <pid> (as
+ *                               for proc), stamped with the time of the
+ *                               call in microseconds, as the driver
+ *                               samples all the time
  *   fail <function> <code>      that call fails on this device
  *                               (nvmlDeviceGetHandleByIndex_v2 included)
  *   delay_us <n>                (anywhere) every call takes n microseconds
@@ -86,11 +99,22 @@ typedef struct {
 #define MAX_FAILS 16
 #define MAX_CLOCKS 256
 #define MAX_MEM 16
+#define MAX_PROCS 2048 /* proc and util entries of all devices */
 
 struct gfx_list {
 	unsigned int mem;
 	unsigned int n;
 	unsigned int f[MAX_CLOCKS];
+};
+
+/* A process of `proc` or a sample of `util`. */
+struct proc_entry {
+	const struct nvml_dev *dev;
+	int graphics;		/* proc: 1 graphics, 0 compute; -1 a util sample */
+	unsigned int pid;	/* 0: read from pidfile */
+	char pidfile[256];
+	unsigned long long mib;	/* proc */
+	unsigned int sm, mem;	/* util */
 };
 
 struct nvml_dev {
@@ -119,12 +143,15 @@ struct nvml_dev {
 	unsigned int def_mem, def_gfx, app_mem, app_gfx;
 	unsigned long long energy_mj;
 	unsigned int power_mw;
+	unsigned int ci_slices;
 	char fail_fn[MAX_FAILS][64];
 	int fail_code[MAX_FAILS];
 	int n_fails;
 };
 
 static struct nvml_dev gpus[MAX_GPUS];
+static struct proc_entry procs[MAX_PROCS];
+static int n_procs;
 static struct nvml_dev migs[MAX_MIGS];
 static int n_gpus, n_migs_total;
 static char driver_version[80] = "535.104.05";
@@ -262,7 +289,7 @@ static void load_fixture(const char *path)
 
 	memset(gpus, 0, sizeof(gpus));
 	memset(migs, 0, sizeof(migs));
-	n_gpus = n_migs_total = 0;
+	n_gpus = n_migs_total = n_procs = 0;
 	init_error = count_error = 0;
 	delay_us = init_delay_ms = 0;
 	if (!f) {
@@ -368,6 +395,40 @@ static void load_fixture(const char *path)
 			cur->energy_mj = strtoull(rest, NULL, 10);
 		} else if (!strcmp(key, "power_mw")) {
 			cur->power_mw = (unsigned int) strtoul(rest, NULL, 10);
+		} else if (!strcmp(key, "ci_slices")) {
+			cur->ci_slices = (unsigned int) strtoul(rest, NULL, 10);
+		} else if (!strcmp(key, "proc") || !strcmp(key, "util")) {
+			struct proc_entry *e;
+			char kind[16] = "", who[256] = "";
+			unsigned long long a = 0, b = 0;
+			int util = !strcmp(key, "util");
+			int n;
+
+			if (n_procs >= MAX_PROCS)
+				continue;
+			e = &procs[n_procs];
+			memset(e, 0, sizeof(*e));
+			e->dev = cur;
+			if (util) {
+				n = sscanf(rest, "%255s %llu %llu", who, &a, &b);
+				if (n != 3)
+					continue;
+				e->graphics = -1;
+				e->sm = (unsigned int) a;
+				e->mem = (unsigned int) b;
+			} else {
+				n = sscanf(rest, "%15s %255s %llu", kind, who, &a);
+				if (n != 3 || (strcmp(kind, "compute") &&
+					       strcmp(kind, "graphics")))
+					continue;
+				e->graphics = !strcmp(kind, "graphics");
+				e->mib = a;
+			}
+			if (!strncmp(who, "pidfile:", 8))
+				copy_str(e->pidfile, sizeof(e->pidfile), who + 8);
+			else
+				e->pid = (unsigned int) strtoul(who, NULL, 10);
+			n_procs++;
 		} else if (!strcmp(key, "fail")) {
 			char fn[64];
 			int code;
@@ -648,7 +709,7 @@ nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t d,
 	DEVICE_CALL(d, "");
 	memset(a, 0, sizeof(*a));
 	a->gpuInstanceSliceCount = d->slices;
-	a->computeInstanceSliceCount = d->slices;
+	a->computeInstanceSliceCount = d->ci_slices ? d->ci_slices : d->slices;
 	a->memorySizeMB = d->mem_mb;
 	a->multiprocessorCount = 14 * (d->slices ? d->slices : 8);
 	return NVML_SUCCESS;
@@ -756,5 +817,182 @@ nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw)
 	if (!d->power_mw)
 		return NVML_ERROR_NOT_SUPPORTED;
 	*mw = d->power_mw;
+	return NVML_SUCCESS;
+}
+
+/* The PID of a `proc` or `util` entry now; 0 when its pidfile names none. */
+static unsigned int entry_pid(const struct proc_entry *e)
+{
+	FILE *f;
+	unsigned int pid = 0;
+
+	if (e->pid || !e->pidfile[0])
+		return e->pid;
+	if (!(f = fopen(e->pidfile, "r")))
+		return 0;
+	if (fscanf(f, "%u", &pid) != 1)
+		pid = 0;
+	fclose(f);
+	return pid;
+}
+
+/* nvmlProcessInfo_v1_t (the unversioned call) and _v2_t (the _v2 and _v3
+ * calls), as nvml.h lays them out. */
+typedef struct {
+	unsigned int pid;
+	unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
+typedef struct {
+	unsigned int pid;
+	unsigned long long usedGpuMemory;
+	unsigned int gpuInstanceId;
+	unsigned int computeInstanceId;
+} nvmlProcessInfo_v2_t;
+
+/*
+ * The running processes of one kind, as the driver answers: with no
+ * process, NVML_SUCCESS and a count of 0 whatever the buffer; with a
+ * buffer too small (or NULL), NVML_ERROR_INSUFFICIENT_SIZE and the count
+ * needed; else the list.  `v` is 1 for the v1 layout, 2 for v2/v3.
+ */
+static nvmlReturn_t running_procs(nvmlDevice_t d, int graphics,
+				  unsigned int *count, void *infos, int v)
+{
+	static __thread unsigned int pids[MAX_PROCS];
+	static __thread unsigned long long mib[MAX_PROCS];
+	unsigned int n = 0;
+
+	if (!count)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	for (int i = 0; i < n_procs; i++) {
+		const struct proc_entry *e = &procs[i];
+		unsigned int pid;
+
+		if (e->dev != d || e->graphics != graphics ||
+		    !(pid = entry_pid(e)))
+			continue;
+		pids[n] = pid;
+		mib[n++] = e->mib;
+	}
+	if (!n) {
+		*count = 0;
+		return NVML_SUCCESS;
+	}
+	if (!infos || *count < n) {
+		*count = n;
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		unsigned long long bytes = mib[i] * 1024 * 1024;
+
+		if (v == 1) {
+			nvmlProcessInfo_v1_t *p = (nvmlProcessInfo_v1_t *) infos + i;
+			p->pid = pids[i];
+			p->usedGpuMemory = bytes;
+		} else {
+			nvmlProcessInfo_v2_t *p = (nvmlProcessInfo_v2_t *) infos + i;
+			p->pid = pids[i];
+			p->usedGpuMemory = bytes;
+			p->gpuInstanceId = d->is_mig ? d->gi : 0xFFFFFFFF;
+			p->computeInstanceId = d->is_mig ? d->ci : 0xFFFFFFFF;
+		}
+	}
+	*count = n;
+	return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int *count, void *infos)
+{
+	DEVICE_CALL(d, " %u", count ? *count : 0);
+	return running_procs(d, 0, count, infos, 1);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *count, void *infos)
+{
+	DEVICE_CALL(d, " %u", count ? *count : 0);
+	return running_procs(d, 0, count, infos, 2);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count, void *infos)
+{
+	DEVICE_CALL(d, " %u", count ? *count : 0);
+	return running_procs(d, 0, count, infos, 2);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t d, unsigned int *count, void *infos)
+{
+	DEVICE_CALL(d, " %u", count ? *count : 0);
+	return running_procs(d, 1, count, infos, 1);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t d, unsigned int *count, void *infos)
+{
+	DEVICE_CALL(d, " %u", count ? *count : 0);
+	return running_procs(d, 1, count, infos, 2);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned int *count, void *infos)
+{
+	DEVICE_CALL(d, " %u", count ? *count : 0);
+	return running_procs(d, 1, count, infos, 2);
+}
+
+typedef struct {
+	unsigned int pid;
+	unsigned long long timeStamp;
+	unsigned int smUtil;
+	unsigned int memUtil;
+	unsigned int encUtil;
+	unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
+/*
+ * Process utilisation samples newer than `last_seen` (microseconds since
+ * the epoch), each stamped with the time of the call: as the driver, a
+ * NULL buffer or one too small gives NVML_ERROR_INSUFFICIENT_SIZE and the
+ * count; no sample gives NVML_ERROR_NOT_FOUND.
+ */
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
+					      nvmlProcessUtilizationSample_t *u,
+					      unsigned int *count,
+					      unsigned long long last_seen)
+{
+	struct timespec ts;
+	unsigned long long now;
+	unsigned int n = 0;
+
+	DEVICE_CALL(d, " %u %llu", count ? *count : 0, last_seen);
+	if (!count)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (unsigned long long) ts.tv_sec * 1000000ULL +
+	      (unsigned long long) ts.tv_nsec / 1000ULL;
+	for (int i = 0; i < n_procs; i++)
+		if (procs[i].dev == d && procs[i].graphics == -1 &&
+		    entry_pid(&procs[i]) && now > last_seen)
+			n++;
+	if (!n)
+		return NVML_ERROR_NOT_FOUND;
+	if (!u || *count < n) {
+		*count = n;
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	}
+	n = 0;
+	for (int i = 0; i < n_procs; i++) {
+		const struct proc_entry *e = &procs[i];
+		unsigned int pid;
+
+		if (e->dev != d || e->graphics != -1 || !(pid = entry_pid(e)) ||
+		    now <= last_seen)
+			continue;
+		memset(&u[n], 0, sizeof(u[n]));
+		u[n].pid = pid;
+		u[n].timeStamp = now;
+		u[n].smUtil = e->sm;
+		u[n].memUtil = e->mem;
+		n++;
+	}
+	*count = n;
 	return NVML_SUCCESS;
 }

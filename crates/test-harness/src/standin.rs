@@ -245,13 +245,19 @@ pub struct FixtureGpu {
 /// One MIG device (`mig` block) of a fixture GPU.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FixtureMig {
+    /// NVML's name of the MIG device ("NVIDIA A100-SXM4-40GB MIG 1g.5gb").
+    pub name: String,
     pub uuid: String,
     /// GPU instance id.
     pub gi: u32,
     /// Compute instance id.
     pub ci: u32,
     pub mem_mb: u64,
+    /// GPU-instance slices.
     pub slices: u32,
+    /// Compute-instance slices (`ci_slices`; the GPU instance's when not
+    /// given).
+    pub ci_slices: u32,
 }
 
 /// The GPUs of a fixture file's text, in order.
@@ -278,11 +284,16 @@ pub fn parse_fixture(text: &str) -> Vec<FixtureGpu> {
         if in_mig {
             let m = g.migs.last_mut().expect("mig");
             match key {
+                "name" => m.name = rest.to_string(),
                 "uuid" => m.uuid = rest.to_string(),
                 "gi" => m.gi = rest.parse().unwrap_or(0),
                 "ci" => m.ci = rest.parse().unwrap_or(0),
                 "mem_mb" => m.mem_mb = rest.parse().unwrap_or(0),
-                "slices" => m.slices = rest.parse().unwrap_or(0),
+                "slices" => {
+                    m.slices = rest.parse().unwrap_or(0);
+                    m.ci_slices = m.ci_slices.max(m.slices);
+                }
+                "ci_slices" => m.ci_slices = rest.parse().unwrap_or(0),
                 _ => {}
             }
             continue;
