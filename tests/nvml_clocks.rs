@@ -87,6 +87,30 @@ fn local_ids_and_outcome() {
     assert_eq!((out.gpus.len(), out.set), (0, 0));
 }
 
+/// From 23.02 slurmd has no built-in `GpuFreqDef`: a component neither
+/// `--gpu-freq` nor slurm.conf gives keeps the GPU's current application
+/// clock (22.05 fills in `high,memory=high`), with a GPU whose current
+/// memory clock is not its highest to tell them apart.
+#[test]
+fn gpu_freq_def_unset_keeps_what_is_not_asked() {
+    let gpu = "gpu\nname NVIDIA A100-PCIE-40GB\nminor 0\ncpus 0\nmem_clocks 3000,2000\ngfx_clocks 3000 1500,900,300\ngfx_clocks 2000 1200,800,200\napp_clocks 2000 800\n";
+    let usable = Bitmap::from_indices(1, &[0]);
+    let later = slurm_gpu_gres::ffi::behaviour::for_release(23, 2, 8).unwrap();
+    for (host, spec, want) in [
+        // 22.05: the built-in default pins memory at its highest.
+        (StandaloneHost::default(), "gpu:low", "gpu0 3000 300"),
+        (StandaloneHost::new(later), "gpu:low", "gpu0 2000 200"),
+        (StandaloneHost::new(later), "gpu:memory=low", "gpu0 2000 800"),
+        (StandaloneHost::new(later), "gpu:high,memory=high", "gpu0 3000 1500"),
+    ] {
+        let s = Standin::from_text(gpu);
+        GpuNvml::step_freqs_init(&host, Some(&usable), Some(spec), &s.paths());
+        GpuNvml::step_freqs_fini(&host, &s.paths());
+        assert_eq!(sets(&s, SET), [want.to_string()], "{spec}");
+        assert_eq!(sets(&s, RESET), ["gpu0".to_string()], "{spec}");
+    }
+}
+
 #[test]
 fn failed_set_is_reported_on_stderr() {
     let s = Standin::from_text(

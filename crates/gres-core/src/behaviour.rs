@@ -165,6 +165,30 @@ pub struct Behaviour {
     /// (`gres_c_s_init_share_devices`, gres_c_s.c: 23.02.8, 24.11.5,
     /// 26.05.3 read); 22.05 spells it `Initalized` (22.05.8's gres_mps.so).
     pub init_list_line_spelled: bool,
+    /// gpu/nvml's `usage_read` reads `gres/gpumem` and `gres/gpuutil` each
+    /// when it is accounted, from 23.11.0; 23.02 reads neither unless both
+    /// are (`gpu_p_usage_read`, gpu_nvml.c: 23.02.8 and 23.11.11 read).
+    pub usage_tres_independent: bool,
+    /// gpu/nvml types a MIG device by the profile in NVML's name of it
+    /// (`..._1c.3g.20gb`), computing one only where the name has none
+    /// (compute-instance slices first, memory rounded up), from 23.02.0;
+    /// 22.05 always computes `_<GI slices>g.<GiB rounded>gb`
+    /// (`_handle_mig`, gpu_nvml.c: 22.05.8, 23.02.8, 26.05.3 read).
+    pub mig_type_from_nvml_name: bool,
+    /// gpu/nvml marks every record it detects `GRES_CONF_AUTODETECT` (bit
+    /// 15), from 24.11.0 (`_get_system_gpu_list_nvml`, gpu_nvml.c; the bit
+    /// in src/interfaces/gres.h: 24.05.8 has none, 24.11.5 and 26.05.3 read).
+    pub autodetect_conf_flag: bool,
+    /// A GPU in MIG mode none of whose MIG devices can be read is reported
+    /// as the whole GPU (its full type, its device file and links), after
+    /// the error, from 24.11.0; before, slurmd stops (`fatal`) when there
+    /// are none and reports nothing of the GPU when none can be read
+    /// (`_get_system_gpu_list_nvml`, gpu_nvml.c: 24.05.8, 24.11.5 read).
+    pub mig_unreadable_reports_gpu: bool,
+    /// slurmd has a built-in `GpuFreqDef` of `high,memory=high` that fills
+    /// in what `--gpu-freq` leaves out: 22.05 (`read_config.c`); 23.02.0
+    /// removed it (NEWS), so a component nobody asked for stays as it is.
+    pub gpu_freq_def_builtin: bool,
 }
 
 impl Default for Behaviour {
@@ -197,6 +221,11 @@ impl Behaviour {
         record_line_flags: false,
         any_flags_drop_default_env: false,
         init_list_line_spelled: false,
+        usage_tres_independent: false,
+        mig_type_from_nvml_name: false,
+        autodetect_conf_flag: false,
+        mig_unreadable_reports_gpu: false,
+        gpu_freq_def_builtin: true,
     };
 
     /// Whether a gres.conf value exists.

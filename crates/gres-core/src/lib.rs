@@ -9,6 +9,7 @@ pub mod env_array;
 pub mod fake_gpus;
 pub mod files;
 pub mod gpu_freq;
+pub mod gpu_usage;
 pub mod gres_conf;
 pub mod host;
 pub mod hostlist;

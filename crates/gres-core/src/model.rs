@@ -28,6 +28,10 @@ impl ConfFlags {
     /// `GRES_CONF_UUID` (26.05; `Flags=env_uuid`); see
     /// [`crate::behaviour::ConfBit14`].
     pub const BIT14: u32 = 1 << 14;
+    /// `GRES_CONF_AUTODETECT` (24.11 on): a record a gpu plugin detected
+    /// (slurmctld words its drain reason for GPU cores that split a socket
+    /// by it).
+    pub const AUTODETECT: u32 = 1 << 15;
     /// `GRES_CONF_MIG` (25.11 on): a MIG record of gpu/nvml.
     pub const MIG: u32 = 1 << 17;
     /// Every `ENV_*` bit that selects an environment variable.

@@ -30,23 +30,51 @@ pub fn gpu_type_from_name(name: &str) -> String {
     name.chars().map(|c| if c == ' ' { '_' } else { c.to_ascii_lowercase() }).collect()
 }
 
-/// Whether a type name is one [`mig_type`] makes: it ends in a MIG
-/// profile such as `_1g.10gb`.
+/// Whether a type name is one gpu/nvml gives a MIG device: it ends in a
+/// MIG profile such as `_1g.10gb`, `_1c.3g.20gb` or `_1g.10gb+me`.
 pub fn is_mig_type(type_name: &str) -> bool {
-    type_name.rsplit('_').next().and_then(|w| w.split_once("g.")).is_some_and(|(slices, mem)| {
-        !slices.is_empty()
-            && slices.bytes().all(|b| b.is_ascii_digit())
-            && mem.strip_suffix("gb").is_some_and(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
-    })
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let Some(profile) = type_name.rsplit('_').next() else { return false };
+    let profile = profile.split_once('+').map_or(profile, |(p, _)| p);
+    let profile = profile.split_once("c.").filter(|(ci, _)| digits(ci)).map_or(profile, |(_, rest)| rest);
+    profile.split_once("g.").is_some_and(|(slices, mem)| digits(slices) && mem.strip_suffix("gb").is_some_and(digits))
 }
 
-/// The type of a MIG device: the parent's type up to its first `-`, then
-/// `_<slices>g.<GiB>gb` with the memory rounded to whole GiB
+/// The part of a MIG device's type that comes from its GPU: the GPU's type
+/// up to its first `-` ("nvidia_a100-sxm4-80gb" -> "nvidia_a100").
+pub fn mig_type_base(gpu_type: &str) -> &str {
+    gpu_type.split('-').next().unwrap_or(gpu_type)
+}
+
+/// The profile part of a MIG device's type from the name NVML gives the
+/// MIG device (23.02 on): the name as a type, from its first `mig_` on,
+/// without `mig` ("NVIDIA A100-SXM4-40GB MIG 1c.3g.20gb" -> "_1c.3g.20gb");
+/// `None` when the name has no `mig_`.
+pub fn mig_suffix_from_name(nvml_name: &str) -> Option<String> {
+    let name = gpu_type_from_name(nvml_name);
+    name.find("mig_").map(|i| name[i + 3..].to_string())
+}
+
+/// The profile part of a MIG device's type computed from its attributes,
+/// where NVML's name gives none: `_<slices>g.<GiB>gb`.  Slurm 22.05 rounds
+/// the memory to the nearest GiB; 23.02 on (`from_23_02`) rounds it up and
+/// writes the compute instance's slices first (`_<n>c.`) when they are
+/// fewer than the GPU instance's.
+pub fn mig_suffix_from_attributes(gi_slices: u32, ci_slices: u32, memory_mib: u64, from_23_02: bool) -> String {
+    if from_23_02 {
+        let ci = if ci_slices != gi_slices { format!("{ci_slices}c.") } else { String::new() };
+        format!("_{ci}{gi_slices}g.{}gb", memory_mib.div_ceil(1024))
+    } else {
+        let gib = memory_mib / 1024 + u64::from(memory_mib % 1024 >= 512);
+        format!("_{gi_slices}g.{gib}gb")
+    }
+}
+
+/// The type 22.05's gpu/nvml gives a MIG device of `slices` slices and
+/// `memory_mib` MiB on a GPU of type `gpu_type`
 /// ("nvidia_a100-sxm4-80gb", 1 slice, 9728 MiB -> "nvidia_a100_1g.10gb").
 pub fn mig_type(gpu_type: &str, slices: u32, memory_mib: u64) -> String {
-    let base = gpu_type.split('-').next().unwrap_or(gpu_type);
-    let gib = memory_mib / 1024 + u64::from(memory_mib % 1024 >= 512);
-    format!("{base}_{slices}g.{gib}gb")
+    format!("{}{}", mig_type_base(gpu_type), mig_suffix_from_attributes(slices, slices, memory_mib, false))
 }
 
 /// A driver version's first three numbers ("535.104.05" -> 535, 104, 5);
@@ -241,6 +269,25 @@ mod tests {
         assert_eq!(mig_type("nvidia_h100_80gb_hbm3", 7, 81559), "nvidia_h100_80gb_hbm3_7g.80gb");
         assert_eq!(mig_type("x", 1, 1535), "x_1g.1gb");
         assert_eq!(mig_type("x", 1, 1536), "x_1g.2gb");
+        // H100 80GB's 7g.80gb reports 81152 MiB (79.25 GiB): 22.05 calls it
+        // 7g.79gb, 23.02 on (rounding up) 7g.80gb, NVML's own name 7g.80gb.
+        assert_eq!(mig_type("nvidia_h100_80gb_hbm3", 7, 81152), "nvidia_h100_80gb_hbm3_7g.79gb");
+        assert_eq!(mig_suffix_from_attributes(7, 7, 81152, true), "_7g.80gb");
+        assert_eq!(mig_suffix_from_attributes(3, 1, 20096, true), "_1c.3g.20gb");
+        assert_eq!(mig_suffix_from_attributes(3, 1, 20096, false), "_3g.20gb");
+        assert_eq!(mig_suffix_from_attributes(1, 1, 1024, true), "_1g.1gb");
+        assert_eq!(mig_suffix_from_attributes(1, 1, 1025, true), "_1g.2gb");
+        assert_eq!(mig_suffix_from_name("NVIDIA A100-SXM4-40GB MIG 1c.3g.20gb").as_deref(), Some("_1c.3g.20gb"));
+        assert_eq!(mig_suffix_from_name("NVIDIA H100 80GB HBM3 MIG 1g.10gb+me").as_deref(), Some("_1g.10gb+me"));
+        assert_eq!(mig_suffix_from_name("NVIDIA H100 80GB HBM3"), None);
+        assert_eq!(mig_suffix_from_name(""), None);
+        assert_eq!(mig_type_base("nvidia_a100-sxm4-40gb"), "nvidia_a100");
+        for t in ["nvidia_a100_1c.3g.20gb", "nvidia_h100_80gb_hbm3_1g.10gb+me", "a100_7g.40gb"] {
+            assert!(is_mig_type(t), "{t}");
+        }
+        for t in ["nvidia_a100_xc.3g.20gb", "nvidia_a100_1g.10", "nvidia_a100", "x_+me"] {
+            assert!(!is_mig_type(t), "{t}");
+        }
     }
 
     #[test]

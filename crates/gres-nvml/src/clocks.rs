@@ -11,8 +11,15 @@ use nvml_wrapper::Device;
 /// What the step's clock setting depends on besides the request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepFreqContext {
-    /// slurm.conf `GpuFreqDef` (Slurm's default is `high,memory=high`).
+    /// slurm.conf `GpuFreqDef` (22.05's built-in default is
+    /// `high,memory=high`; 23.02 on has none).
     pub freq_def: Option<String>,
+    /// A component neither `--gpu-freq` nor `GpuFreqDef` gives (memory or
+    /// graphics) keeps the GPU's current application clock (23.02 on,
+    /// where slurmd has no built-in `GpuFreqDef`: `--gpu-freq=low` asks for
+    /// nothing about memory); otherwise nothing is set without both
+    /// (22.05, where the built-in default always gives both).
+    pub keep_current: bool,
     /// The step's GPUs are renumbered from 0 (devices constrained by
     /// cgroup.conf and task/cgroup in use): GPU `n` of the step is NVML
     /// device `n`.  Otherwise the bitmap's indexes are NVML indexes.
@@ -22,8 +29,9 @@ pub struct StepFreqContext {
 }
 
 impl Default for StepFreqContext {
+    /// Slurm 22.05's: the built-in `GpuFreqDef`.
     fn default() -> Self {
-        StepFreqContext { freq_def: Some(gpu_freq::DEFAULT_GPU_FREQ_DEF.to_string()), local_ids: false, debug_gres: false }
+        StepFreqContext { freq_def: Some(gpu_freq::DEFAULT_GPU_FREQ_DEF.to_string()), keep_current: false, local_ids: false, debug_gres: false }
     }
 }
 
@@ -102,8 +110,12 @@ fn choose(req: FreqRequest, desc: &[u32], ctx: &StepFreqContext, log: &mut Log) 
     Some(v)
 }
 
-/// The (memory, graphics) clocks to use on `dev` for the requests.
-fn nearest_pair(s: &Session, dev: &Device<'_>, mem: FreqRequest, gfx: FreqRequest, ctx: &StepFreqContext, log: &mut Log) -> Option<(u32, u32)> {
+/// The (memory, graphics) clocks to use on `dev` for the requests; a
+/// component not asked for is the GPU's current application clock (the
+/// nearest supported one of graphics at the chosen memory clock).
+fn nearest_pair(s: &Session, dev: &Device<'_>, mem: Option<FreqRequest>, gfx: Option<FreqRequest>, ctx: &StepFreqContext, log: &mut Log) -> Option<(u32, u32)> {
+    let mem = mem.unwrap_or_else(|| FreqRequest::Mhz(app_clock(s, dev, Clock::Memory, log)));
+    let gfx = gfx.unwrap_or_else(|| FreqRequest::Mhz(app_clock(s, dev, Clock::Graphics, log)));
     let mems = supported_memory_clocks(s, dev, log)?;
     let mem = choose(mem, &mems, ctx, log)?;
     let gfxs = supported_graphics_clocks(s, dev, mem, log)?;
@@ -127,10 +139,16 @@ pub fn set_step_freqs(usable: &Bitmap, spec: &str, ctx: &StepFreqContext, paths:
     let show = |r: Option<FreqRequest>| r.map(|r| r.to_string()).unwrap_or_else(|| "0".into());
     log.debug2(format_args!("Requested GPU memory frequency: {}", show(req.memory)));
     log.debug2(format_args!("Requested GPU graphics frequency: {}", show(req.graphics)));
-    let (Some(mem_req), Some(gfx_req)) = (req.memory, req.graphics) else {
+    let (mem_req, gfx_req) = match (req.memory, req.graphics) {
+        (Some(m), Some(g)) => (Some(m), Some(g)),
+        (None, None) => (None, None),
+        (m, g) if ctx.keep_current => (m, g),
+        _ => (None, None),
+    };
+    if mem_req.is_none() && gfx_req.is_none() {
         log.debug2("_set_freq: No frequencies to set");
         return out;
-    };
+    }
     out.gpus = if ctx.local_ids {
         log.debug2("_set_freq: cgroups are configured. Using LOCAL GPU IDs");
         (0..usable.count() as u32).collect()

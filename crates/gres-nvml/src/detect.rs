@@ -37,11 +37,21 @@ pub struct Detection {
 /// for `cfg.cpu_cnt` CPUs, with NVML and the device files where `paths`
 /// says.  Errors about single GPUs are logged and the GPU is skipped;
 /// `Err` only when NVML itself is unusable.
-/// The flags of a MIG device's record: `ENV_NVML`, with `GRES_CONF_MIG`
-/// and bit 14 (`GLOBAL_INDEX` or `UUID`) from the releases whose gpu/nvml
-/// sets them.
+/// The flags of every record gpu/nvml detects: `ENV_NVML`, with
+/// `GRES_CONF_AUTODETECT` from the releases that have it.
+pub fn record_flags(behaviour: &gres_core::behaviour::Behaviour) -> u32 {
+    if behaviour.autodetect_conf_flag {
+        ConfFlags::ENV_NVML | ConfFlags::AUTODETECT
+    } else {
+        ConfFlags::ENV_NVML
+    }
+}
+
+/// The flags of a MIG device's record: [`record_flags`], with
+/// `GRES_CONF_MIG` and bit 14 (`GLOBAL_INDEX` or `UUID`) from the releases
+/// whose gpu/nvml sets them.
 pub fn mig_record_flags(behaviour: &gres_core::behaviour::Behaviour) -> u32 {
-    let mut flags = ConfFlags::ENV_NVML;
+    let mut flags = record_flags(behaviour);
     if behaviour.mig_conf_flag {
         flags |= ConfFlags::MIG;
     }
@@ -168,7 +178,7 @@ impl Ctx<'_> {
     fn gpu(&mut self, i: u32, out: &mut Vec<GresRecord>, log: &mut Log) {
         let s = self.s;
         let nvml = &s.nvml;
-        let flags = ConfFlags::ENV_NVML;
+        let flags = record_flags(self.host.behaviour());
         let dev = match nvml.device_by_index(i) {
             Ok(d) => d,
             Err(e) => {
@@ -247,9 +257,13 @@ impl Ctx<'_> {
         log.debug2(format_args!("    MIG mode: {}", if mig_mode { "enabled" } else { "disabled" }));
 
         let gpu = Gpu { type_name, uuid, file, minor, cpus_abs, cpus_mac };
-        if mig_mode {
-            self.mig_devices(&dev, &gpu, out, log);
-        } else {
+        let added_migs = mig_mode && self.mig_devices(&dev, &gpu, out, log);
+        // A GPU whose MIG devices could not be read is the whole GPU from
+        // 24.11 (with GRES_CONF_MIG where MIG records have it: stock sets
+        // it before it reads them).
+        let whole_gpu = !mig_mode || (!added_migs && self.host.behaviour().mig_unreadable_reports_gpu);
+        if whole_gpu {
+            let flags = if mig_mode && self.host.behaviour().mig_conf_flag { flags | ConfFlags::MIG } else { flags };
             let g = SystemGpu {
                 cpu_cnt: self.cfg.cpu_cnt,
                 cpus: gpu.cpus_abs.as_deref(),
@@ -303,8 +317,9 @@ impl Ctx<'_> {
         model::links_string(index, self.lut.len(), self.lut, &remote)
     }
 
-    /// The records of a GPU in MIG mode, one per MIG device.
-    fn mig_devices(&mut self, dev: &Device<'_>, gpu: &Gpu, out: &mut Vec<GresRecord>, log: &mut Log) {
+    /// The records of a GPU in MIG mode, one per MIG device that could be
+    /// read; whether there was one.
+    fn mig_devices(&mut self, dev: &Device<'_>, gpu: &Gpu, out: &mut Vec<GresRecord>, log: &mut Log) -> bool {
         let calls = &self.s.extra;
         let max = match calls.max_mig_device_count(dev) {
             Ok(n) => n,
@@ -327,8 +342,9 @@ impl Ctx<'_> {
         log.debug2(format_args!("    MIG count: {mig_count}"));
         if mig_count == 0 {
             log.error("MIG mode is enabled, but no MIG devices were found. Please either create MIG instances, disable MIG mode, remove AutoDetect=nvml, or remove GPUs from the configuration completely.");
-            return;
+            return false;
         }
+        let mut added = false;
         for j in 0..mig_count {
             let Some(m) = self.mig_device(dev, gpu, j, log) else { continue };
             let links = model::empty_links(j as usize, mig_count as usize);
@@ -343,7 +359,9 @@ impl Ctx<'_> {
                 flags: mig_record_flags(self.host.behaviour()),
             };
             self.push(out, &g, log);
+            added = true;
         }
+        added
     }
 
     fn mig_device(&mut self, dev: &Device<'_>, gpu: &Gpu, j: u32, log: &mut Log) -> Option<MigFacts> {
@@ -362,14 +380,7 @@ impl Ctx<'_> {
             0
         });
         let (gi_minor, ci_minor) = self.cap_minors(gpu.minor, gi, ci, log)?;
-        let attrs = match mig.attributes() {
-            Ok(a) => a,
-            Err(e) => {
-                log.error(format_args!("Failed to get MIG attributes: {}", self.s.text(&e)));
-                return None;
-            }
-        };
-        let profile = model::mig_type(&gpu.type_name, attrs.gpu_instance_slice_count, attrs.memory_size_mb);
+        let profile = format!("{}{}", model::mig_type_base(&gpu.type_name), self.mig_suffix(&mig, log)?);
         let unique_id = model::mig_unique_id(self.driver, &mig_uuid, &gpu.uuid, gi, ci);
         let files = model::mig_files(&self.paths.dev_dir, &gpu.file, gi_minor, ci_minor);
         log.debug2(format_args!("GPU minor {}, MIG index {j}:", gpu.minor));
@@ -382,6 +393,29 @@ impl Ctx<'_> {
         log.debug2(format_args!("    CI Minor Number: {ci_minor}"));
         log.debug2(format_args!("    Device Files: {files}"));
         Some(MigFacts { profile, unique_id, files })
+    }
+
+    /// The profile part of a MIG device's type: from NVML's name of it
+    /// where the release does so and the name has one, else computed from
+    /// its attributes (`None`, logged, when they cannot be read).
+    fn mig_suffix(&self, mig: &Device<'_>, log: &mut Log) -> Option<String> {
+        let from_name = self.host.behaviour().mig_type_from_nvml_name;
+        if from_name {
+            let name = mig.name().unwrap_or_else(|e| {
+                log.error(format_args!("Failed to get name of the GPU: {}", self.s.text(&e)));
+                String::new()
+            });
+            if let Some(suffix) = model::mig_suffix_from_name(&name) {
+                return Some(suffix);
+            }
+        }
+        match mig.attributes() {
+            Ok(a) => Some(model::mig_suffix_from_attributes(a.gpu_instance_slice_count, a.compute_instance_slice_count, a.memory_size_mb, from_name)),
+            Err(e) => {
+                log.error(format_args!("Failed to get MIG attributes: {}", self.s.text(&e)));
+                None
+            }
+        }
     }
 
     fn cap_minors(&mut self, gpu_minor: u32, gi: u32, ci: u32, log: &mut Log) -> Option<(u32, u32)> {

@@ -7,6 +7,7 @@
 //! - [`mod@detect`]: the node's GPUs as gres.conf records.
 //! - [`clocks`]: application clocks for a step's GPUs.
 //! - [`report`]: detection as a table and gres.conf lines, for a CLI.
+//! - [`usage`]: per-process GPU memory and utilisation for job accounting.
 //!
 //! The pure rules (type names, links, MIG files, the record) are in
 //! [`gres_core::nvml_model`] and [`gres_core::gpu_freq`].
@@ -23,6 +24,7 @@ pub mod clocks;
 pub mod detect;
 pub mod report;
 pub mod session;
+pub mod usage;
 
 pub use detect::{detect, system_gpu_list};
 pub use report::{detect_report, DetectReport};

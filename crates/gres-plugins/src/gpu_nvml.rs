@@ -10,10 +10,12 @@ use crate::nvml::{self, Log};
 use std::sync::{Mutex, PoisonError};
 
 /// The step's clock-setting context from slurmd's configuration
-/// (slurm.conf `GpuFreqDef` and `DebugFlags`, cgroup device constraint).
+/// (slurm.conf `GpuFreqDef`, or 22.05's built-in one, and `DebugFlags`,
+/// cgroup device constraint).
 fn step_context(host: &dyn Host) -> StepFreqContext {
-    let default = StepFreqContext::default();
-    StepFreqContext { freq_def: host.gpu_freq_def().or(default.freq_def), local_ids: host.use_local_device_index(), debug_gres: host.debug_gres() }
+    let builtin = host.behaviour().gpu_freq_def_builtin;
+    let freq_def = host.gpu_freq_def().or_else(|| builtin.then(|| gpu_freq::DEFAULT_GPU_FREQ_DEF.to_string()));
+    StepFreqContext { freq_def, keep_current: !builtin, local_ids: host.use_local_device_index(), debug_gres: host.debug_gres() }
 }
 
 /// The step's GPUs whose clocks were changed, to reset in fini (Slurm's
@@ -110,5 +112,9 @@ impl GpuPlugin for GpuNvml {
 
     fn energy_read(dv_ind: u32) -> Option<GpuEnergy> {
         nvml::energy_read(dv_ind, &super::nvml_paths())
+    }
+
+    fn usage_read(pid: u32, last_time: u64) -> Option<crate::core::gpu_usage::ProcessUsage> {
+        nvml::usage::process_usage(pid, last_time, &super::nvml_paths(), &mut Log::daemon())
     }
 }

@@ -152,4 +152,10 @@ pub trait GpuPlugin: 'static {
     fn energy_read(_dv_ind: u32) -> Option<crate::core::model::GpuEnergy> {
         None
     }
+    /// The GPU memory and utilisation of process `pid` for job accounting
+    /// (`gpu_p_usage_read`), starting from the record's `last_time`;
+    /// `None` writes nothing.
+    fn usage_read(_pid: u32, _last_time: u64) -> Option<crate::core::gpu_usage::ProcessUsage> {
+        None
+    }
 }

@@ -65,6 +65,11 @@ pub fn for_release(major: u32, minor: u32, micro: u32) -> Option<Behaviour> {
         record_line_flags: at_least((23, 2, 0)),
         any_flags_drop_default_env: at_least((23, 2, 0)) && !at_least((26, 5, 0)),
         init_list_line_spelled: at_least((23, 2, 0)),
+        usage_tres_independent: at_least((23, 11, 0)),
+        mig_type_from_nvml_name: at_least((23, 2, 0)),
+        autodetect_conf_flag: at_least((24, 11, 0)),
+        mig_unreadable_reports_gpu: at_least((24, 11, 0)),
+        gpu_freq_def_builtin: !at_least((23, 2, 0)),
     })
 }
 

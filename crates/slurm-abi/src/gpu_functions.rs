@@ -96,11 +96,44 @@ pub unsafe fn get_device_count<P: GpuPlugin>(count: *mut c_uint) {
 }
 
 /// `gpu_p_usage_read` (slurmstepd's jobacct_gather, 23.02 on): the GPU
-/// memory and utilisation of process `pid` into `data`, an array indexed
-/// by TRES position.  Ours tracks neither TRES: like stock gpu/generic,
-/// and like gpu/nvml when `AccountingStorageTRES` has no `gres/gpumem` /
-/// `gres/gpuutil`, it leaves `data` as it is and succeeds.
+/// memory and utilisation of process `pid` into `data`, slurmstepd's
+/// array of the cluster's TRES, at the positions of `gres/gpumem` and
+/// `gres/gpuutil` (`gpu_get_tres_pos`; -1 for a TRES the cluster does not
+/// account, which is never written).  What is read follows
+/// [`crate::core::gpu_usage`]; a position that is not accounted is left
+/// as jobacct_gather set it.
+///
+/// # Safety
+/// `data` NULL or slurmstepd's array of one `acct_gather_data_t` per TRES,
+/// which the positions `gpu_get_tres_pos` gives index.
 #[cfg(slurm_gpu_usage_read)]
-pub fn usage_read<P: GpuPlugin>(_pid: c_int, _data: *mut sys::acct_gather_data_t) -> c_int {
-    guard(P::PLUGIN_TYPE, "usage_read", SLURM_SUCCESS, || SLURM_SUCCESS)
+pub unsafe fn usage_read<P: GpuPlugin>(pid: c_int, data: *mut sys::acct_gather_data_t) -> c_int {
+    use crate::core::gpu_usage::Tracked;
+    guard(P::PLUGIN_TYPE, "usage_read", SLURM_SUCCESS, || {
+        let (mut mem_pos, mut util_pos): (c_int, c_int) = (-1, -1);
+        // SAFETY: two valid out-pointers; slurmstepd's libslurmfull looks
+        // the TRES up once in its association manager and caches them.
+        unsafe { sys::gpu_get_tres_pos(&mut mem_pos, &mut util_pos) };
+        let tracked = Tracked { gpumem: mem_pos >= 0, gpuutil: util_pos >= 0 };
+        if data.is_null() || pid <= 0 || !tracked.reads(super::behaviour::build().usage_tres_independent) {
+            tracing::trace!("gpu_p_usage_read: We are not tracking TRES gpuutil/gpumem");
+            return SLURM_SUCCESS;
+        }
+        // SAFETY: `util_pos` indexes `data` per the contract when it is
+        // not -1; a plain field read.
+        let last_time = if tracked.gpuutil { unsafe { (*data.add(util_pos as usize)).last_time } } else { 0 };
+        let Some(usage) = P::usage_read(pid as u32, last_time) else { return SLURM_SUCCESS };
+        if tracked.gpumem {
+            // SAFETY: as above, for `mem_pos`.
+            unsafe { (*data.add(mem_pos as usize)).size_read = usage.mem_bytes };
+        }
+        if tracked.gpuutil {
+            // SAFETY: as above.
+            let d = unsafe { &mut *data.add(util_pos as usize) };
+            d.size_read = usage.sm_util;
+            d.last_time = usage.last_time;
+        }
+        tracing::trace!(target: gres_log::DEBUG3, "pid {pid} has GPUUtil={} and MemMB={}", usage.sm_util, usage.mem_bytes / 1_048_576);
+        SLURM_SUCCESS
+    })
 }
