@@ -10,14 +10,18 @@
 # Then builds (or reuses) the test bed's chroots of the other Debian Slurm
 # releases, trixie (24.11) and sid (26.05), with tests/testbed/debian-chroot.sh
 # under /var/cache/slurm-gpu-gres/chroot (about a minute each the first
-# time, nothing when present; GRES_RS_NO_CHROOTS=1 skips them), and the
+# time, nothing when present; GRES_RS_NO_CHROOTS=1 skips them) with their
+# stock gpu_nvml.so (tests/testbed/stock-gpu-nvml.sh), and the
 # chroots of the releases built from source that GRES_RS_SLURM names, with
 # tests/testbed/slurm-source.sh.
 #
 # Prints, as its last line, `GRES_RS_SLURM_SRC=<dir of the unpacked source>`.
 set -euo pipefail
 
-PKGS=(slurmd slurmctld slurm-client munge iproute2 libslurm-dev libclang-dev clang pkg-config valgrind build-essential dpkg-dev time fakeroot man-db rpm rpmlint)
+# mariadb-server: the database of the accounting tests' slurmdbd (each
+# test starts its own server in a temporary directory; the package's own
+# service is never started).
+PKGS=(slurmd slurmctld slurm-client munge iproute2 libslurm-dev libclang-dev clang pkg-config valgrind build-essential dpkg-dev time fakeroot man-db rpm rpmlint mariadb-server)
 SRC_CACHE="${GRES_RS_SLURM_SRC:-/var/cache/slurm-gpu-gres/src}"
 export DEBIAN_FRONTEND=noninteractive
 
@@ -150,6 +154,11 @@ if [ "${GRES_RS_NO_CHROOTS:-0}" = 1 ]; then
 else
     for suite in trixie sid; do
         "${SUDO[@]}" bash "$(dirname "$0")/testbed/debian-chroot.sh" "$suite" >&2
+    done
+    # Their stock gpu_nvml.so, which Debian does not ship (the NVML tests'
+    # stock side; a few seconds each the first time, nothing when present).
+    for suite in trixie sid; do
+        "${SUDO[@]}" bash "$(dirname "$0")/testbed/stock-gpu-nvml.sh" "$suite" >&2
     done
 fi
 

@@ -33,16 +33,18 @@ case "$SUITE" in
         NVML_STUB=0
         # What the test bed needs inside: the Slurm daemons and clients,
         # munge, the headers (slurm_version.h, the version the harness
-        # reads).  valgrind: the benchmark counts slurmd's instructions
-        # inside the chroot.
-        PKGS=(slurmd slurmctld slurm-client munge libslurm-dev "${TOOLS[@]}" valgrind)
+        # reads), slurmdbd (the accounting tests; its database server runs
+        # on the host).  valgrind: the benchmark counts slurmd's
+        # instructions inside the chroot.
+        PKGS=(slurmd slurmctld slurm-client slurmdbd munge libslurm-dev "${TOOLS[@]}" valgrind)
         WITH_SLURM=1
         ;;
     build)
         # Debian 12's compiler (gcc 12 builds every series from 23.02 on)
         # and the libraries Debian builds its slurm-wlm with that the test
         # bed's plugins use (munge; hwloc for slurmd's CPU layout, as in
-        # Debian's build), munged itself, and xz for the tarballs.
+        # Debian's build; MariaDB's client library for slurmdbd's
+        # accounting_storage/mysql), munged itself, and xz for the tarballs.
         # And, so that configure finds NVML as in Debian's build of
         # slurm-wlm (HAVE_NVML: slurmd selects gpu/nvml for
         # AutoDetect=nvml), a CUDA-like /opt/nvml: include/nvml.h from
@@ -53,7 +55,7 @@ case "$SUITE" in
         # under it.
         DIST=bookworm
         COMPONENTS=main,non-free
-        PKGS=(build-essential pkg-config libmunge-dev munge libhwloc-dev xz-utils "${TOOLS[@]}" valgrind)
+        PKGS=(build-essential pkg-config libmunge-dev munge libhwloc-dev libmariadb-dev xz-utils "${TOOLS[@]}" valgrind)
         WITH_SLURM=0
         NVML_STUB=1
         ;;

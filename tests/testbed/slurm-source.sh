@@ -14,8 +14,11 @@
 # dependencies) with the release configured like Debian's package
 # (--prefix=/usr --sysconfdir=/etc/slurm, libraries and plugins under
 # /usr/lib/<multiarch>) and only what the test bed runs built and installed:
-# libslurm/libslurmfull, slurmctld, slurmd and slurmstepd, the clients the
-# harness calls, the headers, and the plugin types the test clusters load.
+# libslurm/libslurmfull, slurmctld, slurmd, slurmstepd and slurmdbd (the
+# GPU accounting test's, with accounting_storage/mysql: the build base has
+# MariaDB's client library), the clients the harness and the jobs call
+# (sstat, sacct, sacctmgr for the accounting test), the headers, and the
+# plugin types the test clusters load.
 #
 # It lives in ${GRES_RS_CHROOT_DIR:-/var/cache/slurm-gpu-gres/chroot}/
 # source-<version>-<first 12 hex of the tarball's sha256>, so a new tarball
@@ -104,7 +107,7 @@ triplet=$(gcc -dumpmachine)
     --libdir=/usr/lib/$triplet --disable-dependency-tracking --disable-static --disable-debug --enable-multiple-slurmd \
     --disable-x11 --without-pmix --without-ucx --with-nvml=/opt/nvml --without-rsmi --without-oneapi \
     >configure.log 2>&1 || { tail -n 40 configure.log; exit 1; }
-dirs="src/api src/slurmctld src/slurmd src/srun src/sbatch src/salloc src/scontrol src/squeue src/scancel src/sinfo"
+dirs="src/api src/slurmctld src/slurmd src/slurmdbd src/srun src/sbatch src/salloc src/scontrol src/squeue src/scancel src/sinfo src/sstat src/sacct src/sacctmgr"
 for t in accounting_storage acct_gather_energy acct_gather_profile acct_gather_interconnect acct_gather_filesystem \
          auth cred gpu gres hash jobacct_gather jobcomp mcs mpi preempt prep priority proctrack sched select \
          switch task topology tls certmgr namespace job_container site_factor ext_sensors node_features power \
@@ -121,6 +124,7 @@ done
 # The headers (slurm/slurm.h, slurm_version.h, ...: the top directory installs them).
 make install-pkgincludeHEADERS >>install.log 2>&1 || { tail -n 40 install.log; echo "installing the headers failed"; exit 1; }
 grep -q "^#define HAVE_NVML 1" config.h || { echo "configure did not find NVML (/opt/nvml of the build base)"; exit 1; }
+[ -f /usr/lib/$triplet/slurm/accounting_storage_mysql.so ] || { echo "accounting_storage/mysql was not built (MariaDB client library of the build base)"; exit 1; }
 # As in the Debian packages: slurmd built with NVML, no stock gpu_nvml.so in
 # the plugin dir (Debian ships none), and no NVML library on the node (the
 # tests bring their stand-in).  The stock plugin is kept aside.

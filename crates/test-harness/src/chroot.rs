@@ -154,7 +154,7 @@ pub struct Chroot {
 }
 
 /// The multiarch triplet of Debian's library paths.
-fn triplet() -> &'static str {
+pub fn triplet() -> &'static str {
     if cfg!(target_arch = "aarch64") {
         "aarch64-linux-gnu"
     } else {

@@ -32,6 +32,7 @@
 //! `GRES_RS_TMPDIR` moves the temp dirs (default /tmp), `CI=true` or
 //! `GRES_RS_REQUIRE_SLURM=1` turn "skipped" into failures.
 
+pub mod accounting;
 pub mod chroot;
 pub mod fsutil;
 pub mod gpu;
@@ -457,6 +458,12 @@ pub struct ClusterConfig {
     pub select_type_parameters: String,
     /// Extra slurm.conf lines (before the node/partition lines).
     pub extra_slurm_conf: Vec<String>,
+    /// Job accounting in a database: the cluster starts a MariaDB server
+    /// of the host ([`accounting::Database`]) and the release's slurmdbd
+    /// over it before slurmctld, and slurm.conf says
+    /// `AccountingStorageType=accounting_storage/slurmdbd`; both are
+    /// stopped by PID with the cluster.  `sacct` then shows the jobs.
+    pub accounting: bool,
     /// Extra words for the NodeName= line.
     pub extra_node_conf: String,
     /// cgroup.conf contents next to slurm.conf (None: no file, slurmd
@@ -581,6 +588,7 @@ impl ClusterConfig {
             slurmctld_debug: "info".into(),
             select_type_parameters: "CR_Core".into(),
             extra_slurm_conf: vec![],
+            accounting: false,
             extra_node_conf: String::new(),
             cgroup_conf: None,
             slurmd_env: vec![],
@@ -910,6 +918,11 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
     line("AuthType=auth/munge".into());
     line("CredType=cred/munge".into());
     line(format!("AuthInfo=socket={}", l.munge_socket().display()));
+    if c.accounting {
+        // The munged socket of the connections to slurmdbd (they do not
+        // take AuthInfo's).
+        line(format!("AccountingStoragePass={}", l.munge_socket().display()));
+    }
     line("SlurmUser=root".into());
     line("SlurmdUser=root".into());
     line(format!("StateSaveLocation={}", l.state.display()));
@@ -934,13 +947,19 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
     line(format!("GresTypes={}", c.gres_types));
     line("MpiDefault=none".into());
     line("SwitchType=switch/none".into());
-    line("JobAcctGatherType=jobacct_gather/none".into());
-    line("AccountingStorageType=accounting_storage/none".into());
+    // Defaults a test may set otherwise in `extra_slurm_conf` (so that
+    // each key is written once).
+    let sets = |key: &str| extra.iter().chain(c.extra_slurm_conf.iter()).any(|x| x.split_once('=').is_some_and(|(k, _)| k.eq_ignore_ascii_case(key)));
+    if !sets("JobAcctGatherType") {
+        line("JobAcctGatherType=jobacct_gather/none".into());
+    }
+    if !sets("AccountingStorageType") {
+        line("AccountingStorageType=accounting_storage/none".into());
+    }
     line("JobCompType=jobcomp/none".into());
     line("SchedulerType=sched/backfill".into());
     let release = c.chroot.as_ref().and_then(|r| r.slurm_version().ok()).or_else(testbed::host_version).unwrap_or_default();
-    let sets_scheduler_parameters = extra.iter().chain(c.extra_slurm_conf.iter()).any(|x| x.starts_with("SchedulerParameters="));
-    if testbed::behaviour_of(&release).pending_jobs_wait_for_backfill && !sets_scheduler_parameters {
+    if testbed::behaviour_of(&release).pending_jobs_wait_for_backfill && !sets("SchedulerParameters") {
         // Pending jobs start only when backfill runs (Behaviour field):
         // run it every second, not every 30.
         line("SchedulerParameters=bf_interval=1".into());
@@ -1193,6 +1212,11 @@ pub struct Cluster {
     pub plugin_dir_setting: String,
     ld_library_path: Option<PathBuf>,
     munged: Option<Child>,
+    /// The accounting database and slurmdbd ([`ClusterConfig::accounting`])
+    /// and slurmdbd's port.
+    database: Option<accounting::Database>,
+    slurmdbd: Option<Child>,
+    dbd_port: u16,
     slurmctld: Option<Child>,
     slurmd: Option<Child>,
     /// The slurmd of each node of a multi-node cluster, in config order.
@@ -1273,6 +1297,19 @@ impl Cluster {
         let name = format!("grs{}x{seq}", std::process::id());
         let ctld_port = fsutil::free_port(&[]).map_err(|e| (format!("free port: {e}"), false))?;
         let slurmd_port = fsutil::free_port(&[ctld_port]).map_err(|e| (format!("free port: {e}"), false))?;
+        let (dbd_port, config) = if config.accounting {
+            let dbd_port = fsutil::free_port(&[ctld_port, slurmd_port]).map_err(|e| (format!("free port: {e}"), false))?;
+            let mut c = config.clone();
+            c.extra_slurm_conf.extend([
+                "AccountingStorageType=accounting_storage/slurmdbd".to_string(),
+                "AccountingStorageHost=127.0.0.1".to_string(),
+                format!("AccountingStoragePort={dbd_port}"),
+            ]);
+            (dbd_port, std::borrow::Cow::Owned(c))
+        } else {
+            (0, std::borrow::Cow::Borrowed(config))
+        };
+        let config = config.as_ref();
         let p = prepare(config, "gres-rs", &name, ctld_port, slurmd_port).map_err(|e| (e, false))?;
         let mut c = Cluster {
             config: config.clone(),
@@ -1285,6 +1322,9 @@ impl Cluster {
             plugin_dir_setting: p.plugin_dir_setting,
             ld_library_path: p.ld_library_path,
             munged: None,
+            database: None,
+            slurmdbd: None,
+            dbd_port,
             slurmctld: None,
             slurmd: None,
             node_daemons: Vec::new(),
@@ -1398,12 +1438,43 @@ impl Cluster {
         Ok(())
     }
 
+    /// The accounting database, then slurmdbd up to its port answering.
+    fn boot_slurmdbd(&mut self, deadline: Instant) -> Result<(), String> {
+        let db_port = fsutil::free_port(&[self.ctld_port, self.slurmd_port, self.dbd_port]).map_err(|e| format!("free port: {e}"))?;
+        self.database = Some(accounting::Database::start(&self.layout.root.join("db"), db_port, deadline)?);
+        let client_lib = accounting::client_library_dir(&self.layout.root)?;
+        let conf = self.layout.etc.join("slurmdbd.conf");
+        let text = accounting::slurmdbd_conf(self.dbd_port, db_port, &self.layout.munge_socket(), &self.layout.log, &self.layout.run);
+        // slurmdbd wants its file the SlurmUser's (root) and private.
+        fsutil::write_file(&conf, &text, 0o600).map_err(|e| format!("writing {}: {e}", conf.display()))?;
+        let mut cmd = self.daemon_cmd("slurmdbd", None);
+        cmd.arg("-D").env("LD_LIBRARY_PATH", &client_lib);
+        self.slurmdbd = Some(self.spawn_daemon("slurmdbd", cmd)?);
+        loop {
+            if std::net::TcpStream::connect(("127.0.0.1", self.dbd_port)).is_ok() {
+                return Ok(());
+            }
+            if let Some(Ok(Some(st))) = self.slurmdbd.as_mut().map(|c| c.try_wait()) {
+                return Err(format!("slurmdbd exited early: {st}"));
+            }
+            if Instant::now() > deadline {
+                return Err("slurmdbd did not open its port in time".into());
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// slurmctld and slurmd, up to the node's state (and the proof of
     /// loading).
     fn boot_slurm(&mut self, start: Instant, deadline: Instant) -> Result<(), String> {
         // --- the private network of several nodes
         if self.config.is_multi() {
             self.net = Some(netns::Network::create(self.config.nodes.len())?);
+        }
+
+        // --- the accounting database and slurmdbd
+        if self.config.accounting {
+            self.boot_slurmdbd(deadline)?;
         }
 
         // --- slurmctld
@@ -1917,7 +1988,8 @@ impl Cluster {
     /// Last `n` lines of every daemon log (for failure messages).
     pub fn log_tails(&self, n: usize) -> String {
         let mut s = String::new();
-        let mut files: Vec<String> = ["munged.stdout", "slurmctld.stdout", "slurmctld.log", "slurmd.stdout", "slurmd.log"].map(String::from).to_vec();
+        let mut files: Vec<String> =
+            ["munged.stdout", "slurmdbd.stdout", "slurmdbd.log", "slurmctld.stdout", "slurmctld.log", "slurmd.stdout", "slurmd.log"].map(String::from).to_vec();
         for n in self.config.nodes.iter().map(|n| &n.name) {
             files.push(format!("slurmd-{n}.stdout"));
             files.push(format!("slurmd-{n}.log"));
@@ -1970,6 +2042,14 @@ impl Cluster {
                     process::terminate_child(c, &format!("slurmd of {n}"), Duration::from_secs(10));
                 }
             }
+        }
+        // slurmdbd once slurmctld has sent it what it had, then its
+        // database.
+        if let Some(c) = self.slurmdbd.as_mut() {
+            process::terminate_child(c, "slurmdbd", Duration::from_secs(10));
+        }
+        if let Some(mut db) = self.database.take() {
+            db.stop();
         }
         // Several nodes: whatever is left in their network namespaces
         // (slurmstepd, tasks), then the namespaces themselves.

@@ -126,6 +126,12 @@ pub struct Behaviour {
     /// not on 22.05.8, 24.11.5, 25.05.8, 25.11.7, 26.05.5.  The harness
     /// runs backfill every second there (`SchedulerParameters=bf_interval=1`).
     pub pending_jobs_wait_for_backfill: bool,
+    /// gpu/nvml's `usage_read` keeps only the last GPU's memory and
+    /// utilisation of a process: 23.11 zeroes them for each GPU
+    /// (src/plugins/gpu/nvml/gpu_nvml.c `_get_gpumem`, `_get_gpuutil`);
+    /// 23.02 and 24.05+ sum them over the GPUs.  Ours sums
+    /// (docs/deviations.md NVML 5).
+    pub usage_last_gpu_only: bool,
 }
 
 impl Behaviour {
@@ -156,6 +162,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         gpu_env_uuid_node_wide: false,
         refused_registration_blocks_steps: false,
         pending_jobs_wait_for_backfill: false,
+        usage_last_gpu_only: false,
     },
     Behaviour {
         series: "23.02",
@@ -170,6 +177,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         gpu_env_uuid_node_wide: false,
         refused_registration_blocks_steps: false,
         pending_jobs_wait_for_backfill: true,
+        usage_last_gpu_only: false,
     },
     Behaviour {
         series: "23.11",
@@ -184,6 +192,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         gpu_env_uuid_node_wide: false,
         refused_registration_blocks_steps: true,
         pending_jobs_wait_for_backfill: true,
+        usage_last_gpu_only: true,
     },
     Behaviour {
         series: "24.05",
@@ -198,6 +207,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         gpu_env_uuid_node_wide: false,
         refused_registration_blocks_steps: true,
         pending_jobs_wait_for_backfill: true,
+        usage_last_gpu_only: false,
     },
     Behaviour {
         series: "24.11",
@@ -212,6 +222,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         gpu_env_uuid_node_wide: false,
         refused_registration_blocks_steps: true,
         pending_jobs_wait_for_backfill: false,
+        usage_last_gpu_only: false,
     },
     Behaviour {
         series: "25.05",
@@ -226,6 +237,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         gpu_env_uuid_node_wide: false,
         refused_registration_blocks_steps: true,
         pending_jobs_wait_for_backfill: false,
+        usage_last_gpu_only: false,
     },
     Behaviour {
         series: "25.11",
@@ -240,6 +252,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         gpu_env_uuid_node_wide: false,
         refused_registration_blocks_steps: true,
         pending_jobs_wait_for_backfill: false,
+        usage_last_gpu_only: false,
     },
     Behaviour {
         series: "26.05",
@@ -254,6 +267,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         gpu_env_uuid_node_wide: true,
         refused_registration_blocks_steps: true,
         pending_jobs_wait_for_backfill: false,
+        usage_last_gpu_only: false,
     },
 ];
 
@@ -388,6 +402,30 @@ impl TestBed {
         match &self.chroot {
             None => crate::stock_plugin_dir(),
             Some(r) => r.stock_plugin_dir(),
+        }
+    }
+
+    /// The stock gpu/nvml plugin of this release, as a host path, which
+    /// Debian does not ship: for a release built from source, the one its
+    /// build set aside (`tests/testbed/slurm-source.sh`); for trixie and
+    /// sid, the one `tests/testbed/stock-gpu-nvml.sh` built from SchedMD's
+    /// tarball of the series.  Err says why there is none (the host's
+    /// 22.05.8: not built by the test bed).
+    pub fn stock_gpu_nvml(&self) -> Result<PathBuf, String> {
+        let path = match (&self.chroot, self.release.origin) {
+            (None, _) => return Err(format!("no stock gpu_nvml.so for the host's Slurm {} in the test bed", self.version)),
+            (Some(root), chroot::Origin::Source) => root.host_path(format!("/usr/lib/{}/slurm-stock-gpu-nvml/gpu_nvml.so", chroot::triplet())),
+            (Some(_), _) => chroot::chroot_base().join(format!("stock-gpu-nvml-{}", self.release.suite)).join(&self.version).join("gpu_nvml.so"),
+        };
+        if path.is_file() {
+            Ok(path)
+        } else {
+            let how = if self.release.origin == chroot::Origin::Source {
+                format!("tests/testbed/slurm-source.sh {}", self.series)
+            } else {
+                format!("tests/testbed/stock-gpu-nvml.sh {}", self.release.suite)
+            };
+            Err(format!("no stock gpu_nvml.so for Slurm {} at {} (build it with {how})", self.version, path.display()))
         }
     }
 
