@@ -1,14 +1,14 @@
 //! Our gpu_nvml.so in a real slurmd, on every release of the test bed
 //! (`GRES_RS_SLURM`): `slurmd -G` with `AutoDetect=nvml` on the NVML
 //! stand-in (reachable as `libnvidia-ml.so`, which is what makes slurmd
-//! choose gpu/nvml) must report the same GPUs as the stock plugins given
-//! the same node in `fake_gpus.conf`.
+//! choose gpu/nvml) must report the same GPUs as the release's own stock
+//! gpu/nvml on the same stand-in.
 //!
-//! Debian ships no gpu_nvml.so (neither bookworm's 22.05 nor trixie's
-//! 24.11 nor sid's 26.05), so the gpu/nvml plugin slurmd loads is always
-//! ours, and the oracle is the release's stock gres/gpu on
+//! Debian ships no gpu_nvml.so; the test bed builds the stock one of every
+//! release but the host's 22.05.8 ([`testbed::TestBed::stock_gpu_nvml`]),
+//! where the oracle is the release's stock gres/gpu given the same node in
 //! `fake_gpus.conf` (read by stock gres_gpu.so up to 25.11, by slurmd's
-//! core from 26.05: `gpu_g_get_system_gpu_list`, src/interfaces/gpu.c);
+//! core from 26.05: `gpu_g_get_system_gpu_list`, src/interfaces/gpu.c).
 //! gres/gpu is the release's or ours.  In a chroot the stand-in is bound
 //! at its host path ([`standin::chroot_binds`]).  Needs root, the Debian
 //! Slurm packages and `cargo build --workspace` (see crates/test-harness);
@@ -51,9 +51,35 @@ fn with_mig_flag(line: &str) -> String {
     line.split(' ').map(|w| if w.starts_with("Flags=") || w.starts_with("Flags:") { format!("{w},MIG") } else { w.to_string() }).collect::<Vec<_>>().join(" ")
 }
 
+/// `lines` (of ours) as stock gpu/nvml of `bed` gives them where only
+/// the documented difference separates them: a MIG record's links
+/// (`-1,0`, ours) are none (`(null)`, stock 23.02 on; docs/deviations.md
+/// NVML 7), and with them the order gres/gpu sorts the records in; sorted.
+fn as_stock_mig_links(bed: &testbed::TestBed, lines: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            if bed.behaviour.nvml_mig_links || !l.contains("nvidia-caps/") {
+                return l.clone();
+            }
+            let links = l.split(' ').find(|w| w.starts_with("Links=")).unwrap_or_default();
+            assert!(links.contains("-1"), "ours gives a MIG record its links: {l}");
+            l.replace(links, "Links=(null)")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 /// The GPU lines of `slurmd -G`: the final merged list and the
 /// `Gres Name=` summary, without log prefixes (the release's,
 /// `Behaviour::log_prefix`, then the level).
+fn sorted(lines: &[String]) -> Vec<String> {
+    let mut v = lines.to_vec();
+    v.sort();
+    v
+}
+
 fn gpu_lines(g: &SlurmdG) -> Vec<String> {
     g.normalized()
         .lines()
@@ -70,39 +96,60 @@ per_release! {
     fn autodetect_nvml_matches_fake_gpus_conf(bed) {
         let lib_dir = standin::library_dir();
 
-        let mut stock = node(PluginSet::Stock);
-        // Where gpu/nvml flags MIG devices MIG (`Behaviour::nvml_flags_mig`,
-        // 25.11+) and UUID (`nvml_flags_mig_uuid`, 26.05), fake_gpus.conf
-        // asks for UUID itself (`env_uuid`); MIG it cannot say, so that
-        // flag is added to the stock lines of the MIG devices (and nothing
-        // else).
-        let mig_flags = bed.behaviour.nvml_flags_mig;
-        let fake: String = FAKE_GPUS
-            .lines()
-            .map(|l| if bed.behaviour.nvml_flags_mig_uuid && l.contains("|MIG-") { format!("{l},env_uuid\n") } else { format!("{l}\n") })
-            .collect();
-        stock.fake_gpus_conf = Some(fake);
-        let want = Cluster::slurmd_g(&stock);
-
-        let mut want_lines = gpu_lines(&want);
+        let env = vec![
+            ("LD_LIBRARY_PATH".to_string(), lib_dir.to_string_lossy().into_owned()),
+            ("GRES_RS_NVML_FIXTURE".to_string(), standin::fixture("slurmd_node.conf").to_string_lossy().into_owned()),
+        ];
+        let stock_oracle = bed.stock_gpu_nvml().is_ok();
+        let (want, want_lines) = match bed.stock_gpu_nvml() {
+            // The release's own stock gpu/nvml on the same NVML: the oracle.
+            Ok(stock_nvml) => {
+                let mut stock = node(PluginSet::Stock);
+                stock.extra_stock_plugins = vec![stock_nvml];
+                stock.slurmd_env = env.clone();
+                stock.slurmd_env.push(("GRES_RS_TEST_MIG_MINORS".into(), standin::fixture("mig-minors").to_string_lossy().into_owned()));
+                let want = Cluster::slurmd_g(&stock);
+                assert!(want.normalized().contains("3 GPU system device(s) detected"), "stock gpu/nvml did not detect:\n{}", want.normalized());
+                let lines = gpu_lines(&want);
+                (want, lines)
+            }
+            // None in the test bed (the host's 22.05.8): stock gres/gpu on
+            // the node written out in fake_gpus.conf.
+            Err(why) => {
+                eprintln!("autodetect_nvml_matches_fake_gpus_conf [Slurm {}]: {why}; the oracle is fake_gpus.conf", bed.version);
+                let mut stock = node(PluginSet::Stock);
+                // Where gpu/nvml flags MIG devices MIG
+                // (`Behaviour::nvml_flags_mig`, 25.11+) and UUID
+                // (`nvml_flags_mig_uuid`, 26.05), fake_gpus.conf asks for
+                // UUID itself (`env_uuid`); MIG it cannot say, so that flag
+                // is added to the stock lines of the MIG devices (and
+                // nothing else).
+                let fake: String = FAKE_GPUS
+                    .lines()
+                    .map(|l| if bed.behaviour.nvml_flags_mig_uuid && l.contains("|MIG-") { format!("{l},env_uuid\n") } else { format!("{l}\n") })
+                    .collect();
+                stock.fake_gpus_conf = Some(fake);
+                let want = Cluster::slurmd_g(&stock);
+                let mut lines = gpu_lines(&want);
+                if bed.behaviour.nvml_flags_mig {
+                    lines = lines.iter().map(|l| with_mig_flag(l)).collect();
+                }
+                (want, lines)
+            }
+        };
         assert!(!want_lines.is_empty(), "stock slurmd -G printed no GPU lines:\n{}", want.normalized());
-        if mig_flags {
-            want_lines = want_lines.iter().map(|l| with_mig_flag(l)).collect();
-        }
 
         // Our gpu_nvml.so under stock gres_gpu.so, then all of ours.
         for (set, loaded) in [(PluginSet::OursOnly(vec!["gpu_nvml".into()]), vec!["gpu_nvml"]), (PluginSet::Ours, vec!["gpu_nvml", "gres_gpu"])] {
             let label = set.label();
             // The test build: it reads GRES_RS_MIG_MINORS.
             let Some(mut ours) = bed.ours_config(node(set).with_test_build(), "autodetect_nvml_matches_fake_gpus_conf") else { return };
-            ours.slurmd_env = vec![
-                ("LD_LIBRARY_PATH".into(), lib_dir.to_string_lossy().into_owned()),
-                ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("slurmd_node.conf").to_string_lossy().into_owned()),
-                ("GRES_RS_MIG_MINORS".into(), standin::fixture("mig-minors").to_string_lossy().into_owned()),
-            ];
+            ours.slurmd_env = env.clone();
+            ours.slurmd_env.push(("GRES_RS_MIG_MINORS".into(), standin::fixture("mig-minors").to_string_lossy().into_owned()));
             let got = Cluster::slurmd_g(&ours);
             got.assert_ours_loaded(&loaded);
             let got_lines = gpu_lines(&got);
+            let (got_lines, want_lines) = if stock_oracle { (as_stock_mig_links(bed, &got_lines), sorted(&want_lines)) } else { (got_lines, want_lines.clone()) };
             assert_eq!(
                 got_lines,
                 want_lines,
@@ -168,6 +215,117 @@ per_release! {
             assert!(got.normalized().contains("gpu/nvml: 3 GPU system device(s) detected"), "{show}");
             assert!(got.normalized().contains("/gpu_nvml.so"), "our gpu_nvml.so was not loaded: {show}");
         }
+    }
+
+    /// MIG device types, and every other field of the records, as the
+    /// release's own stock gpu/nvml gives them on the same NVML
+    /// (`mig_profiles.conf`: compute-instance profiles, `+me`, memory below
+    /// the nominal size, a device NVML cannot name), `slurmd -G` of stock
+    /// gpu/nvml + gres/gpu against all of ours.  The stock plugin reads
+    /// the driver's `/proc/driver/nvidia-caps/mig-minors` only: the
+    /// fixture's is mounted there in the chroot (`GRES_RS_TEST_MIG_MINORS`).
+    fn mig_types_as_stock_gpu_nvml(bed) {
+        let name = format!("mig_types_as_stock_gpu_nvml [Slurm {}]", bed.version);
+        let stock_nvml = match bed.stock_gpu_nvml() {
+            Ok(p) => p,
+            // The host's 22.05.8: the test bed builds none (the bench
+            // does, benches/stock-gpu-nvml.sh); tests/nvml_detect.rs has
+            // 22.05's types.
+            Err(e) if bed.chroot.is_none() => {
+                eprintln!("{name}: {e}; not compared");
+                return;
+            }
+            Err(e) => {
+                testbed::skip_or_fail(&name, &e);
+                return;
+            }
+        };
+        // Typed (slurmd keeps the detected types only then), with the
+        // types this release's gpu/nvml gives (`tests/nvml_detect.rs`).
+        let types: &[&str] = if bed.ours_behaviour().mig_type_from_nvml_name {
+            &["nvidia_a100_1c.3g.20gb", "nvidia_a100_2c.3g.20gb", "nvidia_a100_2g.10gb", "nvidia_a100_1g.5gb+me", "nvidia_h100_80gb_hbm3_7g.80gb", "nvidia_h100_80gb_hbm3_2c.3g.40gb"]
+        } else {
+            &["nvidia_a100_3g.20gb:2", "nvidia_a100_2g.10gb", "nvidia_a100_1g.5gb", "nvidia_h100_80gb_hbm3_7g.79gb", "nvidia_h100_80gb_hbm3_3g.40gb"]
+        };
+        let gres: Vec<String> = types.iter().map(|t| if t.contains(':') { format!("gpu:{t}") } else { format!("gpu:{t}:1") }).collect();
+        let gres = gres.join(",");
+        let node = |plugins: PluginSet| {
+            let mut c = ClusterConfig::gpus(plugins, 0).with_cpus(1, 2, 1).with_gres(&gres, "AutoDetect=nvml\n").with_binds(standin::chroot_binds());
+            c.debug_gres = true;
+            c.slurmd_debug = "debug2".into();
+            c.gres_types = "gpu".into();
+            c.slurmd_env = vec![
+                ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
+                ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("mig_profiles.conf").to_string_lossy().into_owned()),
+                ("GRES_RS_TEST_MIG_MINORS".into(), standin::fixture("mig-minors").to_string_lossy().into_owned()),
+            ];
+            bed.on(c)
+        };
+        let stock = ClusterConfig { extra_stock_plugins: vec![stock_nvml], ..node(PluginSet::Stock) };
+        let want = Cluster::slurmd_g(&stock);
+        let Some(ours) = bed.ours_config(node(PluginSet::Ours), "mig_types_as_stock_gpu_nvml") else { return };
+        let got = Cluster::slurmd_g(&ours);
+        got.assert_ours_loaded(&["gres_gpu"]);
+        let show = format!("---- stock gpu/nvml ----\n{}\n---- ours ----\n{}", want.normalized(), got.normalized());
+        let (want_lines, got_lines) = (gpu_lines(&want), gpu_lines(&got));
+        eprintln!("{name}:\n{}", want_lines.join("\n"));
+        assert!(want.normalized().contains("3 GPU system device(s) detected"), "stock gpu/nvml did not detect:\n{show}");
+        assert_eq!(as_stock_mig_links(bed, &got_lines), sorted(&want_lines), "{show}");
+        let profile = if bed.ours_behaviour().mig_type_from_nvml_name { "nvidia_a100_1c.3g.20gb" } else { "nvidia_a100_3g.20gb" };
+        assert!(got_lines.iter().any(|l| l.contains(profile)), "{show}");
+    }
+
+    /// From 24.11 slurmctld refuses a node whose GPU cores split a socket,
+    /// and words the reason by whether the GPU's record was autodetected
+    /// (`GRES_CONF_AUTODETECT`, which gpu/nvml sets): the drain reason with
+    /// ours is stock gpu/nvml's.  Two H100s with one CPU each on one
+    /// socket of two cores.
+    fn drain_reason_names_autodetected_cores(bed) {
+        let name = format!("drain_reason_names_autodetected_cores [Slurm {}]", bed.version);
+        if !bed.ours_behaviour().autodetect_conf_flag {
+            eprintln!("{name}: no GRES_CONF_AUTODETECT before 24.11; nothing to compare");
+            return;
+        }
+        let stock_nvml = match bed.stock_gpu_nvml() {
+            Ok(p) => p,
+            Err(e) => {
+                testbed::skip_or_fail(&name, &e);
+                return;
+            }
+        };
+        let node = |plugins: PluginSet| {
+            let mut c = ClusterConfig::gpus(plugins, 0).with_cpus(1, 2, 1).with_gres("gpu:nvidia_h100_80gb_hbm3:2", "AutoDetect=nvml\n").with_binds(standin::chroot_binds());
+            c.gres_types = "gpu".into();
+            c.wait_idle = false;
+            c.slurmd_env = vec![
+                ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
+                ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("h100x2.conf").to_string_lossy().into_owned()),
+            ];
+            bed.on(c)
+        };
+        let reason = |c: &Cluster| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            loop {
+                // The whole reason (it has spaces), without the user and
+                // time slurmctld appends.
+                let out = c.scontrol(&["-o", "show", "node"]);
+                let r = out.stdout.split_once(" Reason=").map(|(_, r)| r.split(" [").next().unwrap_or_default().trim().to_string()).unwrap_or_default();
+                if r.contains("socket") || std::time::Instant::now() > deadline {
+                    return r;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(300));
+            }
+        };
+        let stock = Cluster::start(ClusterConfig { extra_stock_plugins: vec![stock_nvml], ..node(PluginSet::Stock) });
+        let want = reason(&stock);
+        drop(stock);
+        let Some(cfg) = bed.ours_config(node(PluginSet::Ours), "drain_reason_names_autodetected_cores") else { return };
+        let ours = Cluster::start(cfg);
+        ours.assert_ours_loaded(&["gres_gpu"]);
+        let got = reason(&ours);
+        eprintln!("{name}: {want}");
+        assert!(want.contains("autodetected"), "stock: {want}\n{}", ours.log_tails(20));
+        assert_eq!(got, want, "{}", ours.log_tails(40));
     }
 
     fn no_driver_keeps_configured_gpus(bed) {

@@ -347,6 +347,10 @@ impl Ctx<'_> {
         let mut added = false;
         for j in 0..mig_count {
             let Some(m) = self.mig_device(dev, gpu, j, log) else { continue };
+            // A MIG device's links among its GPU's, as 22.05 gives them in
+            // every release: from 23.02 stock gives none, and slurmctld
+            // then gives a job for every GPU of a node with MIG and
+            // NVLinked GPUs one GPU fewer (docs/deviations.md NVML 7).
             let links = model::empty_links(j as usize, mig_count as usize);
             let g = SystemGpu {
                 cpu_cnt: self.cfg.cpu_cnt,

@@ -337,7 +337,11 @@ impl Chroot {
     /// and `/run` (the chroot's own stay empty; mount points for `binds`
     /// under them cost nothing), the host's `/etc/hosts` and
     /// `/etc/resolv.conf` (the node's host name resolves as on the host),
-    /// then `binds`.  A bind whose mount point is missing in the chroot
+    /// then `binds`.  Where the command's environment has
+    /// `GRES_RS_TEST_MIG_MINORS` (a host file), that file is the chroot's
+    /// `/proc/driver/nvidia-caps/mig-minors`, as the NVIDIA driver makes
+    /// it (on a tmpfs over `/proc/driver`): the stock gpu/nvml reads that
+    /// path only.  A bind whose mount point is missing in the chroot
     /// gets one made (outside `/tmp` and `/run` that directory stays in
     /// the chroot, empty).
     ///
@@ -578,6 +582,12 @@ root=$1 chroot=$2 n=$3
 shift 3
 cwd=$(pwd)
 mount -t proc proc "$root/proc"
+if [ -n "${GRES_RS_TEST_MIG_MINORS:-}" ]; then
+    mount -t tmpfs -o mode=755 tmpfs "$root/proc/driver"
+    mkdir -p "$root/proc/driver/nvidia-caps"
+    : >"$root/proc/driver/nvidia-caps/mig-minors"
+    mount --bind "$GRES_RS_TEST_MIG_MINORS" "$root/proc/driver/nvidia-caps/mig-minors"
+fi
 mount --rbind /sys "$root/sys"
 mount --rbind /dev "$root/dev"
 mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"

@@ -132,6 +132,13 @@ pub struct Behaviour {
     /// 23.02 and 24.05+ sum them over the GPUs.  Ours sums
     /// (docs/deviations.md NVML 5).
     pub usage_last_gpu_only: bool,
+    /// gpu/nvml gives each MIG record links (`-1` at its own index among
+    /// its GPU's MIG devices, `0` elsewhere): 22.05 only
+    /// (`gres_links_create_empty`, gpu_nvml.c); from 23.02 none
+    /// (23.02.8, 24.11.5, 26.05.3 read; `slurmd -G` of stock gpu/nvml
+    /// 23.11.11, 24.11.5, 26.05.5).  Ours gives them in every release
+    /// (docs/deviations.md NVML 7).
+    pub nvml_mig_links: bool,
 }
 
 impl Behaviour {
@@ -163,6 +170,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         refused_registration_blocks_steps: false,
         pending_jobs_wait_for_backfill: false,
         usage_last_gpu_only: false,
+        nvml_mig_links: true,
     },
     Behaviour {
         series: "23.02",
@@ -178,6 +186,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         refused_registration_blocks_steps: false,
         pending_jobs_wait_for_backfill: true,
         usage_last_gpu_only: false,
+        nvml_mig_links: false,
     },
     Behaviour {
         series: "23.11",
@@ -193,6 +202,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         refused_registration_blocks_steps: true,
         pending_jobs_wait_for_backfill: true,
         usage_last_gpu_only: true,
+        nvml_mig_links: false,
     },
     Behaviour {
         series: "24.05",
@@ -208,6 +218,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         refused_registration_blocks_steps: true,
         pending_jobs_wait_for_backfill: true,
         usage_last_gpu_only: false,
+        nvml_mig_links: false,
     },
     Behaviour {
         series: "24.11",
@@ -223,6 +234,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         refused_registration_blocks_steps: true,
         pending_jobs_wait_for_backfill: false,
         usage_last_gpu_only: false,
+        nvml_mig_links: false,
     },
     Behaviour {
         series: "25.05",
@@ -238,6 +250,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         refused_registration_blocks_steps: true,
         pending_jobs_wait_for_backfill: false,
         usage_last_gpu_only: false,
+        nvml_mig_links: false,
     },
     Behaviour {
         series: "25.11",
@@ -253,6 +266,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         refused_registration_blocks_steps: true,
         pending_jobs_wait_for_backfill: false,
         usage_last_gpu_only: false,
+        nvml_mig_links: false,
     },
     Behaviour {
         series: "26.05",
@@ -268,6 +282,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         refused_registration_blocks_steps: true,
         pending_jobs_wait_for_backfill: false,
         usage_last_gpu_only: false,
+        nvml_mig_links: false,
     },
 ];
 
