@@ -220,7 +220,7 @@ fn mig_types_by_release() {
 
 /// A GPU in MIG mode whose MIG devices cannot be read: nothing of it
 /// before 24.11 (stock stops slurmd when there are none; ours logs the
-/// same error and goes on: docs/deviations.md NVML 6), the whole GPU from
+/// same error and goes on: docs/deviations.md NVML 1), the whole GPU from
 /// 24.11, flagged as each release flags it.
 #[test]
 fn mig_gpu_without_readable_devices() {

@@ -109,7 +109,7 @@ per_release! {
     /// GPUs gets all five, the MIG devices by id.  (With stock gpu/nvml's
     /// MIG records, which have no links from 23.02, slurmctld 24.11 on
     /// gives such a job one GPU fewer and its step fails: docs/deviations.md
-    /// NVML 7.  Stock gpu/nvml cannot run jobs here: it names the devices
+    /// NVML 6.  Stock gpu/nvml cannot run jobs here: it names the devices
     /// in /dev only.)
     fn mixed_mig_and_whole_gpus(bed) {
         let uuids = mig_uuids("mixed.conf");

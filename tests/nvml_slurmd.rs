@@ -54,7 +54,7 @@ fn with_mig_flag(line: &str) -> String {
 /// `lines` (of ours) as stock gpu/nvml of `bed` gives them where only
 /// the documented difference separates them: a MIG record's links
 /// (`-1,0`, ours) are none (`(null)`, stock 23.02 on; docs/deviations.md
-/// NVML 7), and with them the order gres/gpu sorts the records in; sorted.
+/// NVML 6), and with them the order gres/gpu sorts the records in; sorted.
 fn as_stock_mig_links(bed: &testbed::TestBed, lines: &[String]) -> Vec<String> {
     let mut v: Vec<String> = lines
         .iter()

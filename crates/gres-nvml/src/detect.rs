@@ -350,7 +350,7 @@ impl Ctx<'_> {
             // A MIG device's links among its GPU's, as 22.05 gives them in
             // every release: from 23.02 stock gives none, and slurmctld
             // then gives a job for every GPU of a node with MIG and
-            // NVLinked GPUs one GPU fewer (docs/deviations.md NVML 7).
+            // NVLinked GPUs one GPU fewer (docs/deviations.md NVML 6).
             let links = model::empty_links(j as usize, mig_count as usize);
             let g = SystemGpu {
                 cpu_cnt: self.cfg.cpu_cnt,

@@ -137,7 +137,7 @@ pub struct Behaviour {
     /// (`gres_links_create_empty`, gpu_nvml.c); from 23.02 none
     /// (23.02.8, 24.11.5, 26.05.3 read; `slurmd -G` of stock gpu/nvml
     /// 23.11.11, 24.11.5, 26.05.5).  Ours gives them in every release
-    /// (docs/deviations.md NVML 7).
+    /// (docs/deviations.md NVML 6).
     pub nvml_mig_links: bool,
 }
 
