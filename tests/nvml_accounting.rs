@@ -135,13 +135,7 @@ per_release! {
             eprintln!("{name}: no gpu_p_usage_read before 23.02; nothing to compare");
             return;
         }
-        let stock_nvml = match bed.stock_gpu_nvml() {
-            Ok(p) => p,
-            Err(e) => {
-                testbed::skip_or_fail(&name, &e);
-                return;
-            }
-        };
+        let Some(stock_nvml) = bed.stock_gpu_nvml_for("usage_shows_in_sstat_and_sacct_as_with_stock") else { return };
         if let Some(why) = harness::accounting::missing() {
             testbed::skip_or_fail(&name, &why);
             return;

@@ -32,11 +32,6 @@ pub struct Detection {
     pub gpus: Vec<GresRecord>,
 }
 
-/// The node's GPUs as gres.conf records (name `gpu`, count 1, `ENV_NVML`),
-/// with `Cores` converted to abstract ids by `host.mac_to_abs` and sized
-/// for `cfg.cpu_cnt` CPUs, with NVML and the device files where `paths`
-/// says.  Errors about single GPUs are logged and the GPU is skipped;
-/// `Err` only when NVML itself is unusable.
 /// The flags of every record gpu/nvml detects: `ENV_NVML`, with
 /// `GRES_CONF_AUTODETECT` from the releases that have it.
 pub fn record_flags(behaviour: &gres_core::behaviour::Behaviour) -> u32 {
@@ -61,6 +56,11 @@ pub fn mig_record_flags(behaviour: &gres_core::behaviour::Behaviour) -> u32 {
     flags
 }
 
+/// The node's GPUs as gres.conf records (name `gpu`, count 1, `ENV_NVML`),
+/// with `Cores` converted to abstract ids by `host.mac_to_abs` and sized
+/// for `cfg.cpu_cnt` CPUs, with NVML and the device files where `paths`
+/// says.  Errors about single GPUs are logged and the GPU is skipped;
+/// `Err` only when NVML itself is unusable.
 pub fn detect(host: &dyn Host, cfg: NodeConfig, paths: &Paths) -> Result<Vec<GresRecord>, DetectError> {
     detect_logged(host, cfg, paths, &mut Log::default()).map(|d| d.gpus)
 }
@@ -521,5 +521,9 @@ mod tests {
         assert_eq!(mig_record_flags(&mig), ConfFlags::ENV_NVML | ConfFlags::BIT14 | ConfFlags::MIG);
         let uuid = Behaviour { conf_bit14: ConfBit14::Uuid, ..mig };
         assert_eq!(mig_record_flags(&uuid), ConfFlags::ENV_NVML | ConfFlags::BIT14 | ConfFlags::MIG);
+        let autodetect = Behaviour { autodetect_conf_flag: true, ..uuid };
+        assert_eq!(record_flags(&autodetect), ConfFlags::ENV_NVML | ConfFlags::AUTODETECT);
+        assert_eq!(record_flags(&uuid), ConfFlags::ENV_NVML);
+        assert_eq!(mig_record_flags(&autodetect), ConfFlags::ENV_NVML | ConfFlags::AUTODETECT | ConfFlags::BIT14 | ConfFlags::MIG);
     }
 }

@@ -444,6 +444,26 @@ impl TestBed {
         }
     }
 
+    /// [`TestBed::stock_gpu_nvml`] for a test that compares with it; `None`
+    /// (the test has nothing to compare with) where there is none: printed
+    /// for the host's release, which the test bed builds none for, else
+    /// [`skip_or_fail`] (a failure under `GRES_RS_REQUIRE_SLURM`/CI).
+    #[track_caller]
+    pub fn stock_gpu_nvml_for(&self, test: &str) -> Option<PathBuf> {
+        let name = format!("{test} [Slurm {}]", self.version);
+        match self.stock_gpu_nvml() {
+            Ok(p) => Some(p),
+            Err(e) if self.chroot.is_none() => {
+                eprintln!("{name}: {e}; not compared");
+                None
+            }
+            Err(e) => {
+                skip_or_fail(&name, &e);
+                None
+            }
+        }
+    }
+
     /// `cfg` on this release (its chroot, if any).
     pub fn on(&self, mut cfg: ClusterConfig) -> ClusterConfig {
         cfg.chroot = self.chroot.clone();
