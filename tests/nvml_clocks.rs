@@ -111,6 +111,44 @@ fn gpu_freq_def_unset_keeps_what_is_not_asked() {
     }
 }
 
+/// 26.05: locked clocks, each set only when asked for (graphics among
+/// those at the current memory clock when memory is not asked for), read
+/// back from the clocks themselves, both locks released at the end.
+#[test]
+fn locked_clocks_from_26_05() {
+    const SET_MEM: &str = "nvmlDeviceSetMemoryLockedClocks";
+    const SET_GPU: &str = "nvmlDeviceSetGpuLockedClocks";
+    let gpu = "gpu\nname NVIDIA H100 80GB HBM3\nminor 0\ncpus 0\nmem_clocks 3000,2000\ngfx_clocks 3000 1500,900,300\ngfx_clocks 2000 1200,800,200\napp_clocks 2000 800\n";
+    let host = StandaloneHost::new(slurm_gpu_gres::ffi::behaviour::for_release(26, 5, 5).unwrap());
+    let usable = Bitmap::from_indices(1, &[0]);
+    for (spec, mem, gfx) in [
+        ("gpu:450", vec![], vec!["gpu0 800 800"]),
+        ("gpu:low,memory=high", vec!["gpu0 3000 3000"], vec!["gpu0 300 300"]),
+        ("gpu:memory=low", vec!["gpu0 2000 2000"], vec![]),
+    ] {
+        let s = Standin::from_text(gpu);
+        GpuNvml::step_freqs_init(&host, Some(&usable), Some(spec), &s.paths());
+        assert_eq!(sets(&s, SET_MEM), mem, "{spec}");
+        assert_eq!(sets(&s, SET_GPU), gfx, "{spec}");
+        assert!(sets(&s, SET).is_empty(), "{spec}: no application clocks");
+        assert!(s.count("nvmlDeviceGetClockInfo") > 0, "{spec}");
+        GpuNvml::step_freqs_fini(&host, &s.paths());
+        assert_eq!(s.count("nvmlDeviceResetMemoryLockedClocks"), 1, "{spec}");
+        assert_eq!(s.count("nvmlDeviceResetGpuLockedClocks"), 1, "{spec}");
+        assert_eq!(s.count(RESET), 0, "{spec}");
+    }
+    // A failed lock is stock's error line and the step's stderr line.
+    let s = Standin::from_text(&format!("{gpu}fail nvmlDeviceSetGpuLockedClocks 4\n"));
+    let ctx = StepFreqContext { locked: true, freq_def: None, ..Default::default() };
+    let mut log = Log::default();
+    let out = set_step_freqs(&usable, "low", &ctx, &s.paths(), &mut log);
+    assert_eq!(out.stderr, vec!["Could not set frequencies for all GPUs. Set 0/1 total GPUs"]);
+    assert!(
+        log.lines().iter().any(|l| l.message == "_nvml_set_freqs: Failed to set GPU clock frequency (200) for the GPU: Insufficient Permissions"),
+        "{log:?}"
+    );
+}
+
 #[test]
 fn failed_set_is_reported_on_stderr() {
     let s = Standin::from_text(

@@ -330,50 +330,71 @@ per_release! {
         assert!(got.normalized().contains("Failed to initialize NVML: Driver Not Loaded"), "{}", got.normalized());
     }
 
-    /// `srun --gpu-freq`: slurmstepd hands the step's GPUs to our gpu_nvml.so,
-    /// which sets their application clocks and puts the defaults back when the
-    /// step ends (seen in the stand-in's call log).  Our gpu_nvml.so proven
-    /// loaded in slurmd ([`Cluster::assert_ours_gpu_plugin_loaded`]: by its
-    /// maps, or where slurmd unloads the gpu plugin by our init line) and in
-    /// the step's slurmstepd by its maps.
+    /// `srun --gpu-freq`: slurmstepd hands the step's GPUs to the gpu
+    /// plugin, which sets their clocks and puts the defaults back when the
+    /// step ends (seen in the stand-in's call log): application clocks up
+    /// to 25.11, locked clocks from 26.05.  The same calls as the release's
+    /// stock gpu/nvml, where the test bed has one (22.05.8: application
+    /// clocks as 22.05's source sets them).  Our gpu_nvml.so proven loaded
+    /// in slurmd ([`Cluster::assert_ours_gpu_plugin_loaded`]: by its maps,
+    /// or where slurmd unloads the gpu plugin by our init line) and in the
+    /// step's slurmstepd by its maps.
     fn gpu_freq_sets_and_resets_step_clocks(bed) {
-        // One log per release: the releases' tests run at once.
-        let calls = standin::scratch_dir().join(format!("cluster-calls-{}.log", bed.series));
-        let _ = std::fs::remove_file(&calls);
-        // One core per socket, so that each GPU's affinity (one CPU, from
-        // the fixture) is a whole socket: from 24.11 slurmctld drains a node
-        // whose GPU cores are part of a socket (src/interfaces/gres.c
-        // `_check_core_range_matches_sock`, not in 24.05).
-        let c =
-            ClusterConfig::gpus(PluginSet::OursOnly(vec!["gpu_nvml".into()]), 0).with_cpus(2, 1, 1).with_gres("gpu:nvidia_h100_80gb_hbm3:2", "AutoDetect=nvml\n");
-        let Some(mut c) = bed.ours_config(c.with_binds(standin::chroot_binds()), "gpu_freq_sets_and_resets_step_clocks") else { return };
-        c.slurmd_env = vec![
-            ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
-            ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("h100x2.conf").to_string_lossy().into_owned()),
-            ("GRES_RS_NVML_CALLS".into(), calls.to_string_lossy().into_owned()),
-        ];
-        let cluster = Cluster::start(c);
-        cluster.assert_ours_gpu_plugin_loaded("gpu_nvml");
-
-        let out = cluster.srun(&["--gres=gpu:2", "--gpu-freq=low,memory=high,verbose", "true"]);
-        assert!(out.ok(), "{out}\n{}", cluster.log_tails(40));
+        // The clock calls and the step's stderr of `srun --gpu-freq` on a
+        // node of two H100s, with `plugins`.
+        let run = |plugins: PluginSet, stock_nvml: Option<std::path::PathBuf>| -> Option<(Vec<String>, String)> {
+            // One log per release and side: the releases' tests run at once.
+            let calls = standin::scratch_dir().join(format!("cluster-calls-{}-{}.log", bed.series, stock_nvml.is_some()));
+            let _ = std::fs::remove_file(&calls);
+            // One core per socket, so that each GPU's affinity (one CPU,
+            // from the fixture) is a whole socket: from 24.11 slurmctld
+            // drains a node whose GPU cores are part of a socket
+            // (src/interfaces/gres.c `_check_core_range_matches_sock`).
+            let c = ClusterConfig::gpus(plugins, 0).with_cpus(2, 1, 1).with_gres("gpu:nvidia_h100_80gb_hbm3:2", "AutoDetect=nvml\n").with_binds(standin::chroot_binds());
+            let mut c = match &stock_nvml {
+                Some(p) => ClusterConfig { extra_stock_plugins: vec![p.clone()], ..bed.on(c) },
+                None => bed.ours_config(c, "gpu_freq_sets_and_resets_step_clocks")?,
+            };
+            c.slurmd_env = vec![
+                ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
+                ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("h100x2.conf").to_string_lossy().into_owned()),
+                ("GRES_RS_NVML_CALLS".into(), calls.to_string_lossy().into_owned()),
+            ];
+            let cluster = Cluster::start(c);
+            if stock_nvml.is_none() {
+                cluster.assert_ours_gpu_plugin_loaded("gpu_nvml");
+            }
+            let out = cluster.srun(&["--gres=gpu:2", "--gpu-freq=low,memory=high,verbose", "true"]);
+            assert!(out.ok(), "{out}\n{}", cluster.log_tails(40));
+            let log = std::fs::read_to_string(&calls).unwrap_or_default();
+            let lines = log.lines().filter(|l| l.contains("ApplicationsClocks") || l.contains("LockedClocks")).map(str::to_string).collect();
+            if stock_nvml.is_none() {
+                // slurmstepd loads the gpu plugin for a step with `--gpu-freq`.
+                cluster.assert_stepd_ours_loaded(&["gpu_nvml"], &["--gres=gpu:1", "--gpu-freq=high"]);
+            }
+            let _ = std::fs::remove_file(&calls);
+            Some((lines, out.stderr))
+        };
+        let Some((got, stderr)) = run(PluginSet::OursOnly(vec!["gpu_nvml".into()]), None) else { return };
         // `verbose`: the first GPU's clocks on the step's stderr, as Slurm does.
-        assert!(out.stderr.contains("GpuFreq=memory_freq:2619,graphics_freq:345"), "{out}");
-        let log = std::fs::read_to_string(&calls).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().filter(|l| l.contains("ApplicationsClocks")).collect();
-        assert_eq!(
-            lines,
-            vec![
-                "nvmlDeviceSetApplicationsClocks gpu0 2619 345",
-                "nvmlDeviceSetApplicationsClocks gpu1 2619 345",
-                "nvmlDeviceResetApplicationsClocks gpu0",
-                "nvmlDeviceResetApplicationsClocks gpu1",
-            ],
-            "calls:\n{log}\nsrun:\n{out}\n{}",
-            cluster.log_tails(40)
-        );
-        // slurmstepd loads the gpu plugin for a step with `--gpu-freq`.
-    cluster.assert_stepd_ours_loaded(&["gpu_nvml"], &["--gres=gpu:1", "--gpu-freq=high"]);
-        let _ = std::fs::remove_file(&calls);
+        assert!(stderr.contains("GpuFreq=memory_freq:2619,graphics_freq:345"), "{stderr}");
+        match bed.stock_gpu_nvml() {
+            Ok(stock_nvml) => {
+                let (want, stock_stderr) = run(PluginSet::Stock, Some(stock_nvml)).expect("the stock side always runs");
+                assert!(!want.is_empty(), "stock set no clocks:\n{stock_stderr}");
+                assert_eq!(got, want, "clock calls, ours vs stock gpu/nvml");
+                assert!(stock_stderr.contains("GpuFreq=memory_freq:2619,graphics_freq:345"), "{stock_stderr}");
+            }
+            Err(why) => {
+                eprintln!("gpu_freq_sets_and_resets_step_clocks [Slurm {}]: {why}; compared with 22.05's calls", bed.version);
+                let want = [
+                    "nvmlDeviceSetApplicationsClocks gpu0 2619 345",
+                    "nvmlDeviceSetApplicationsClocks gpu1 2619 345",
+                    "nvmlDeviceResetApplicationsClocks gpu0",
+                    "nvmlDeviceResetApplicationsClocks gpu1",
+                ];
+                assert_eq!(got, want, "clock calls");
+            }
+        }
     }
 }

@@ -26,6 +26,8 @@
  *   gi <n>  ci <n>  slices <n>  mem_mb <n>      (MIG attributes)
  *   mem_clocks <a,b,...>        gfx_clocks <mem> <a,b,...>
  *   app_clocks <mem> <gfx>      default and current application clocks
+ *                               (and the current clocks while none are
+ *                               locked: nvmlDeviceSet*LockedClocks)
  *   energy_mj <n>   power_mw <n>
  *   ci_slices <n>               a MIG device's compute-instance slices
  *                               (default: its `slices`)
@@ -141,6 +143,7 @@ struct nvml_dev {
 	struct gfx_list gfx[MAX_MEM];
 	int n_gfx;
 	unsigned int def_mem, def_gfx, app_mem, app_gfx;
+	unsigned int lock_mem, lock_gfx;	/* locked clocks, 0: none */
 	unsigned long long energy_mj;
 	unsigned int power_mw;
 	unsigned int ci_slices;
@@ -995,4 +998,64 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
 	}
 	*count = n;
 	return NVML_SUCCESS;
+}
+
+/* Locked clocks (driver 465.19.01 on): a range of supported clocks, which
+ * nvmlDeviceGetClockInfo then reports (its upper end); the resets give the
+ * clocks back to the application clocks. */
+nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned int min,
+					   unsigned int max)
+{
+	DEVICE_CALL(d, " %u %u", min, max);
+	if (!min || min > max)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	d->lock_gfx = max;
+	return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t d, unsigned int min,
+					      unsigned int max)
+{
+	int ok = 0;
+
+	DEVICE_CALL(d, " %u %u", min, max);
+	if (!min || min > max)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	for (int i = 0; i < d->n_mem; i++)
+		ok |= d->mem[i] == max;
+	if (!ok)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	d->lock_mem = max;
+	return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t d)
+{
+	DEVICE_CALL(d, "");
+	d->lock_gfx = 0;
+	return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t d)
+{
+	DEVICE_CALL(d, "");
+	d->lock_mem = 0;
+	return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type,
+				     unsigned int *mhz)
+{
+	DEVICE_CALL(d, " %d", type);
+	switch (type) {
+	case 0: /* graphics */
+	case 1: /* SM */
+		*mhz = d->lock_gfx ? d->lock_gfx : d->app_gfx;
+		return NVML_SUCCESS;
+	case 2: /* memory */
+		*mhz = d->lock_mem ? d->lock_mem : d->app_mem;
+		return NVML_SUCCESS;
+	default:
+		return NVML_ERROR_NOT_SUPPORTED;
+	}
 }

@@ -189,6 +189,13 @@ pub struct Behaviour {
     /// in what `--gpu-freq` leaves out: 22.05 (`read_config.c`); 23.02.0
     /// removed it (NEWS), so a component nobody asked for stays as it is.
     pub gpu_freq_def_builtin: bool,
+    /// `--gpu-freq` sets memory and graphics clocks as locked clocks, each
+    /// only when asked for, read back with `nvmlDeviceGetClockInfo`, and
+    /// releases both locks at the end of the step, from 26.05.0 where the
+    /// build's NVML has `nvmlDeviceSetMemoryLockedClocks` (every driver
+    /// from 465.19.01: `HAVE_NVML_MEMORY_CLOCK`, gpu_nvml.c); before, one
+    /// pair of application clocks (26.05.3, 25.11.7 read).
+    pub gpu_locked_clocks: bool,
 }
 
 impl Default for Behaviour {
@@ -226,6 +233,7 @@ impl Behaviour {
         autodetect_conf_flag: false,
         mig_unreadable_reports_gpu: false,
         gpu_freq_def_builtin: true,
+        gpu_locked_clocks: false,
     };
 
     /// Whether a gres.conf value exists.

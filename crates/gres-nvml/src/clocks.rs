@@ -1,6 +1,7 @@
 //! `--gpu-freq` on a step's GPUs: the nearest supported memory and
-//! graphics clocks become the GPUs' application clocks, and the defaults
-//! come back at the end of the step.
+//! graphics clocks become the GPUs' application clocks (26.05: locked
+//! clocks, each set only when asked for), and the defaults come back at
+//! the end of the step.
 
 use super::{Log, Paths, Session};
 use gres_core::gpu_freq::{self, FreqRequest};
@@ -20,6 +21,11 @@ pub struct StepFreqContext {
     /// nothing about memory); otherwise nothing is set without both
     /// (22.05, where the built-in default always gives both).
     pub keep_current: bool,
+    /// Memory and graphics clocks are set as locked clocks, each only when
+    /// asked for, and both locks are released at the end (26.05's
+    /// gpu/nvml built against an NVML that has them); otherwise as one
+    /// pair of application clocks.
+    pub locked: bool,
     /// The step's GPUs are renumbered from 0 (devices constrained by
     /// cgroup.conf and task/cgroup in use): GPU `n` of the step is NVML
     /// device `n`.  Otherwise the bitmap's indexes are NVML indexes.
@@ -31,7 +37,7 @@ pub struct StepFreqContext {
 impl Default for StepFreqContext {
     /// Slurm 22.05's: the built-in `GpuFreqDef`.
     fn default() -> Self {
-        StepFreqContext { freq_def: Some(gpu_freq::DEFAULT_GPU_FREQ_DEF.to_string()), keep_current: false, local_ids: false, debug_gres: false }
+        StepFreqContext { freq_def: Some(gpu_freq::DEFAULT_GPU_FREQ_DEF.to_string()), keep_current: false, locked: false, local_ids: false, debug_gres: false }
     }
 }
 
@@ -47,20 +53,22 @@ pub struct StepFreqOutcome {
     pub stderr: Vec<String>,
 }
 
-/// The current application clock (0 when NVML cannot tell).
-fn app_clock(s: &Session, dev: &Device<'_>, clock: Clock, log: &mut Log) -> u32 {
+/// The current clock (0 when NVML cannot tell): the application clock,
+/// or with locked clocks the clock itself (`nvmlDeviceGetClockInfo`).
+fn current_clock(s: &Session, dev: &Device<'_>, clock: Clock, ctx: &StepFreqContext, log: &mut Log) -> u32 {
     let what = if clock == Clock::Memory { "memory" } else { "graphics" };
-    dev.applications_clock(clock).unwrap_or_else(|e| {
+    let got = if ctx.locked { dev.clock_info(clock) } else { dev.applications_clock(clock) };
+    got.unwrap_or_else(|e| {
         log.error(format_args!("_nvml_get_freq: Failed to get the GPU {what} frequency: {}", s.text(&e)));
         0
     })
 }
 
 /// The debug2 lines with the current memory and graphics clocks.
-fn log_clocks(s: &Session, dev: &Device<'_>, when: &str, log: &mut Log) {
-    let mem = app_clock(s, dev, Clock::Memory, log);
+fn log_clocks(s: &Session, dev: &Device<'_>, when: &str, ctx: &StepFreqContext, log: &mut Log) {
+    let mem = current_clock(s, dev, Clock::Memory, ctx, log);
     log.debug2(format_args!("Memory frequency {when}: {mem}"));
-    let gfx = app_clock(s, dev, Clock::Graphics, log);
+    let gfx = current_clock(s, dev, Clock::Graphics, ctx, log);
     log.debug2(format_args!("Graphics frequency {when}: {gfx}"));
 }
 
@@ -114,13 +122,83 @@ fn choose(req: FreqRequest, desc: &[u32], ctx: &StepFreqContext, log: &mut Log) 
 /// component not asked for is the GPU's current application clock (the
 /// nearest supported one of graphics at the chosen memory clock).
 fn nearest_pair(s: &Session, dev: &Device<'_>, mem: Option<FreqRequest>, gfx: Option<FreqRequest>, ctx: &StepFreqContext, log: &mut Log) -> Option<(u32, u32)> {
-    let mem = mem.unwrap_or_else(|| FreqRequest::Mhz(app_clock(s, dev, Clock::Memory, log)));
-    let gfx = gfx.unwrap_or_else(|| FreqRequest::Mhz(app_clock(s, dev, Clock::Graphics, log)));
+    let mem = mem.unwrap_or_else(|| FreqRequest::Mhz(current_clock(s, dev, Clock::Memory, ctx, log)));
+    let gfx = gfx.unwrap_or_else(|| FreqRequest::Mhz(current_clock(s, dev, Clock::Graphics, ctx, log)));
     let mems = supported_memory_clocks(s, dev, log)?;
     let mem = choose(mem, &mems, ctx, log)?;
     let gfxs = supported_graphics_clocks(s, dev, mem, log)?;
     let gfx = choose(gfx, &gfxs, ctx, log)?;
     Some((mem, gfx))
+}
+
+/// The locked clocks to set on `dev`, each only where asked for (`None`
+/// otherwise); the graphics clock among those at the chosen memory clock,
+/// or at the current one when memory is not asked for.  `None` when a
+/// list cannot be read (logged).
+fn nearest_locked(
+    s: &Session,
+    dev: &Device<'_>,
+    mem: Option<FreqRequest>,
+    gfx: Option<FreqRequest>,
+    ctx: &StepFreqContext,
+    log: &mut Log,
+) -> Option<(Option<u32>, Option<u32>)> {
+    let mems = supported_memory_clocks(s, dev, log)?;
+    let mem = match mem {
+        Some(m) => Some(choose(m, &mems, ctx, log)?),
+        None => None,
+    };
+    let at = mem.unwrap_or_else(|| current_clock(s, dev, Clock::Memory, ctx, log));
+    let gfxs = supported_graphics_clocks(s, dev, at, log)?;
+    let gfx = match gfx {
+        Some(g) => Some(choose(g, &gfxs, ctx, log)?),
+        None => None,
+    };
+    Some((mem, gfx))
+}
+
+/// Set the clocks `nearest_locked` chose as locked clocks; whether all
+/// were set (each failure logged as stock logs it).
+fn set_locked(s: &Session, dev: &mut Device<'_>, mem: Option<u32>, gfx: Option<u32>, log: &mut Log) -> bool {
+    use nvml_wrapper::enums::device::GpuLockedClocksSetting;
+    let mut ok = true;
+    if let Some(m) = mem {
+        if let Err(e) = dev.set_mem_locked_clocks(m, m) {
+            log.error(format_args!("_nvml_set_freqs: Failed to set memory clock frequency ({m}) for the GPU: {}", s.text(&e)));
+            ok = false;
+        }
+    }
+    if let Some(g) = gfx {
+        if let Err(e) = dev.set_gpu_locked_clocks(GpuLockedClocksSetting::Numeric { min_clock_mhz: g, max_clock_mhz: g }) {
+            log.error(format_args!("_nvml_set_freqs: Failed to set GPU clock frequency ({g}) for the GPU: {}", s.text(&e)));
+            ok = false;
+        }
+    }
+    ok
+}
+
+/// Release both locks of `dev`; a device that has no such lock
+/// (`NotSupported`) counts as reset.
+fn reset_locked(s: &Session, dev: &mut Device<'_>, log: &mut Log) -> bool {
+    use nvml_wrapper::error::NvmlError;
+    let mut ok = true;
+    match dev.reset_mem_locked_clocks() {
+        Ok(()) => {}
+        Err(NvmlError::NotSupported) => log.debug2("Could not reset memory clock, not supported by device."),
+        Err(e) => {
+            log.error(format_args!("_nvml_reset_freqs: Failed to reset memory frequencies to the hardware default: {}", s.text(&e)));
+            ok = false;
+        }
+    }
+    match dev.reset_gpu_locked_clocks() {
+        Ok(()) => {}
+        Err(NvmlError::NotSupported) => log.debug2("Could not reset GPU clock, not supported by device."),
+        Err(e) => {
+            log.error(format_args!("_nvml_reset_freqs: Failed to reset GPU frequencies to the hardware default: {}", s.text(&e)));
+            ok = false;
+        }
+    }
+    ok
 }
 
 /// Set the application clocks of the step's GPUs from the GPU part of
@@ -142,7 +220,7 @@ pub fn set_step_freqs(usable: &Bitmap, spec: &str, ctx: &StepFreqContext, paths:
     let (mem_req, gfx_req) = match (req.memory, req.graphics) {
         (Some(m), Some(g)) => (Some(m), Some(g)),
         (None, None) => (None, None),
-        (m, g) if ctx.keep_current => (m, g),
+        (m, g) if ctx.keep_current || ctx.locked => (m, g),
         _ => (None, None),
     };
     if mem_req.is_none() && gfx_req.is_none() {
@@ -169,20 +247,33 @@ pub fn set_step_freqs(usable: &Bitmap, spec: &str, ctx: &StepFreqContext, paths:
             }
         };
         log.debug2(format_args!("Setting frequency of NVML device {i}"));
-        let Some((mem, gfx)) = nearest_pair(&s, &dev, mem_req, gfx_req, ctx, log) else {
+        let chosen = if ctx.locked {
+            nearest_locked(&s, &dev, mem_req, gfx_req, ctx, log)
+        } else {
+            nearest_pair(&s, &dev, mem_req, gfx_req, ctx, log).map(|(m, g)| (Some(m), Some(g)))
+        };
+        let Some((mem, gfx)) = chosen else {
             flag_line(ctx, log, format!("Failed to set GPU[{i}] (no supported clocks)"));
             continue;
         };
-        log_clocks(&s, &dev, "before set", log);
-        let ok = match dev.set_applications_clocks(mem, gfx) {
-            Ok(()) => true,
-            Err(e) => {
-                log.error(format_args!("_nvml_set_freqs: Failed to set memory and graphics clock frequency pair ({mem}, {gfx}) for the GPU: {}", s.text(&e)));
-                false
+        log_clocks(&s, &dev, "before set", ctx, log);
+        let ok = if ctx.locked {
+            set_locked(&s, &mut dev, mem, gfx, log)
+        } else {
+            let (mem, gfx) = (mem.unwrap_or(0), gfx.unwrap_or(0));
+            match dev.set_applications_clocks(mem, gfx) {
+                Ok(()) => true,
+                Err(e) => {
+                    log.error(format_args!(
+                        "_nvml_set_freqs: Failed to set memory and graphics clock frequency pair ({mem}, {gfx}) for the GPU: {}",
+                        s.text(&e)
+                    ));
+                    false
+                }
             }
         };
-        log_clocks(&s, &dev, "after set", log);
-        let text = gpu_freq::applied_text(mem, gfx);
+        log_clocks(&s, &dev, "after set", ctx, log);
+        let text = gpu_freq::applied_text(mem.unwrap_or(0), gfx.unwrap_or(0));
         if ok {
             flag_line(ctx, log, format!("Successfully set GPU[{i}] {text}"));
             out.set += 1;
@@ -223,15 +314,19 @@ pub fn reset_step_freqs(gpus: &[u32], ctx: &StepFreqContext, paths: &Paths, log:
                         continue;
                     }
                 };
-                log_clocks(&s, &dev, "before reset", log);
-                let ok = match dev.reset_applications_clocks() {
-                    Ok(()) => true,
-                    Err(e) => {
-                        log.error(format_args!("_nvml_reset_freqs: Failed to reset GPU frequencies to the hardware default: {}", s.text(&e)));
-                        false
+                log_clocks(&s, &dev, "before reset", ctx, log);
+                let ok = if ctx.locked {
+                    reset_locked(&s, &mut dev, log)
+                } else {
+                    match dev.reset_applications_clocks() {
+                        Ok(()) => true,
+                        Err(e) => {
+                            log.error(format_args!("_nvml_reset_freqs: Failed to reset GPU frequencies to the hardware default: {}", s.text(&e)));
+                            false
+                        }
                     }
                 };
-                log_clocks(&s, &dev, "after reset", log);
+                log_clocks(&s, &dev, "after reset", ctx, log);
                 if ok {
                     flag_line(ctx, log, format!("Successfully reset GPU[{i}]"));
                     done += 1;

@@ -13,9 +13,10 @@ use std::sync::{Mutex, PoisonError};
 /// (slurm.conf `GpuFreqDef`, or 22.05's built-in one, and `DebugFlags`,
 /// cgroup device constraint).
 fn step_context(host: &dyn Host) -> StepFreqContext {
-    let builtin = host.behaviour().gpu_freq_def_builtin;
+    let b = host.behaviour();
+    let builtin = b.gpu_freq_def_builtin;
     let freq_def = host.gpu_freq_def().or_else(|| builtin.then(|| gpu_freq::DEFAULT_GPU_FREQ_DEF.to_string()));
-    StepFreqContext { freq_def, keep_current: !builtin, local_ids: host.use_local_device_index(), debug_gres: host.debug_gres() }
+    StepFreqContext { freq_def, keep_current: !builtin, locked: b.gpu_locked_clocks, local_ids: host.use_local_device_index(), debug_gres: host.debug_gres() }
 }
 
 /// The step's GPUs whose clocks were changed, to reset in fini (Slurm's
