@@ -17,7 +17,9 @@ root="$tools/rust-$msrv"
 
 if [ ! -x "$root/usr/bin/cargo" ]; then
     # The archive's build of that upstream release, e.g. 1.85.0+dfsg3-1~deb12u3.
-    deb_version="$(apt-cache madison rustc-web 2>/dev/null | awk -v v="$msrv" '$3 ~ "^" v "\\.[0-9]+\\+" {print $3; exit}')"
+    # (awk reads to the end: leaving early would kill apt-cache with
+    # SIGPIPE, which pipefail makes this script's exit status.)
+    deb_version="$(apt-cache madison rustc-web 2>/dev/null | awk -v v="$msrv" '!found && $3 ~ "^" v "\\.[0-9]+\\+" {found = $3} END {print found}')"
     if [ -z "$deb_version" ]; then
         echo "msrv: SKIPPED: Debian's archive has no rustc-web $msrv.x (apt-cache madison rustc-web);" \
             "the declared rust-version $msrv was not built" >&2
