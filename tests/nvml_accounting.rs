@@ -91,11 +91,24 @@ fn run(bed: &testbed::TestBed, plugins: PluginSet, stock_nvml: &std::path::Path)
         cluster.assert_ours_loaded(&["gres_gpu"]);
         cluster.assert_ours_gpu_plugin_loaded("gpu_nvml");
     }
+    // The step's task writes its PID (which the stand-in then reports on
+    // the GPUs) and runs until the batch script has read sstat: seconds
+    // after the task started, so that jobacct_gather (every second) has
+    // polled it, however long the step took to start.
+    let done = standin::scratch_dir().join(format!("acct-{tag}.done"));
+    let _ = std::fs::remove_file(&done);
     let script = format!(
-        "#!/bin/sh\nsrun --gres=gpu:2 sh -c 'echo $$ > {pid}; sleep 7' &\nsleep 5\nsstat -a -n -P --noconvert -j $SLURM_JOB_ID.0 -o TRESUsageInMax,TRESUsageInTot\nwait\n",
-        pid = pidfile.display()
+        "#!/bin/sh\n\
+         srun --gres=gpu:2 sh -c 'echo $$ > {pid}; i=0; while [ ! -e {done} ] && [ $i -lt 120 ]; do sleep 0.5; i=$((i+1)); done' &\n\
+         i=0; while [ ! -s {pid} ] && [ $i -lt 60 ]; do sleep 0.5; i=$((i+1)); done\n\
+         sleep 3\n\
+         sstat -a -n -P --noconvert -j $SLURM_JOB_ID.0 -o TRESUsageInMax,TRESUsageInTot\n\
+         touch {done}\n\
+         wait\n",
+        pid = pidfile.display(),
+        done = done.display()
     );
-    let job = cluster.sbatch_timeout(&["--gres=gpu:2", "-n1"], &script, Duration::from_secs(60));
+    let job = cluster.sbatch_timeout(&["--gres=gpu:2", "-n1"], &script, Duration::from_secs(120));
     assert_eq!(job.state, "COMPLETED", "{}\n{}\n{}", job.info, job.output, cluster.log_tails(60));
     let line = job.output.lines().find(|l| l.contains("gres/gpu")).unwrap_or_default().to_string();
     let mut fields = line.split('|');
@@ -124,6 +137,7 @@ fn run(bed: &testbed::TestBed, plugins: PluginSet, stock_nvml: &std::path::Path)
         cluster.assert_stepd_ours_loaded(&["gpu_nvml"], &["--gres=gpu:1"]);
     }
     let _ = std::fs::remove_file(&pidfile);
+    let _ = std::fs::remove_file(&done);
     let show = format!("job output:\n{}\nsacct: {sacct}\n{}", job.output, cluster.log_tails(30));
     Some(Seen { sstat_max, sstat_tot, sacct_max, sacct_ave, show })
 }
