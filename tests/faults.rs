@@ -141,6 +141,17 @@ fn calls_of(log: &std::path::Path, function: &str) -> Vec<String> {
     std::fs::read_to_string(log).unwrap_or_default().lines().filter(|l| l.split_whitespace().next() == Some(function)).map(str::to_string).collect()
 }
 
+/// The NVML call that sets a GPU's graphics clock for `--gpu-freq` on this
+/// release: locked clocks on 26.05 (`Behaviour::gpu_locked_clocks`),
+/// application clocks before.
+fn graphics_clock_call(bed: &testbed::TestBed) -> &'static str {
+    if bed.ours_behaviour().gpu_locked_clocks {
+        "nvmlDeviceSetGpuLockedClocks"
+    } else {
+        "nvmlDeviceSetApplicationsClocks"
+    }
+}
+
 fn env_value(text: &str, key: &str) -> Option<String> {
     text.lines().find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_string))
 }
@@ -270,7 +281,7 @@ per_release! {
         assert!(job.ok(), "the running job failed after its node lost a GPU:\n{job:?}\n{}", c.log_tails(40));
         let after = if steps { "AFTER=0 STEP=0\n" } else { "AFTER=0 STEP=none\n" };
         assert!(job.output.contains("BEFORE=0\n") && job.output.contains(after), "the job's GPU changed (want {after:?}):\n{}", job.output);
-        let set = calls_of(&calls, "nvmlDeviceSetApplicationsClocks");
+        let set = calls_of(&calls, graphics_clock_call(bed));
         if steps {
             assert!(!set.is_empty() && set.iter().all(|l| l.split_whitespace().nth(1) == Some("gpu0")), "clocks must be set on GPU 0 only: {set:?}");
         } else {
@@ -282,21 +293,33 @@ per_release! {
 
     /// MIG queries failing on the A100 of the stand-in's slurmd node (2 H100 +
     /// an A100 with two MIG devices): MIG device handles fail (the stock
-    /// plugin stops slurmd with fatal() here; ours logs it and goes on), MIG
-    /// attributes fail, the MIG mode query fails.  `slurmd -G` still prints
-    /// the GPUs it could read (and only those); a node whose slurm.conf counts
-    /// the MIG devices is drained.
+    /// plugin stops slurmd with fatal() here before 24.11; ours logs it and
+    /// goes on), MIG attributes fail, the MIG name and attributes both fail,
+    /// the MIG mode query fails.  `slurmd -G` still prints the GPUs it could
+    /// read (and only those); a node whose slurm.conf counts the MIG devices
+    /// is drained.  From 23.02 gpu/nvml reads a MIG device's type from its
+    /// NVML name and asks for its attributes only when there is no name
+    /// (`Behaviour::mig_type_from_nvml_name`, stock's `_handle_mig`): failing
+    /// attributes alone then cost nothing.
     fn mig_queries_failing(bed) {
         let base = fixture_text("slurmd_node.conf");
         let gres = format!("gpu:{H100}:2,gpu:nvidia_a100_1g.10gb:2");
+        let named = bed.ours_behaviour().mig_type_from_nvml_name;
+        // (case, fixture, GPUs slurmd -G prints, whether they include the MIG devices)
         let cases = [
-            ("mig-handles", base.replace("mig_max 7\n", "mig_max 7\nfail nvmlDeviceGetMigDeviceHandleByIndex 999\n"), 2),
-            ("mig-attributes", base.replace("slices 1\n", "slices 1\nfail nvmlDeviceGetAttributes_v2 999\n"), 2),
+            ("mig-handles", base.replace("mig_max 7\n", "mig_max 7\nfail nvmlDeviceGetMigDeviceHandleByIndex 999\n"), 2, false),
+            ("mig-attributes", base.replace("slices 1\n", "slices 1\nfail nvmlDeviceGetAttributes_v2 999\n"), if named { 4 } else { 2 }, named),
+            (
+                "mig-attributes-unnamed",
+                base.replace("slices 1\n", "slices 1\nfail nvmlDeviceGetAttributes_v2 999\nfail nvmlDeviceGetName 999\n"),
+                2,
+                false,
+            ),
             // The A100 then reads as one whole GPU, whose type slurm.conf does
             // not list: ignored, as the stock merge does.
-            ("mig-mode", base.replace("mig_max 7\n", "mig_max 7\nfail nvmlDeviceGetMigMode 999\n"), 2),
+            ("mig-mode", base.replace("mig_max 7\n", "mig_max 7\nfail nvmlDeviceGetMigMode 999\n"), 2, false),
         ];
-        for (name, text, gpus) in &cases {
+        for (name, text, gpus, migs) in &cases {
             assert_ne!(text, &base, "{name}: fixture not changed");
             let fixture = fixture_file(bed, &format!("{name}.conf"), text);
             let Some(cfg) = nvml_cluster(bed, "mig_queries_failing", &fixture, &gres, "AutoDetect=nvml\n") else { return };
@@ -306,10 +329,14 @@ per_release! {
             let lines = g.gres_lines();
             assert_eq!(lines.iter().filter(|l| l.contains("Name=gpu")).count(), *gpus, "{name}:\n{}", g.normalized());
             assert!(!g.normalized().contains("panic"), "{name}:\n{}", g.normalized());
-            // Only GPUs that are there: the H100s, and the A100 as a whole
-            // when its MIG mode cannot be read.
-            for l in &lines {
-                assert!(!l.contains("nvidia-cap"), "{name}: a MIG device that could not be read was configured: {l}");
+            // Only GPUs that are there: the H100s, the MIG devices where they
+            // could be read, and the A100 as a whole when its MIG mode cannot
+            // be read.
+            let mig_lines = lines.iter().filter(|l| l.contains("nvidia-cap")).count();
+            if *migs {
+                assert_eq!(mig_lines, 2, "{name}: the MIG devices were readable:\n{}", g.normalized());
+            } else {
+                assert_eq!(mig_lines, 0, "{name}: a MIG device that could not be read was configured:\n{}", g.normalized());
             }
         }
         // The stock-fatal case on a running slurmd.
@@ -346,14 +373,15 @@ per_release! {
             .srun_timeout(&["--gres=gpu:1", "--gpu-freq=high", "printenv", "CUDA_VISIBLE_DEVICES"], Duration::from_secs(120))
             .expect_ok("srun --gpu-freq on a slow driver");
         assert_eq!(out.stdout.trim(), "0", "{out}");
-        let set = calls_of(&calls, "nvmlDeviceSetApplicationsClocks");
+        let set_call = graphics_clock_call(bed);
+        let set = calls_of(&calls, set_call);
         assert_eq!(set.len(), 1, "one GPU's clocks set: {set:?}");
-        assert!(set[0].starts_with("nvmlDeviceSetApplicationsClocks gpu0 "), "{set:?}");
+        assert!(set[0].starts_with(&format!("{set_call} gpu0 ")), "{set:?}");
         let out = c
             .srun_timeout(&["--gres=gpu:2", "--gpu-freq=low", "printenv", "CUDA_VISIBLE_DEVICES"], Duration::from_secs(120))
             .expect_ok("srun --gres=gpu:2 --gpu-freq");
         assert_eq!(out.stdout.trim(), "0,1", "{out}");
-        let set = calls_of(&calls, "nvmlDeviceSetApplicationsClocks");
+        let set = calls_of(&calls, set_call);
         assert_eq!(set.len(), 3, "then both GPUs' clocks: {set:?}\n{out}");
         assert_slurmd_alive(&c, pid);
         let _ = std::fs::remove_file(&calls);
