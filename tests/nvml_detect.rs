@@ -18,6 +18,8 @@ struct TestHost {
     cpu_cnt: u32,
     map: fn(usize) -> usize,
     behaviour: Behaviour,
+    /// slurmd's machine CPUs (`Host::enabled_cpus`); `None`: all.
+    enabled: Option<Bitmap>,
 }
 
 impl Host for TestHost {
@@ -52,17 +54,20 @@ impl Host for TestHost {
     fn test_cpu_conv(&self, _mask: &str) -> Option<String> {
         None
     }
+    fn enabled_cpus(&self) -> Option<Bitmap> {
+        self.enabled.clone()
+    }
 }
 
 fn identity(cpu_cnt: u32) -> TestHost {
-    TestHost { cpu_cnt, map: |c| c, behaviour: Behaviour::BASELINE }
+    TestHost { cpu_cnt, map: |c| c, behaviour: Behaviour::BASELINE, enabled: None }
 }
 
 /// Slurm's abstract ids on 2 sockets x 56 cores x 2 threads: machine CPU
 /// c < 112 is thread 0 of core c, c >= 112 thread 1 of core c - 112;
 /// abstract id = 2 * core + thread.
 fn h100_host() -> TestHost {
-    TestHost { cpu_cnt: 224, map: |c| if c < 112 { 2 * c } else { 2 * (c - 112) + 1 }, behaviour: Behaviour::BASELINE }
+    TestHost { cpu_cnt: 224, map: |c| if c < 112 { 2 * c } else { 2 * (c - 112) + 1 }, behaviour: Behaviour::BASELINE, enabled: None }
 }
 
 fn cfg(cpu_cnt: u32) -> NodeConfig {
@@ -432,4 +437,35 @@ fn report_renders_gres_conf() {
     let t = r.table();
     assert!(t.contains("nvidia_geforce_rtx_3090"), "{t}");
     assert_eq!(t.lines().count(), 2 + 5, "{t}");
+}
+
+/// A hybrid Intel CPU (hybrid.conf: NVML gives both GPUs CPUs 0-23; slurmd
+/// uses only the 16 P-core CPUs 0-15).  From 23.02 each GPU keeps only the
+/// CPUs slurmd uses; 22.05 converts the whole affinity, which slurmd's
+/// converter refuses, and the GPUs are left out.
+#[test]
+fn hybrid_cpu_affinity_without_ecores() {
+    let _s = Standin::new("hybrid.conf");
+    let p_cores = Bitmap::from_ranges(16, "0-15").unwrap();
+    let later = Behaviour { gpu_affinity_enabled_cpus: true, ..Behaviour::BASELINE };
+    let (gpus, log) = run(&TestHost { behaviour: later, enabled: Some(p_cores.clone()), ..identity(16) });
+    assert!(errors(&log).is_empty(), "{:#?}", errors(&log));
+    assert_eq!(gpus.len(), 2);
+    for g in &gpus {
+        assert_eq!(g.cpus.as_deref(), Some("0-15"), "{g:?}");
+        assert_eq!(g.cpus_bitmap.as_ref().map(|b| b.ones().collect::<Vec<_>>()), Some((0..16).collect()), "{g:?}");
+    }
+    assert!(has_line(&log, LogLevel::Debug2, "    CPU Affinity Range - Machine: 0-15"), "{log:#?}");
+
+    // SlurmdParameters=allow_ecores: slurmd keeps the E-cores (the host
+    // says every CPU counts) and so do the GPUs.
+    let (gpus, log) = run(&TestHost { behaviour: later, enabled: None, ..identity(24) });
+    assert!(errors(&log).is_empty(), "{:#?}", errors(&log));
+    assert!(gpus.iter().all(|g| g.cpus.as_deref() == Some("0-23")), "{gpus:?}");
+
+    // 22.05: the whole affinity goes to slurmd's converter, which refuses
+    // CPUs it does not use.
+    let (gpus, log) = run(&TestHost { enabled: Some(p_cores), ..identity(16) });
+    assert!(gpus.is_empty(), "{gpus:?}");
+    assert_eq!(errors(&log).iter().filter(|l| l.contains("Conversion from machine to abstract failed")).count(), 2, "{log:#?}");
 }

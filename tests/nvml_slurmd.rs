@@ -263,6 +263,55 @@ per_release! {
         assert!(got_lines.iter().any(|l| l.contains(profile)), "{show}");
     }
 
+    /// A hybrid Intel CPU (tests/nvml-standin/fixtures/hybrid-topology.xml
+    /// given to slurmd's hwloc: 8 P-cores with 2 threads, 8 E-cores) whose
+    /// GPUs NVML ties to all 24 CPUs: slurmd leaves the E-cores out of its
+    /// topology from 23.02, and gpu/nvml must cut them from each GPU's
+    /// `Cores`, unless `SlurmdParameters=allow_ecores`.  `slurmd -G` with
+    /// ours is stock gpu/nvml's, both ways.
+    fn ecores_as_stock_gpu_nvml(bed) {
+        let name = format!("ecores_as_stock_gpu_nvml [Slurm {}]", bed.version);
+        let Some(stock_nvml) = bed.stock_gpu_nvml_for("ecores_as_stock_gpu_nvml") else { return };
+        for allow in [false, true] {
+            let node = |plugins: PluginSet| {
+                let mut c = ClusterConfig::gpus(plugins, 0)
+                    .with_cpus(1, 8, 2)
+                    .with_gres("gpu:nvidia_rtx_a6000:1,gpu:nvidia_geforce_rtx_4090:1", "AutoDetect=nvml\n")
+                    .with_binds(standin::chroot_binds());
+                c.debug_gres = true;
+                c.slurmd_debug = "debug2".into();
+                c.gres_types = "gpu".into();
+                if allow {
+                    c.extra_slurm_conf.push("SlurmdParameters=config_overrides,allow_ecores".into());
+                }
+                c.slurmd_env = vec![
+                    ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
+                    ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("hybrid.conf").to_string_lossy().into_owned()),
+                    ("HWLOC_XMLFILE".into(), standin::fixture("hybrid-topology.xml").to_string_lossy().into_owned()),
+                ];
+                bed.on(c)
+            };
+            let stock = ClusterConfig { extra_stock_plugins: vec![stock_nvml.clone()], ..node(PluginSet::Stock) };
+            let want = Cluster::slurmd_g(&stock);
+            let Some(ours) = bed.ours_config(node(PluginSet::Ours), "ecores_as_stock_gpu_nvml") else { return };
+            let got = Cluster::slurmd_g(&ours);
+            got.assert_ours_loaded(&["gres_gpu"]);
+            let show = format!("allow_ecores={allow}\n---- stock gpu/nvml ----\n{}\n---- ours ----\n{}", want.normalized(), got.normalized());
+            let (want_lines, got_lines) = (gpu_lines(&want), gpu_lines(&got));
+            eprintln!("{name} allow_ecores={allow}:\n{}", want_lines.join("\n"));
+            assert!(want.normalized().contains("2 GPU system device(s) detected"), "stock gpu/nvml did not detect:\n{show}");
+            assert!(want_lines.iter().any(|l| l.contains("Gres Name=gpu")), "stock gpu/nvml reported no GPU:\n{show}");
+            // slurmd read the hybrid topology (and left the E-cores out):
+            // CoreCnt is the count of CPUs it found.
+            let cpus = if allow { "CoreCnt=24 " } else { "CoreCnt=16 " };
+            assert!(want_lines.iter().chain(&got_lines).all(|l| !l.contains("Gres Name=") || l.contains(cpus)), "slurmd did not see the hybrid CPU ({cpus}):\n{show}");
+            assert_eq!(sorted(&got_lines), sorted(&want_lines), "{show}");
+            if !allow {
+                assert!(got_lines.iter().any(|l| l.contains("Cores=0-7")), "the GPUs keep the P-cores:\n{show}");
+            }
+        }
+    }
+
     /// From 24.11 slurmctld refuses a node whose GPU cores split a socket,
     /// and words the reason by whether the GPU's record was autodetected
     /// (`GRES_CONF_AUTODETECT`, which gpu/nvml sets): the drain reason with

@@ -196,6 +196,13 @@ pub struct Behaviour {
     /// from 465.19.01: `HAVE_NVML_MEMORY_CLOCK`, gpu_nvml.c); before, one
     /// pair of application clocks (26.05.3, 25.11.7 read).
     pub gpu_locked_clocks: bool,
+    /// gpu/nvml keeps of each GPU's NVML CPU affinity only the CPUs slurmd
+    /// uses (its `block_map`, from which slurmd's hwloc load removed Intel
+    /// E-cores) unless `SlurmdParameters=allow_ecores`, from 23.02.0
+    /// (`_get_system_gpu_list_nvml`, gpu_nvml.c: 23.02.8, 26.05.3 read);
+    /// before, the whole affinity is converted, and a GPU whose affinity
+    /// names a CPU slurmd does not use fails the conversion and is dropped.
+    pub gpu_affinity_enabled_cpus: bool,
 }
 
 impl Default for Behaviour {
@@ -234,6 +241,7 @@ impl Behaviour {
         mig_unreadable_reports_gpu: false,
         gpu_freq_def_builtin: true,
         gpu_locked_clocks: false,
+        gpu_affinity_enabled_cpus: false,
     };
 
     /// Whether a gres.conf value exists.

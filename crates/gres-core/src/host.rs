@@ -32,6 +32,12 @@ pub trait Host {
     fn gpu_freq_def(&self) -> Option<String> {
         None
     }
+    /// The machine CPUs slurmd uses (its `block_map`: without Intel E-cores,
+    /// which slurmd leaves out of its topology), or `None` where every CPU
+    /// counts: `SlurmdParameters=allow_ecores`, or not inside slurmd.
+    fn enabled_cpus(&self) -> Option<Bitmap> {
+        None
+    }
 }
 
 /// `node_config_load` arguments beside the record list.

@@ -245,6 +245,10 @@ impl Bitmap {
     pub fn count(&self) -> usize {
         self.bits.iter().filter(|b| **b).count()
     }
+    /// The bits set in both (Slurm's `bit_and`), as long as `self`.
+    pub fn and(&self, other: &Bitmap) -> Bitmap {
+        Bitmap { bits: self.bits.iter().enumerate().map(|(i, b)| *b && other.test(i)).collect() }
+    }
     pub fn ones(&self) -> impl Iterator<Item = usize> + '_ {
         self.bits.iter().enumerate().filter(|(_, b)| **b).map(|(i, _)| i)
     }

@@ -134,7 +134,8 @@ fn run(s: &Session, host: &dyn Host, cfg: NodeConfig, paths: &Paths, log: &mut L
         });
     }
 
-    let mut ctx = Ctx { s, host, cfg, paths, lut: &lut, driver: d.driver_version.as_deref().unwrap_or(""), mig_minors: None };
+    let enabled_cpus = if host.behaviour().gpu_affinity_enabled_cpus { host.enabled_cpus() } else { None };
+    let mut ctx = Ctx { s, host, cfg, paths, lut: &lut, driver: d.driver_version.as_deref().unwrap_or(""), mig_minors: None, enabled_cpus };
     for i in 0..count {
         ctx.gpu(i, &mut d.gpus, log);
     }
@@ -162,6 +163,9 @@ struct Ctx<'a> {
     driver: &'a str,
     /// The `mig-minors` text, read at the first MIG device.
     mig_minors: Option<Result<String, String>>,
+    /// The machine CPUs slurmd uses, to which each GPU's affinity is cut
+    /// (`Behaviour::gpu_affinity_enabled_cpus`); `None`: all of it.
+    enabled_cpus: Option<Bitmap>,
 }
 
 /// One GPU's common facts.
@@ -218,7 +222,12 @@ impl Ctx<'_> {
                     log.error("cpu_set_bitstr is empty! No CPU affinity for device");
                     None
                 } else {
-                    Some(b)
+                    // Without the E-cores slurmd left out (which it could
+                    // not convert to its core ids).
+                    Some(match &self.enabled_cpus {
+                        Some(enabled) => b.and(enabled),
+                        None => b,
+                    })
                 }
             }
             Err(e) => {

@@ -71,6 +71,7 @@ pub fn for_release(major: u32, minor: u32, micro: u32) -> Option<Behaviour> {
         mig_unreadable_reports_gpu: at_least((24, 11, 0)),
         gpu_freq_def_builtin: !at_least((23, 2, 0)),
         gpu_locked_clocks: at_least((26, 5, 0)),
+        gpu_affinity_enabled_cpus: at_least((23, 2, 0)),
     })
 }
 

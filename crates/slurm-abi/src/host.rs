@@ -7,7 +7,11 @@ use crate::core::model::{Bitmap, GresRecord};
 use std::ffi::{c_char, c_int, CString};
 use std::ptr;
 
-type MacToAbs = unsafe extern "C" fn(*mut c_char, *mut *mut c_char) -> c_int;
+/// slurmd's `int (*)(char *in_range, char **out_range)` CPU converter.
+type CpuConverter = unsafe extern "C" fn(*mut c_char, *mut *mut c_char) -> c_int;
+
+/// Largest CPU id + 1 an NVML affinity mask can name.
+const MAX_CPUS: usize = crate::core::nvml_model::MAX_CPUS;
 
 /// The host of one call from slurmd.  Its fields are private and the
 /// constructor that takes slurmd's pointer is `unsafe`: safe code can only
@@ -24,7 +28,7 @@ type MacToAbs = unsafe extern "C" fn(*mut c_char, *mut *mut c_char) -> c_int;
 /// ```
 pub struct SlurmHost {
     /// `node_config_load_t.xcpuinfo_mac_to_abs`, when slurmd passed one.
-    mac_to_abs: Option<MacToAbs>,
+    mac_to_abs: Option<CpuConverter>,
     /// The `node_config_load_t` of the current call, for slurmd's gpu plugin.
     node_config: *mut sys::node_config_load_t,
 }
@@ -50,6 +54,21 @@ impl SlurmHost {
         let mac_to_abs = unsafe { (*cfg).xcpuinfo_mac_to_abs };
         SlurmHost { mac_to_abs, node_config: cfg }
     }
+}
+
+/// Run slurmd's CPU range converter (`xcpuinfo_mac_to_abs`) on `range`.
+fn convert_cpus(f: CpuConverter, range: &str) -> Option<String> {
+    let c = CString::new(range).ok()?;
+    let mut out: *mut c_char = ptr::null_mut();
+    // SAFETY: slurmd's converter reads the NUL-terminated range and
+    // stores an xmalloc'd result (or nothing) in `out`.
+    let rc = unsafe { f(c.as_ptr() as *mut c_char, &mut out) };
+    // SAFETY: NULL or a valid C string.
+    let s = unsafe { string_from_c(out) };
+    let mut v = out.cast();
+    // SAFETY: `out` came from xmalloc or is NULL.
+    unsafe { sys::slurm_xfree(&mut v) };
+    (rc == 0).then_some(s).flatten()
 }
 
 fn free_bitmap(mut b: *mut sys::bitstr_t) {
@@ -83,18 +102,40 @@ impl Host for SlurmHost {
     }
 
     fn mac_to_abs(&self, mac: &str) -> Option<String> {
+        convert_cpus(self.mac_to_abs?, mac)
+    }
+
+    fn enabled_cpus(&self) -> Option<Bitmap> {
+        // SAFETY: the shim returns slurm_conf.slurmd_params (NULL or a
+        // string owned by the daemon's configuration), copied at once.
+        let params = unsafe { string_from_c(sys::gres_rs_slurmd_params()) }.unwrap_or_default();
+        if params.to_ascii_lowercase().contains("allow_ecores") {
+            return None;
+        }
+        // slurmd's CPUs are reached only through its converter, which
+        // takes a machine CPU exactly when it is below the size of slurmd's
+        // block_map (the topology it loaded, E-cores left out): find that
+        // size, doubling then halving.
         let f = self.mac_to_abs?;
-        let c = CString::new(mac).ok()?;
-        let mut out: *mut c_char = ptr::null_mut();
-        // SAFETY: slurmd's converter reads the NUL-terminated range and
-        // stores an xmalloc'd result in `out`.
-        let rc = unsafe { f(c.as_ptr() as *mut c_char, &mut out) };
-        // SAFETY: NULL or a valid C string.
-        let s = unsafe { string_from_c(out) };
-        let mut v = out.cast();
-        // SAFETY: `out` came from xmalloc or is NULL.
-        unsafe { sys::slurm_xfree(&mut v) };
-        (rc == 0).then_some(s).flatten()
+        let takes = |cpu: usize| convert_cpus(f, &cpu.to_string()).is_some();
+        if !takes(0) {
+            return None;
+        }
+        let (mut yes, mut no) = (0, 1);
+        while no < MAX_CPUS && takes(no) {
+            yes = no;
+            no = (no * 2).min(MAX_CPUS);
+        }
+        while no - yes > 1 {
+            let mid = yes + (no - yes) / 2;
+            if takes(mid) {
+                yes = mid;
+            } else {
+                no = mid;
+            }
+        }
+        let cpus: Vec<usize> = (0..=yes).collect();
+        Some(Bitmap::from_indices(yes + 1, &cpus))
     }
 
     fn use_local_device_index(&self) -> bool {

@@ -29,3 +29,8 @@ const char *gres_rs_gpu_freq_def(void)
 {
 	return slurm_conf.gpu_freq_def;
 }
+
+const char *gres_rs_slurmd_params(void)
+{
+	return slurm_conf.slurmd_params;
+}

@@ -38,5 +38,6 @@ extern "C" {
     pub fn gres_rs_debug_flags() -> u64;
     pub fn gres_rs_debug_flag_gres() -> bool;
     pub fn gres_rs_gpu_freq_def() -> *const core::ffi::c_char;
+    pub fn gres_rs_slurmd_params() -> *const core::ffi::c_char;
     pub fn gres_rs_extra_conf_path(name: *const core::ffi::c_char) -> *mut core::ffi::c_char;
 }

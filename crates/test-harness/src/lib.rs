@@ -965,7 +965,9 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
         line("SchedulerParameters=bf_interval=1".into());
     }
     line("ReturnToService=2".into());
-    line("SlurmdParameters=config_overrides".into());
+    if !sets("SlurmdParameters") {
+        line("SlurmdParameters=config_overrides".into());
+    }
     line("MailProg=/bin/true".into());
     line("InactiveLimit=0".into());
     line("KillWait=3".into());
