@@ -172,9 +172,10 @@ fn count_energy_and_cpu_masks() {
     assert_eq!(nvml::device_count(&paths), Some(8));
     assert_eq!(nvml::energy_read(2, &paths), Some(GpuEnergy { consumed_energy_j: (123_456_789 + 2 * 1_000_003) / 1000, current_watts: 73 }));
     assert_eq!(nvml::energy_read(8, &paths), None);
-    assert_eq!(GpuNvml::test_cpu_conv("~half").as_deref(), Some("8-15"));
-    assert_eq!(GpuNvml::test_cpu_conv("~nonsense").as_deref(), Some(""));
-    assert_eq!(GpuNvml::test_cpu_conv("0-3").as_deref(), Some(""));
+    assert_eq!(GpuNvml::test_cpu_conv(Some("~half")).as_deref(), Some("8-15"));
+    assert_eq!(GpuNvml::test_cpu_conv(Some("~nonsense")).as_deref(), Some(""));
+    assert_eq!(GpuNvml::test_cpu_conv(Some("0-3")).as_deref(), Some(""));
+    assert_eq!(GpuNvml::test_cpu_conv(None).as_deref(), Some(""), "slurmd's NULL: an empty range, as stock");
 }
 
 #[test]

@@ -263,6 +263,40 @@ per_release! {
         assert!(got_lines.iter().any(|l| l.contains(profile)), "{show}");
     }
 
+    /// `fake_gpus.conf` CPU masks (`~one`, `~three`, an unknown keyword)
+    /// go to the gpu plugin's `test_cpu_conv`, which prints each mask's
+    /// words on slurmd's stdout (Slurm's own tests read them there) and
+    /// returns the CPU range: with ours, stdout and the GPUs of `slurmd -G`
+    /// are stock gpu/nvml's.
+    fn fake_gpus_cpu_masks_as_stock_gpu_nvml(bed) {
+        let name = format!("fake_gpus_cpu_masks_as_stock_gpu_nvml [Slurm {}]", bed.version);
+        let Some(stock_nvml) = bed.stock_gpu_nvml_for("fake_gpus_cpu_masks_as_stock_gpu_nvml") else { return };
+        let node = |plugins: PluginSet| {
+            let mut c = ClusterConfig::gpus(plugins, 3).with_cpus(1, 2, 1).with_gres("gpu:3", "AutoDetect=nvml\n").with_binds(standin::chroot_binds());
+            c.fake_gpus_conf =
+                Some("nvidia_h100|2|~one|-1,0,0|{DEV}/nvidia0\nnvidia_h100|2|~three|0,-1,0|{DEV}/nvidia1\nnvidia_h100|2|~bogus|0,0,-1|{DEV}/nvidia2\n".into());
+            c.slurmd_env = vec![
+                ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
+                ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("h100x2.conf").to_string_lossy().into_owned()),
+            ];
+            bed.on(c)
+        };
+        let stock = ClusterConfig { extra_stock_plugins: vec![stock_nvml], ..node(PluginSet::Stock) };
+        let want = Cluster::slurmd_g(&stock);
+        let Some(ours) = bed.ours_config(node(PluginSet::Ours), "fake_gpus_cpu_masks_as_stock_gpu_nvml") else { return };
+        let got = Cluster::slurmd_g(&ours);
+        got.assert_ours_loaded(&["gres_gpu", "gpu_nvml"]);
+        let show = format!("---- stock gpu/nvml ----\n{}\n---- ours ----\n{}", want.normalized(), got.normalized());
+        let masks = |g: &SlurmdG| g.output.stdout.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect::<Vec<_>>();
+        let (want_masks, got_masks) = (masks(&want), masks(&got));
+        eprintln!("{name}: stdout {} lines, {:?}", want_masks.len(), want_masks.iter().map(|l| l.chars().take(12).collect::<String>()).collect::<Vec<_>>());
+        assert_eq!(want_masks.len(), 2, "stock printed a line per known mask:\n{show}");
+        assert_eq!(got_masks, want_masks, "{show}");
+        assert_eq!(sorted(&gpu_lines(&got)), sorted(&gpu_lines(&want)), "{show}");
+        let keyword = |g: &SlurmdG| g.normalized().contains("Unknown test keyword");
+        assert!(keyword(&want) && keyword(&got), "{show}");
+    }
+
     /// A hybrid Intel CPU (tests/nvml-standin/fixtures/hybrid-topology.xml
     /// given to slurmd's hwloc: 8 P-cores with 2 threads, 8 E-cores) whose
     /// GPUs NVML ties to all 24 CPUs: slurmd leaves the E-cores out of its

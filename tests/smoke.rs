@@ -109,6 +109,31 @@ per_release! {
         assert!(env_value(&out.stdout, "CUDA_VISIBLE_DEVICES").is_some(), "{out}");
     }
 
+    /// gres/gpu's `fini` unloads slurmd's gpu plugin (stock's
+    /// `gpu_plugin_fini()`), whose own `fini` then logs its unloading: at
+    /// slurmd's shutdown with gpu/generic (or, where slurmd unloads the gpu
+    /// plugin after its configuration, 25.11 on, already then).  slurmd's
+    /// log with ours has stock's lines.
+    fn gpu_plugin_unloaded_with_gres_gpu(bed) {
+        let unloading = |cfg: ClusterConfig| {
+            let ours = cfg.plugins != PluginSet::Stock;
+            let mut c = Cluster::start(ClusterConfig { slurmd_debug: "debug".into(), ..cfg });
+            if ours {
+                c.assert_ours_loaded(&["gres_gpu"]);
+            }
+            assert!(c.terminate_slurmd().is_some(), "slurmd did not stop");
+            // Without the time stamp.
+            let log = c.log(Daemon::Slurmd);
+            log.lines().filter(|l| l.contains("unloading GPU")).map(|l| l.split_once("] ").map_or(l, |(_, r)| r).to_string()).collect::<Vec<_>>()
+        };
+        let want = unloading(bed.config(PluginSet::Stock, 2));
+        let Some(ours) = bed.ours_config(bed.config(PluginSet::Ours, 2), "gpu_plugin_unloaded_with_gres_gpu") else { return };
+        let got = unloading(ours);
+        eprintln!("gpu_plugin_unloaded_with_gres_gpu [Slurm {}]: {want:?}", bed.version);
+        assert!(!want.is_empty(), "stock logged no gpu plugin unloading");
+        assert_eq!(got, want);
+    }
+
     /// `slurmd -G` prints the same GRES configuration with both plugin sets.
     fn slurmd_g_same_config_stock_and_ours(bed) {
         let stock = Cluster::slurmd_g(&bed.config(PluginSet::Stock, 4));

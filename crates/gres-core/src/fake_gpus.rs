@@ -59,6 +59,9 @@ pub enum CpuConv {
 pub struct FakeGpus {
     pub records: Vec<GresRecord>,
     pub diagnostics: Vec<Diagnostic>,
+    /// What gpu/nvml's test conversion prints on the daemon's stdout: the
+    /// affinity words of each known `~keyword`, a line each.
+    pub stdout: Vec<String>,
 }
 
 /// What makes the stock slurmd stop (`fatal()`).
@@ -96,7 +99,7 @@ pub fn load_fake_gpus(path: &Path, conv: CpuConv) -> Result<Option<FakeGpus>, Fa
         }
         Err(e) => {
             diagnostics.push(Diagnostic::new(LogLevel::Error, Some(Location::file(path)), format!("Unable to read \"{}\": {e}", path.display())));
-            Ok(Some(FakeGpus { records: Vec::new(), diagnostics }))
+            Ok(Some(FakeGpus { records: Vec::new(), diagnostics, stdout: Vec::new() }))
         }
     }
 }
@@ -120,15 +123,16 @@ fn atoi(text: &str) -> i64 {
 
 /// gpu/nvml's `gpu_p_test_cpu_conv()`: the CPUs of a `~keyword`, as a
 /// range list; an unknown keyword gives an empty list (and an error line).
-fn nvml_test_cpu_conv(range: &str, location: &Location, diagnostics: &mut Vec<Diagnostic>) -> Result<String, FakeGpusError> {
-    diagnostics.push(Diagnostic::new(LogLevel::Info, Some(location.clone()), format!("gpu_p_test_cpu_conv: cpu_range: {range}")));
-    match super::nvml_model::test_cpu_mask(range) {
-        None => {
-            diagnostics.push(Diagnostic::new(LogLevel::Error, Some(location.clone()), "Unknown test keyword"));
-            Ok(String::new())
-        }
-        Some(r) if r.is_empty() => Err(FakeGpusError::EmptyAffinity { location: location.clone() }),
-        Some(r) => Ok(r),
+fn nvml_test_cpu_conv(range: &str, location: &Location, out: &mut FakeGpus) -> Result<String, FakeGpusError> {
+    out.diagnostics.push(Diagnostic::new(LogLevel::Info, Some(location.clone()), format!("gpu_p_test_cpu_conv: cpu_range: {range}")));
+    let Some(words) = super::nvml_model::test_cpu_words(range) else {
+        out.diagnostics.push(Diagnostic::new(LogLevel::Error, Some(location.clone()), "Unknown test keyword"));
+        return Ok(String::new());
+    };
+    out.stdout.push(super::nvml_model::cpu_words_line(&words));
+    match super::nvml_model::cpu_mask_to_bitmap(&words).to_ranges() {
+        r if r.is_empty() => Err(FakeGpusError::EmptyAffinity { location: location.clone() }),
+        r => Ok(r),
     }
 }
 
@@ -156,27 +160,27 @@ pub fn parse_fake_gpus(text: &str, path: &Path, conv: CpuConv) -> Result<FakeGpu
             continue;
         }
         out.diagnostics.push(Diagnostic::new(LogLevel::Debug, Some(location.clone()), line));
-        if let Some(record) = parse_line(line, line_no, &location, conv, &mut out.diagnostics)? {
+        if let Some(record) = parse_line(line, line_no, &location, conv, &mut out)? {
             out.records.push(record);
         }
     }
     Ok(out)
 }
 
-fn parse_line(line: &str, line_no: usize, location: &Location, conv: CpuConv, diagnostics: &mut Vec<Diagnostic>) -> Result<Option<GresRecord>, FakeGpusError> {
+fn parse_line(line: &str, line_no: usize, location: &Location, conv: CpuConv, out: &mut FakeGpus) -> Result<Option<GresRecord>, FakeGpusError> {
     let mut fields: [Option<&str>; 7] = [None; 7];
     let mut count = 0;
     for token in line.split('|').filter(|t| !t.is_empty()) {
         if token != "(null)" {
             match fields.get_mut(count) {
                 Some(field) => *field = Some(token),
-                None => diagnostics.push(Diagnostic::new(LogLevel::Error, Some(location.clone()), "Malformed line: too many data fields")),
+                None => out.diagnostics.push(Diagnostic::new(LogLevel::Error, Some(location.clone()), "Malformed line: too many data fields")),
             }
         }
         count += 1;
     }
     if !(5..=7).contains(&count) {
-        diagnostics.push(Diagnostic::new(
+        out.diagnostics.push(Diagnostic::new(
             LogLevel::Error,
             Some(location.clone()),
             format!(
@@ -194,7 +198,7 @@ fn parse_line(line: &str, line_no: usize, location: &Location, conv: CpuConv, di
     };
     let cpus = match cpu_range {
         Some(range) if range.starts_with('~') => match conv {
-            CpuConv::Nvml => Some(nvml_test_cpu_conv(range, location, diagnostics)?),
+            CpuConv::Nvml => Some(nvml_test_cpu_conv(range, location, out)?),
             CpuConv::Unsupported => None,
         },
         other => other.map(str::to_string),

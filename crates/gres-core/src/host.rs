@@ -38,6 +38,8 @@ pub trait Host {
     fn enabled_cpus(&self) -> Option<Bitmap> {
         None
     }
+    /// Unload slurmd's gpu plugin (`gpu_plugin_fini`), if one is loaded.
+    fn gpu_plugin_fini(&self) {}
 }
 
 /// `node_config_load` arguments beside the record list.

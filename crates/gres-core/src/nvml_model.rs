@@ -131,6 +131,12 @@ const ALL_ONES: u64 = u64::MAX >> (64 - ULONG_BITS);
 /// (`~zero` describes no CPU, which Slurm refuses fatally; here it is
 /// `Some("")`.)
 pub fn test_cpu_mask(keyword: &str) -> Option<String> {
+    test_cpu_words(keyword).map(|words| cpu_mask_to_bitmap(&words).to_ranges())
+}
+
+/// The NVML affinity words ([`CPU_SET_WORDS`] of them) of a
+/// [`test_cpu_mask`] keyword, or `None` for an unknown keyword.
+pub fn test_cpu_words(keyword: &str) -> Option<Vec<u64>> {
     let mut words = vec![0u64; CPU_SET_WORDS];
     let rest = keyword.strip_prefix('~')?;
     match rest {
@@ -145,7 +151,26 @@ pub fn test_cpu_mask(keyword: &str) -> Option<String> {
         }
         _ => return None,
     }
-    Some(cpu_mask_to_bitmap(&words).to_ranges())
+    Some(words)
+}
+
+/// The line `gpu_p_test_cpu_conv()` prints to the daemon's stdout for
+/// affinity words: per word `X` when its low 32 bits are all ones (Slurm
+/// tests it as a C `int` equal to -1), else the number, in parentheses
+/// when above 9 (`1000…`, `(65280)000…`, `XX00…`).
+pub fn cpu_words_line(words: &[u64]) -> String {
+    words
+        .iter()
+        .map(|&w| {
+            if w as u32 == u32::MAX {
+                "X".to_string()
+            } else if w > 9 {
+                format!("({w})")
+            } else {
+                w.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Slurm's NVLink string of GPU `index` among `count` GPUs: per GPU (in
@@ -319,6 +344,10 @@ mod tests {
         assert_eq!(test_cpu_mask("~zero").unwrap(), "");
         assert_eq!(test_cpu_mask("~what"), None);
         assert_eq!(test_cpu_mask("F0"), None);
+        let zeros = "0".repeat(CPU_SET_WORDS - 1);
+        assert_eq!(cpu_words_line(&test_cpu_words("~one").unwrap()), format!("1{zeros}"));
+        assert_eq!(cpu_words_line(&test_cpu_words("~half").unwrap()), format!("(65280){zeros}"));
+        assert_eq!(cpu_words_line(&test_cpu_words("~XX").unwrap()), format!("XX{}", "0".repeat(CPU_SET_WORDS - 2)));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::{log_line, log_lines, Host, NodeConfig};
 use crate::core::fake_gpus::{self, CpuConv};
 use crate::core::merge;
 use crate::core::model::{GresRecord, Log, LogLevel, LogLine};
+use std::io::Write;
 use std::path::Path;
 
 /// `GRES_AUTODETECT_GPU_NVML`.
@@ -39,6 +40,12 @@ fn system_gpus(host: &dyn Host, cfg: NodeConfig) -> Result<Option<Vec<GresRecord
                         None => d.message.clone(),
                     };
                     log_line(&LogLine { level: d.level, message });
+                }
+                // gpu/nvml's test conversion prints the masks on stdout,
+                // where Slurm's test tools read them.
+                let mut stdout = std::io::stdout().lock();
+                for line in &fake.stdout {
+                    let _ = writeln!(stdout, "{line}");
                 }
                 return Ok(Some(fake.records));
             }

@@ -7,6 +7,7 @@ use crate::core::model::{Bitmap, GpuEnergy, GresRecord};
 use crate::core::{gpu_freq, nvml_model};
 use crate::nvml::clocks::{self, StepFreqContext};
 use crate::nvml::{self, Log};
+use std::io::Write;
 use std::sync::{Mutex, PoisonError};
 
 /// The step's clock-setting context from slurmd's configuration
@@ -70,7 +71,7 @@ impl GpuPlugin for GpuNvml {
         Ok(())
     }
 
-    fn fini() {
+    fn fini(_host: &dyn Host) {
         tracing::debug!("fini: unloading {}", Self::PLUGIN_NAME);
         nvml::release();
     }
@@ -87,24 +88,28 @@ impl GpuPlugin for GpuNvml {
         GpuNvml::step_freqs_fini(host, &super::nvml_paths());
     }
 
-    fn test_cpu_conv(mask: &str) -> Option<String> {
-        tracing::info!("gpu_p_test_cpu_conv: cpu_range: {mask}");
+    fn test_cpu_conv(mask: Option<&str>) -> Option<String> {
+        tracing::info!("gpu_p_test_cpu_conv: cpu_range: {}", mask.unwrap_or("(null)"));
+        let Some(mask) = mask else {
+            tracing::error!("cpu_range is null");
+            return Some(String::new());
+        };
         if !mask.starts_with('~') {
             tracing::error!("cpu_range doesn't start with `~`!");
             return Some(String::new());
         }
-        match nvml_model::test_cpu_mask(mask) {
-            None => {
-                tracing::error!("Unknown test keyword");
-                Some(String::new())
-            }
-            Some(r) => {
-                if r.is_empty() {
-                    tracing::error!("cpu_set_bitstr is empty! No CPU affinity for device");
-                }
-                Some(r)
-            }
+        let Some(words) = nvml_model::test_cpu_words(mask) else {
+            tracing::error!("Unknown test keyword");
+            return Some(String::new());
+        };
+        // The words go to the daemon's stdout, as Slurm's test tools read
+        // them there.
+        let _ = writeln!(std::io::stdout(), "{}", nvml_model::cpu_words_line(&words));
+        let r = nvml_model::cpu_mask_to_bitmap(&words).to_ranges();
+        if r.is_empty() {
+            tracing::error!("cpu_set_bitstr is empty! No CPU affinity for device");
         }
+        Some(r)
     }
 
     fn device_count() -> Option<u32> {

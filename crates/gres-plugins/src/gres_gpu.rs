@@ -65,8 +65,11 @@ impl GresPlugin for GresGpu {
         Ok(())
     }
 
-    fn fini() {
+    fn fini(host: &dyn Host) {
         tracing::debug!("fini: unloading");
+        // slurmd's gpu plugin goes with gres/gpu, as stock unloads it
+        // here: a reconfiguration then loads the one gres.conf now names.
+        host.gpu_plugin_fini();
         STATE.lock().clear();
     }
 

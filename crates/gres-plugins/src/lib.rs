@@ -101,7 +101,7 @@ pub trait GresPlugin: 'static {
     fn init() -> Result<(), String> {
         Ok(())
     }
-    fn fini() {}
+    fn fini(_host: &dyn Host) {}
     /// Validate and complete the node's records (which include other
     /// GRES's records), and set up the device list.  `Err` stops slurmd as
     /// the stock plugins do, with the message logged.
@@ -139,14 +139,15 @@ pub trait GpuPlugin: 'static {
     fn init() -> Result<(), String> {
         Ok(())
     }
-    fn fini() {}
+    fn fini(_host: &dyn Host) {}
     fn reconfig() {}
     /// The GPUs of this node, or `None` when detection is impossible.
     fn system_gpu_list(host: &dyn Host, cfg: NodeConfig) -> Option<Vec<GresRecord>>;
     fn step_hardware_init(host: &dyn Host, usable: Option<&Bitmap>, settings: Option<&str>);
     fn step_hardware_fini(host: &dyn Host);
-    /// `fake_gpus.conf` CPU mask (`~F0`) to a CPU range.
-    fn test_cpu_conv(mask: &str) -> Option<String>;
+    /// `fake_gpus.conf` CPU mask (`~one`, `~XX`) to a CPU range; `None`
+    /// for slurmd's NULL.
+    fn test_cpu_conv(mask: Option<&str>) -> Option<String>;
     fn device_count() -> Option<u32>;
     /// Energy readings per GPU, for `gpu_p_energy_read`.
     fn energy_read(_dv_ind: u32) -> Option<crate::core::model::GpuEnergy> {

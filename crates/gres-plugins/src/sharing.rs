@@ -148,7 +148,7 @@ macro_rules! sharing_gres_plugin {
                 tracing::debug!("loaded");
                 Ok(())
             }
-            fn fini() {
+            fn fini(_host: &dyn $crate::Host) {
                 tracing::debug!("unloading");
             }
             fn node_config_load(host: &dyn $crate::Host, cfg: $crate::NodeConfig, records: &mut Vec<$crate::core::model::GresRecord>) -> Result<(), String> {

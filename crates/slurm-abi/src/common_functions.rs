@@ -104,9 +104,9 @@ fn loaded_objects(names: &[&str]) -> Vec<String> {
 }
 
 /// `fini()` of any plugin file.
-pub fn fini(plugin_type: &'static str, fini: impl FnOnce()) -> c_int {
+pub fn fini(plugin_type: &'static str, fini: impl FnOnce(&dyn Host)) -> c_int {
     guard(plugin_type, "fini", SLURM_SUCCESS, || {
-        fini();
+        fini(&SlurmHost::plain());
         SLURM_SUCCESS
     })
 }

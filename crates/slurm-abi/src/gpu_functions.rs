@@ -48,8 +48,8 @@ pub unsafe fn get_system_gpu_list<P: GpuPlugin>(cfg: *mut sys::node_config_load_
 pub unsafe fn test_cpu_conv<P: GpuPlugin>(range: *mut c_char) -> *mut c_char {
     guard(P::PLUGIN_TYPE, "test_cpu_conv", ptr::null_mut(), || {
         // SAFETY: per the contract.
-        let Some(r) = (unsafe { slurm::string_from_c(range) }) else { return ptr::null_mut() };
-        slurm::xstrdup(P::test_cpu_conv(&r).as_deref())
+        let r = unsafe { slurm::string_from_c(range) };
+        slurm::xstrdup(P::test_cpu_conv(r.as_deref()).as_deref())
     })
 }
 

@@ -138,6 +138,12 @@ impl Host for SlurmHost {
         Some(Bitmap::from_indices(yes + 1, &cpus))
     }
 
+    fn gpu_plugin_fini(&self) {
+        // SAFETY: no arguments; slurmd's gpu interface does nothing when no
+        // gpu plugin is loaded, and takes its own lock otherwise.
+        unsafe { sys::gpu_plugin_fini() };
+    }
+
     fn use_local_device_index(&self) -> bool {
         // SAFETY: no arguments; reads slurmd's configuration.
         unsafe { sys::gres_use_local_device_index() }

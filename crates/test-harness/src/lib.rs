@@ -2010,6 +2010,13 @@ impl Cluster {
 
     // ----- teardown --------------------------------------------------------
 
+    /// SIGTERMs slurmd alone, by PID, and waits for it (SIGKILL after 10 s):
+    /// its shutdown is in its log, which stays readable until [`Cluster::stop`].
+    pub fn terminate_slurmd(&mut self) -> Option<std::process::ExitStatus> {
+        let c = self.slurmd.as_mut()?;
+        process::terminate_child(c, "Slurmd", Duration::from_secs(10))
+    }
+
     /// Stops everything this cluster started: cancels jobs, SIGTERMs
     /// slurmd, slurmctld, munged by PID (SIGKILL after a grace period),
     /// then any process still using the cluster's private dir (stray
