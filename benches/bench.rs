@@ -15,8 +15,10 @@
 //! is built for it (`target/slurm-<version>`), the daemons, `slurmd -G`
 //! and valgrind are the chroot's, and `slurmd -G` is timed inside the
 //! chroot (`Chroot::timed_runs`), where it needs munged (a started
-//! cluster).  The NVML nodes need the stock gpu_nvml.so, which exists for
-//! the host's 22.05.8 only: on the other releases their rows say so.
+//! cluster).  The NVML nodes need a stock gpu_nvml.so: on the host's
+//! 22.05.8 the one benches/stock-gpu-nvml.sh builds from Debian's source,
+//! in a chroot the test bed's (`TestBed::stock_gpu_nvml`), with the
+//! stand-in's mig-minors where the driver has it (`Chroot::command`).
 //! `rss` and `check` run on the host's release only.
 //!
 //! Rows (each a ratio ours/stock; lower is better for ours):
@@ -225,6 +227,9 @@ struct GDir {
     env: Vec<(String, String)>,
     /// The release's chroot (`None`: the host).
     chroot: Option<Chroot>,
+    /// Host paths the chroot's commands need besides `dir` (the NVML
+    /// stand-in).
+    binds: Vec<PathBuf>,
     /// The started cluster whose munged `slurmd -G` needs.
     cluster: Option<Cluster>,
 }
@@ -245,7 +250,14 @@ impl GDir {
                 g.assert_ours_loaded(&["gres_gpu"]);
             }
             let dir = cluster.layout.root.clone();
-            return GDir { dir, node: cfg.node_name.clone(), env: cfg.slurmd_env.clone(), chroot: cfg.chroot.clone(), cluster: Some(cluster) };
+            return GDir {
+                dir,
+                node: cfg.node_name.clone(),
+                env: cfg.slurmd_env.clone(),
+                chroot: cfg.chroot.clone(),
+                binds: cfg.binds.clone(),
+                cluster: Some(cluster),
+            };
         }
         let keep = std::env::var_os("GRES_RS_KEEP").is_some();
         std::env::set_var("GRES_RS_KEEP", "1");
@@ -253,7 +265,14 @@ impl GDir {
         if !keep {
             std::env::remove_var("GRES_RS_KEEP");
         }
-        let d = GDir { dir: g.dir.clone(), node: cfg.node_name.clone(), env: cfg.slurmd_env.clone(), chroot: cfg.chroot.clone(), cluster: None };
+        let d = GDir {
+            dir: g.dir.clone(),
+            node: cfg.node_name.clone(),
+            env: cfg.slurmd_env.clone(),
+            chroot: cfg.chroot.clone(),
+            binds: cfg.binds.clone(),
+            cluster: None,
+        };
         if !g.output.ok() {
             panic!("slurmd -G failed while preparing {}:\n{}", d.dir.display(), g.output);
         }
@@ -272,7 +291,10 @@ impl GDir {
         let mut cmd = match (&self.cluster, &self.chroot) {
             (Some(c), _) => c.command(prog),
             // A chroot's release whose `slurmd -G` needs no munged (23.02).
-            (None, Some(r)) => r.command(r.tool(prog).unwrap_or_else(|| PathBuf::from(prog)), std::slice::from_ref(&self.dir)),
+            (None, Some(r)) => {
+                let binds: Vec<PathBuf> = std::iter::once(self.dir.clone()).chain(self.binds.iter().cloned()).collect();
+                r.command(r.tool(prog).unwrap_or_else(|| PathBuf::from(prog)), &binds)
+            }
             (None, None) => Command::new(tool(prog)),
         };
         for (k, _) in std::env::vars_os() {
@@ -338,7 +360,7 @@ fn slurmd_g_times(what: &str, stock: &GDir, ours: &GDir, runs: usize) -> (Vec<f6
     let times: Vec<f64> = match &stock.chroot {
         Some(root) => root
             .timed_runs(
-                &[stock.dir.clone(), ours.dir.clone()],
+                &[stock.dir.clone(), ours.dir.clone()].into_iter().chain(stock.binds.iter().cloned()).collect::<Vec<_>>(),
                 &[stock.timed_run(), ours.timed_run()],
                 &order.iter().map(|s| usize::from(*s == Side::Ours)).collect::<Vec<_>>(),
             )
@@ -588,12 +610,15 @@ fn nvml_node(side: Side, fixture: &Path, sockets: u32, cores: u32, threads: u32,
         Side::Stock => PluginSet::Stock,
         Side::Ours => PluginSet::Ours,
     };
-    let mut c = ClusterConfig::gpus(plugins, 0).with_cpus(sockets, cores, threads).with_gres(&gres, "AutoDetect=nvml\n");
+    let mut c = ClusterConfig::gpus(plugins, 0).with_cpus(sockets, cores, threads).with_gres(&gres, "AutoDetect=nvml\n").with_binds(standin::chroot_binds());
     c.node_name = "gpunode".into();
     c.real_memory_mb = 1000;
     let standin_env = vec![
         ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
         ("GRES_RS_NVML_FIXTURE".into(), fixture.to_string_lossy().into_owned()),
+        // In a chroot: the driver's mig-minors file for both sides (the
+        // chroot's commands mount it where stock reads it).
+        ("GRES_RS_TEST_MIG_MINORS".into(), minors.to_string_lossy().into_owned()),
     ];
     match (side, stock_nvml) {
         (Side::Stock, None) => c.fake_gpus_conf = Some(fake),
@@ -743,32 +768,29 @@ fn rows_slurmd_g(opts: &Opts, bed: &TestBed, build: &Result<testbed::OurBuild, S
             )),
         }
     }
-    if bed.chroot.is_some() {
-        for what in NVML {
-            rows.push(Row::not_measured(
-                "slurmd-g",
-                v,
-                what,
-                "`slurmd -G` wall time, instructions, NVML calls",
-                format!(
-                    "not measured on Slurm {v}: no stock gpu_nvml.so for this release (Debian ships none; benches/stock-gpu-nvml.sh builds the host's 22.05.8 from its Debian source), and the NVML stand-in and mig-minors are set up for the host's slurmd only"
-                ),
-            ));
-        }
-        return;
-    }
-    // (a2, a3) NVML stand-in nodes.
-    let stock_nvml = stock_gpu_nvml();
+    // (a2, a3) NVML stand-in nodes: the host's stock gpu_nvml.so built
+    // from Debian's source, a chroot's from the test bed; in a chroot the
+    // stand-in's mig-minors is where the driver has it, for both sides.
+    let stock_nvml = match &bed.chroot {
+        None => stock_gpu_nvml(),
+        Some(_) => bed.stock_gpu_nvml().map_err(|e| eprintln!("bench: {e}")).ok(),
+    };
+    let mig_minors = mig_minors || bed.chroot.is_some();
     // The stock plugin reads MIG minors from MIG_MINORS_PATH only: without
     // it in place, the MIG node's stock side reads fake_gpus.conf.
     for (label, fixture, mig_node) in [("8x H100 with NVLink", &h100, false), ("8x A100 x 7 MIG = 56 MIG devices", &mig, true)] {
         let stock_so = if mig_node && !mig_minors { None } else { stock_nvml.as_deref() };
-        let stock = GDir::prepare(&nvml_node(Side::Stock, fixture, 1, 2, 1, stock_so, mig_minors));
-        let ours = GDir::prepare(&nvml_node(Side::Ours, fixture, 1, 2, 1, None, mig_minors));
+        let stock = GDir::prepare(&bed.on(nvml_node(Side::Stock, fixture, 1, 2, 1, stock_so, mig_minors)));
+        let ours = GDir::prepare(&ours_cfg(nvml_node(Side::Ours, fixture, 1, 2, 1, None, mig_minors)));
         let (goal, note) = match stock_so {
-            Some(_) => {
-                ("<= 1.00", "AutoDetect=nvml on the NVML stand-in, both sides; stock gpu_nvml.so built from Debian's slurm-wlm source (Debian ships none)")
-            }
+            Some(_) => (
+                "<= 1.00",
+                if bed.chroot.is_some() {
+                    "AutoDetect=nvml on the NVML stand-in, both sides, timed inside the chroot; stock gpu_nvml.so of the test bed (TestBed::stock_gpu_nvml)"
+                } else {
+                    "AutoDetect=nvml on the NVML stand-in, both sides; stock gpu_nvml.so built from Debian's slurm-wlm source (Debian ships none)"
+                },
+            ),
             // Not like with like: no goal.
             None => {
                 ("-", "ours: AutoDetect=nvml on the NVML stand-in; stock: the same GPUs from fake_gpus.conf (no stock gpu_nvml.so, or no mig-minors for it)")
@@ -809,7 +831,8 @@ fn rows_slurmd_g(opts: &Opts, bed: &TestBed, build: &Result<testbed::OurBuild, S
         let (stock_calls, note) = if stock_so.is_some() {
             let (n, by_fn) = count(&stock, "stock");
             eprintln!("bench: NVML calls of stock for {label}: {by_fn:?}");
-            (n, format!("both counted by the stand-in (stock derived from gpu_nvml.c 22.05.8: {derived:.0})"))
+            let derived = if bed.chroot.is_none() { format!(" (stock derived from gpu_nvml.c 22.05.8: {derived:.0})") } else { String::new() };
+            (n, format!("both counted by the stand-in{derived}"))
         } else {
             (derived, "ours counted by the stand-in; stock derived from gpu_nvml.c (22.05.8), not measured".to_string())
         };

@@ -531,8 +531,11 @@ impl Chroot {
     /// gets its `env` on top of `PATH` (the chroot's sbin and bin
     /// directories) and `LC_ALL=C` (nothing of this process's
     /// environment); its output goes to `<dir>/timed-run.out`, its stdin
-    /// is `/dev/null`.  Err at the first run that fails, with its status
-    /// and output, or when the chroot has no bash.
+    /// is `/dev/null`.  Where a command's `env` has
+    /// `GRES_RS_TEST_MIG_MINORS`, the namespace has that mig-minors file
+    /// for all runs, as [`Chroot::command`] gives it.  Err at the first run
+    /// that fails, with its status and output, or when the chroot has no
+    /// bash.
     pub fn timed_runs(&self, binds: &[PathBuf], commands: &[TimedRun], order: &[usize]) -> Result<Vec<f64>, String> {
         let bash = self.tool("bash").ok_or_else(|| format!("chroot {} has no bash", self.root.display()))?;
         if let Some(i) = order.iter().find(|&&i| i >= commands.len()) {
@@ -555,6 +558,11 @@ impl Chroot {
         ));
         let mut cmd = self.command(&bash, binds);
         cmd.arg("-c").arg(&script).env_clear().env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").env("LC_ALL", "C").stdin(std::process::Stdio::null());
+        // The driver's mig-minors file, which the namespace gets once for
+        // every run (see `command`).
+        if let Some((k, v)) = commands.iter().flat_map(|c| &c.env).find(|(k, _)| k == "GRES_RS_TEST_MIG_MINORS") {
+            cmd.env(k, v);
+        }
         let out = cmd.output().map_err(|e| format!("running bash in chroot {}: {e}", self.root.display()))?;
         let text = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
