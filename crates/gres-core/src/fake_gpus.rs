@@ -125,12 +125,12 @@ fn atoi(text: &str) -> i64 {
 /// range list; an unknown keyword gives an empty list (and an error line).
 fn nvml_test_cpu_conv(range: &str, location: &Location, out: &mut FakeGpus) -> Result<String, FakeGpusError> {
     out.diagnostics.push(Diagnostic::new(LogLevel::Info, Some(location.clone()), format!("gpu_p_test_cpu_conv: cpu_range: {range}")));
-    let Some(words) = super::nvml_model::test_cpu_words(range) else {
+    let Some(mask) = super::nvml_model::test_cpu_conv(range) else {
         out.diagnostics.push(Diagnostic::new(LogLevel::Error, Some(location.clone()), "Unknown test keyword"));
         return Ok(String::new());
     };
-    out.stdout.push(super::nvml_model::cpu_words_line(&words));
-    match super::nvml_model::cpu_mask_to_bitmap(&words).to_ranges() {
+    out.stdout.push(mask.stdout_line);
+    match mask.range {
         r if r.is_empty() => Err(FakeGpusError::EmptyAffinity { location: location.clone() }),
         r => Ok(r),
     }

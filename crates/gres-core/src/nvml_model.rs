@@ -131,12 +131,28 @@ const ALL_ONES: u64 = u64::MAX >> (64 - ULONG_BITS);
 /// (`~zero` describes no CPU, which Slurm refuses fatally; here it is
 /// `Some("")`.)
 pub fn test_cpu_mask(keyword: &str) -> Option<String> {
-    test_cpu_words(keyword).map(|words| cpu_mask_to_bitmap(&words).to_ranges())
+    test_cpu_conv(keyword).map(|m| m.range)
+}
+
+/// What `gpu_p_test_cpu_conv()` makes of a known [`test_cpu_mask`]
+/// keyword.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TestCpuMask {
+    /// The line it prints on the daemon's stdout (see [`cpu_words_line`]).
+    pub stdout_line: String,
+    /// The machine CPU range it returns (empty for `~zero`).
+    pub range: String,
+}
+
+/// [`test_cpu_mask`] with the stdout line; `None` for an unknown keyword.
+pub fn test_cpu_conv(keyword: &str) -> Option<TestCpuMask> {
+    let words = test_cpu_words(keyword)?;
+    Some(TestCpuMask { stdout_line: cpu_words_line(&words), range: cpu_mask_to_bitmap(&words).to_ranges() })
 }
 
 /// The NVML affinity words ([`CPU_SET_WORDS`] of them) of a
 /// [`test_cpu_mask`] keyword, or `None` for an unknown keyword.
-pub fn test_cpu_words(keyword: &str) -> Option<Vec<u64>> {
+fn test_cpu_words(keyword: &str) -> Option<Vec<u64>> {
     let mut words = vec![0u64; CPU_SET_WORDS];
     let rest = keyword.strip_prefix('~')?;
     match rest {
@@ -158,7 +174,7 @@ pub fn test_cpu_words(keyword: &str) -> Option<Vec<u64>> {
 /// affinity words: per word `X` when its low 32 bits are all ones (Slurm
 /// tests it as a C `int` equal to -1), else the number, in parentheses
 /// when above 9 (`1000…`, `(65280)000…`, `XX00…`).
-pub fn cpu_words_line(words: &[u64]) -> String {
+fn cpu_words_line(words: &[u64]) -> String {
     words
         .iter()
         .map(|&w| {

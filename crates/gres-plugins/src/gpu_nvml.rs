@@ -98,18 +98,17 @@ impl GpuPlugin for GpuNvml {
             tracing::error!("cpu_range doesn't start with `~`!");
             return Some(String::new());
         }
-        let Some(words) = nvml_model::test_cpu_words(mask) else {
+        let Some(converted) = nvml_model::test_cpu_conv(mask) else {
             tracing::error!("Unknown test keyword");
             return Some(String::new());
         };
         // The words go to the daemon's stdout, as Slurm's test tools read
         // them there.
-        let _ = writeln!(std::io::stdout(), "{}", nvml_model::cpu_words_line(&words));
-        let r = nvml_model::cpu_mask_to_bitmap(&words).to_ranges();
-        if r.is_empty() {
+        let _ = writeln!(std::io::stdout(), "{}", converted.stdout_line);
+        if converted.range.is_empty() {
             tracing::error!("cpu_set_bitstr is empty! No CPU affinity for device");
         }
-        Some(r)
+        Some(converted.range)
     }
 
     fn device_count() -> Option<u32> {
