@@ -1228,16 +1228,21 @@ fn usage_run(root: &Chroot, dir: &Path, plugin: &Path, polls: u32, calls: Option
 /// The work directory: the driver, the fixture, the stand-in NVML, and
 /// both plugin files (ours beside its library); (stock, ours) plugins.
 fn usage_setup(bed: &TestBed, build: &testbed::OurBuild, stock: &Path) -> Result<(PathBuf, PathBuf, PathBuf), String> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target").join(format!("bench-usage-{}", bed.version));
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("target").join(format!("bench-usage-{}", bed.version));
     fn e(what: &'static str) -> impl Fn(std::io::Error) -> String {
         move |err| format!("{what}: {err}")
     }
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("stock")).map_err(e("work dir"))?;
     std::fs::create_dir_all(dir.join("ours")).map_err(e("work dir"))?;
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/usage-read.c");
+    let src = root.join("benches/usage-read.c");
+    // Built with the release's own declarations of what the plugins use.
+    let headers = root.join("crates/slurm-abi/slurm-headers").join(&bed.series);
     let out = Command::new("cc")
-        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-rdynamic", "-o"])
+        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-rdynamic", "-I"])
+        .arg(&headers)
+        .arg("-o")
         .arg(dir.join("usage-read"))
         .arg(&src)
         .arg("-ldl")

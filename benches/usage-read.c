@@ -5,6 +5,8 @@
  *
  *   usage-read LIBSLURMFULL PLUGIN POLLS FIRST_PID PIDS
  *
+ * Built for one release: cc -I crates/slurm-abi/slurm-headers/<series>.
+ *
  * Loads LIBSLURMFULL (the release's libslurmfull.so), NVML (as slurmd's
  * gpu interface does before it loads gpu/nvml, which stock's plugin
  * needs) and PLUGIN (stock's or our gpu_nvml.so) into one process, calls
@@ -29,14 +31,10 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-/* acct_gather_data_t from 23.02 on (src/interfaces/acct_gather.h). */
-typedef struct {
-	uint64_t last_time;
-	uint64_t num_reads;
-	uint64_t num_writes;
-	uint64_t size_read;
-	uint64_t size_write;
-} acct_gather_data_t;
+/* The release's ABI as the plugins see it (acct_gather_data_t,
+ * gpu_get_tres_pos): crates/slurm-abi/slurm-headers/<series>, given with
+ * -I by the bench. */
+#include "slurm_gres_abi.h"
 
 void gpu_get_tres_pos(int *gpumem_pos, int *gpuutil_pos)
 {
