@@ -613,13 +613,10 @@ fn nvml_node(side: Side, fixture: &Path, sockets: u32, cores: u32, threads: u32,
     let mut c = ClusterConfig::gpus(plugins, 0).with_cpus(sockets, cores, threads).with_gres(&gres, "AutoDetect=nvml\n").with_binds(standin::chroot_binds());
     c.node_name = "gpunode".into();
     c.real_memory_mb = 1000;
-    let standin_env = vec![
-        ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
-        ("GRES_RS_NVML_FIXTURE".into(), fixture.to_string_lossy().into_owned()),
-        // In a chroot: the driver's mig-minors file for both sides (the
-        // chroot's commands mount it where stock reads it).
-        ("GRES_RS_TEST_MIG_MINORS".into(), minors.to_string_lossy().into_owned()),
-    ];
+    let mut standin_env = standin::daemon_env(fixture);
+    // In a chroot: the driver's mig-minors file for both sides (the
+    // chroot's commands mount it where stock reads it).
+    standin_env.push(("GRES_RS_TEST_MIG_MINORS".into(), minors.to_string_lossy().into_owned()));
     match (side, stock_nvml) {
         (Side::Stock, None) => c.fake_gpus_conf = Some(fake),
         (Side::Stock, Some(so)) => {

@@ -242,11 +242,8 @@ per_release! {
             c.debug_gres = true;
             c.slurmd_debug = "debug2".into();
             c.gres_types = "gpu".into();
-            c.slurmd_env = vec![
-                ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
-                ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("mig_profiles.conf").to_string_lossy().into_owned()),
-                ("GRES_RS_TEST_MIG_MINORS".into(), standin::fixture("mig-minors").to_string_lossy().into_owned()),
-            ];
+            c.slurmd_env = standin::daemon_env(&standin::fixture("mig_profiles.conf"));
+            c.slurmd_env.push(("GRES_RS_TEST_MIG_MINORS".into(), standin::fixture("mig-minors").to_string_lossy().into_owned()));
             bed.on(c)
         };
         let stock = ClusterConfig { extra_stock_plugins: vec![stock_nvml], ..node(PluginSet::Stock) };
@@ -275,10 +272,7 @@ per_release! {
             let mut c = ClusterConfig::gpus(plugins, 3).with_cpus(1, 2, 1).with_gres("gpu:3", "AutoDetect=nvml\n").with_binds(standin::chroot_binds());
             c.fake_gpus_conf =
                 Some("nvidia_h100|2|~one|-1,0,0|{DEV}/nvidia0\nnvidia_h100|2|~three|0,-1,0|{DEV}/nvidia1\nnvidia_h100|2|~bogus|0,0,-1|{DEV}/nvidia2\n".into());
-            c.slurmd_env = vec![
-                ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
-                ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("h100x2.conf").to_string_lossy().into_owned()),
-            ];
+            c.slurmd_env = standin::daemon_env(&standin::fixture("h100x2.conf"));
             bed.on(c)
         };
         let stock = ClusterConfig { extra_stock_plugins: vec![stock_nvml], ..node(PluginSet::Stock) };
@@ -318,11 +312,8 @@ per_release! {
                 if allow {
                     c.extra_slurm_conf.push("SlurmdParameters=config_overrides,allow_ecores".into());
                 }
-                c.slurmd_env = vec![
-                    ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
-                    ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("hybrid.conf").to_string_lossy().into_owned()),
-                    ("HWLOC_XMLFILE".into(), standin::fixture("hybrid-topology.xml").to_string_lossy().into_owned()),
-                ];
+                c.slurmd_env = standin::daemon_env(&standin::fixture("hybrid.conf"));
+                c.slurmd_env.push(("HWLOC_XMLFILE".into(), standin::fixture("hybrid-topology.xml").to_string_lossy().into_owned()));
                 bed.on(c)
             };
             let stock = ClusterConfig { extra_stock_plugins: vec![stock_nvml.clone()], ..node(PluginSet::Stock) };
@@ -362,10 +353,7 @@ per_release! {
             let mut c = ClusterConfig::gpus(plugins, 0).with_cpus(1, 2, 1).with_gres("gpu:nvidia_h100_80gb_hbm3:2", "AutoDetect=nvml\n").with_binds(standin::chroot_binds());
             c.gres_types = "gpu".into();
             c.wait_idle = false;
-            c.slurmd_env = vec![
-                ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
-                ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("h100x2.conf").to_string_lossy().into_owned()),
-            ];
+            c.slurmd_env = standin::daemon_env(&standin::fixture("h100x2.conf"));
             bed.on(c)
         };
         let reason = |c: &Cluster| {
@@ -438,11 +426,8 @@ per_release! {
                 Some(p) => ClusterConfig { extra_stock_plugins: vec![p.clone()], ..bed.on(c) },
                 None => bed.ours_config(c, "gpu_freq_sets_and_resets_step_clocks")?,
             };
-            c.slurmd_env = vec![
-                ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
-                ("GRES_RS_NVML_FIXTURE".into(), standin::fixture("h100x2.conf").to_string_lossy().into_owned()),
-                ("GRES_RS_NVML_CALLS".into(), calls.to_string_lossy().into_owned()),
-            ];
+            c.slurmd_env = standin::daemon_env(&standin::fixture("h100x2.conf"));
+            c.slurmd_env.push(("GRES_RS_NVML_CALLS".into(), calls.to_string_lossy().into_owned()));
             let cluster = Cluster::start(c);
             if stock_nvml.is_none() {
                 cluster.assert_ours_gpu_plugin_loaded("gpu_nvml");

@@ -132,6 +132,12 @@ pub fn library_dir() -> PathBuf {
     built().dir.clone()
 }
 
+/// A daemon's environment for the stand-in with `fixture` (a path):
+/// `LD_LIBRARY_PATH` and `GRES_RS_NVML_FIXTURE`.
+pub fn daemon_env(fixture: &Path) -> Vec<(String, String)> {
+    vec![("LD_LIBRARY_PATH".into(), library_dir().to_string_lossy().into_owned()), ("GRES_RS_NVML_FIXTURE".into(), fixture.to_string_lossy().into_owned())]
+}
+
 /// A directory for this test process's files (removed by a later run once
 /// this process is gone).
 pub fn scratch_dir() -> PathBuf {
