@@ -34,7 +34,10 @@
 # pins the upstream release slurmd checks (major.minor.micro): any Debian
 # revision of 22.05.8, nothing else. The maintainer scripts never edit
 # slurm.conf: they print the PluginDir= line and run `gres-rs check`
-# without failing the install; removal prints how to roll back.
+# (--no-detect, 10 seconds at most) without failing the install; removal
+# prints how to roll back and what slurmd loads after it (warning when
+# that stops slurmd). Breaks: any other version of slurm-gpu-gres-divert,
+# whose Depends pins this exact version.
 #
 # Also builds slurm-gpu-gres-divert, the optional package that puts links to
 # ours in Slurm's own plugin directory in place of the stock files (moved
@@ -207,6 +210,7 @@ Maintainer: slurm-gpu-gres maintainers <maintainers@users.noreply.github.com>
 Installed-Size: $size
 Depends: $depends
 Recommends: slurmd
+Breaks: slurm-gpu-gres-divert (<< $deb_version), slurm-gpu-gres-divert (>> $deb_version)
 Section: admin
 Priority: optional
 Description: memory-safe GPU GRES plugins for Slurm $slurm
