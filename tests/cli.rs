@@ -1331,3 +1331,17 @@ fn detect_warns_when_slurmd_would_not_pick_gpu_nvml() {
     assert_eq!(code, Some(0), "{err}");
     assert!(!err.contains("warning"), "{err}");
 }
+
+/// `--slurm-conf` and `--gres-conf` say they are not for sudo rules: the
+/// errors quote the file's lines (issue 26, item 7).
+#[test]
+fn check_conf_options_are_not_for_sudo_rules() {
+    let out = gres_rs(&["check", "--help"]);
+    let help = text(&out.stdout);
+    assert!(help.contains("Not for sudo rules: the errors quote the lines of the file named"), "{help}");
+    assert!(help.contains("Not for sudo rules either: the errors quote the file's lines."), "{help}");
+    // What it warns of: the named file's lines, whatever the file.
+    let d = conf("sudo-echo", "GresTypes=gpu\nsecret-line-of-another-file\n", None);
+    let out = check(&d, &["--all-nodes"]);
+    assert!(text(&out.stderr).contains("secret-line-of-another-file"), "{}", text(&out.stderr));
+}

@@ -290,9 +290,15 @@ pub enum CheckFormat {
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// slurm.conf to read [default: $SLURM_CONF or /etc/slurm/slurm.conf]
+    ///
+    /// Not for sudo rules: the errors quote the lines of the file named (and
+    /// of the gres.conf next to it), so whoever may run `gres-rs check
+    /// --slurm-conf FILE` as root can read any file.
     #[arg(long, value_name = "FILE")]
     pub slurm_conf: Option<PathBuf>,
     /// gres.conf to read [default: gres.conf next to slurm.conf]
+    ///
+    /// Not for sudo rules either: the errors quote the file's lines.
     #[arg(long, value_name = "FILE")]
     pub gres_conf: Option<PathBuf>,
     /// Nodes to check, a hostlist expression such as gpu[01-04],gpu10 [default: this host's node]

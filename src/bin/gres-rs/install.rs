@@ -204,12 +204,64 @@ pub const VERSION_ENV: &str = "GRES_RS_SLURMD_VERSION";
 /// `status` read none larger than this.
 pub const MAX_PLUGIN_FILE_LEN: u64 = 64 << 20;
 
+// ---------------------------------------------------------------------------
+// The programs this tool runs: slurmd, dpkg, rpm
+// ---------------------------------------------------------------------------
+
+/// Where root looks for the programs it runs, in this order: where Slurm's
+/// packages (Debian, RPM: /usr/sbin/slurmd) and the package managers
+/// (/usr/bin/dpkg, /usr/bin/rpm) put them, and a build from source
+/// (prefix /usr/local).  Never `PATH`: a `sudo` or a unit may keep one
+/// that names a directory of a user's.
+pub const SYSTEM_PROGRAM_DIRS: [&str; 6] = ["/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/sbin", "/usr/local/bin"];
+
+/// The program `name` to run, with its directory: as root (`root`), the
+/// first of [`SYSTEM_PROGRAM_DIRS`] where it is an executable file owned by
+/// root and writable by neither group nor others, in a directory of the
+/// same kind (what root runs must not be a file anyone else can change);
+/// as anyone else, the first of `path` (the value of `PATH`) where it is an
+/// executable file, as `execvp(3)` finds it (relative entries left out).
+/// `stat` gives a path's owner and `st_mode` (type bits included),
+/// following symlinks.
+pub fn find_program(name: &str, root: bool, path: Option<&std::ffi::OsStr>, stat: &dyn Fn(&Path) -> Option<DirStat>) -> Option<PathBuf> {
+    const S_IFMT: u32 = 0o170_000;
+    if name.is_empty() || name.contains('/') {
+        return None;
+    }
+    let executable = |s: &DirStat| s.mode & S_IFMT == 0o100_000 && s.mode & 0o111 != 0;
+    let roots = |s: &DirStat| s.uid == 0 && s.mode & 0o022 == 0;
+    if root {
+        return SYSTEM_PROGRAM_DIRS.iter().map(Path::new).find_map(|dir| {
+            let file = dir.join(name);
+            let ok = stat(dir).is_some_and(|d| d.mode & S_IFMT == 0o040_000 && roots(&d)) && stat(&file).is_some_and(|f| executable(&f) && roots(&f));
+            ok.then_some(file)
+        });
+    }
+    std::env::split_paths(path?).filter(|d| d.is_absolute()).map(|d| d.join(name)).find(|f| stat(f).is_some_and(|s| executable(&s)))
+}
+
+/// Whether this process runs as root (its effective user id is 0, as
+/// `/proc/self/status` says; unreadable: taken as root, the careful
+/// side).
+pub fn running_as_root() -> bool {
+    let status = slurm_gpu_gres::core::files::read_bounded(Path::new("/proc/self/status"), 1 << 16).unwrap_or_default();
+    let effective = String::from_utf8_lossy(&status).lines().find_map(|l| l.strip_prefix("Uid:").and_then(|v| v.split_whitespace().nth(1).map(str::to_string)));
+    effective.is_none_or(|uid| uid == "0")
+}
+
+/// [`find_program`] for this process: its user, its `PATH`, the file
+/// system.  Every program this tool runs is found through it.
+pub fn program(name: &str) -> Option<PathBuf> {
+    let stat = |p: &Path| fs::metadata(p).ok().map(|m| DirStat::of(&m));
+    find_program(name, running_as_root(), std::env::var_os("PATH").as_deref(), &stat)
+}
+
 /// The installed slurmd's release, and where it was read.
 pub fn installed_version() -> Option<(u32, String)> {
     if let Some(v) = std::env::var(VERSION_ENV).ok().and_then(|v| parse_version(&v)) {
         return Some((v, VERSION_ENV.into()));
     }
-    if let Ok(out) = Command::new("slurmd").arg("-V").output() {
+    if let Some(out) = program("slurmd").and_then(|slurmd| Command::new(slurmd).arg("-V").output().ok()) {
         if let Some(v) = parse_version(&String::from_utf8_lossy(&out.stdout)) {
             return Some((v, "slurmd -V".into()));
         }
@@ -304,7 +356,7 @@ pub fn dpkg_owner(output: &str, path: &Path) -> Option<String> {
 /// The installed package that owns `path`, as dpkg or rpm (those of them
 /// that exist) say.  `None`: no package, or no package manager.
 pub fn package_owner(path: &Path) -> Option<String> {
-    let run = |cmd: &str, arg: &str| Command::new(cmd).arg(arg).arg(path).output().ok().filter(|o| o.status.success());
+    let run = |cmd: &str, arg: &str| program(cmd).and_then(|cmd| Command::new(cmd).arg(arg).arg(path).output().ok()).filter(|o| o.status.success());
     if let Some(out) = run("dpkg", "-S") {
         if let Some(p) = dpkg_owner(&String::from_utf8_lossy(&out.stdout), path) {
             return Some(p);
@@ -660,6 +712,54 @@ mod tests {
         assert_eq!(version_text(0x160508), "22.05.8");
         assert_eq!(header_version("#define X 1\n#define SLURM_VERSION_NUMBER 0x160508\n"), Some(0x160508));
         assert_eq!(header_version("#define SLURM_VERSION_NUMBER 1443080\n"), Some(0x160508));
+    }
+
+    #[test]
+    fn programs_root_runs() {
+        const FILE: u32 = 0o100_000;
+        const DIR: u32 = 0o040_000;
+        // /usr/sbin/slurmd as packaged; the rest as each case says.
+        let system = |extra: &'static [(&'static str, u32, u32)]| {
+            move |p: &Path| -> Option<DirStat> {
+                let dirs = SYSTEM_PROGRAM_DIRS.iter().map(|d| (*d, 0, DIR | 0o755));
+                let files = [("/usr/sbin/slurmd", 0, FILE | 0o755), ("/usr/bin/dpkg", 0, FILE | 0o755), ("/home/u/bin", 1000, DIR | 0o755)];
+                let all: Vec<(&str, u32, u32)> = extra.iter().copied().chain(dirs).chain(files).collect();
+                all.iter().find(|(q, _, _)| Path::new(q) == p).map(|&(_, uid, mode)| DirStat { uid, mode })
+            }
+        };
+        let path = std::ffi::OsString::from("/home/u/bin:/usr/bin:/usr/sbin");
+        let user_slurmd: &[(&str, u32, u32)] = &[("/home/u/bin/slurmd", 1000, FILE | 0o755), ("/home/u/bin/dpkg", 1000, FILE | 0o755)];
+        let find = |name: &str, root: bool, extra: &'static [(&'static str, u32, u32)]| find_program(name, root, Some(&path), &system(extra));
+        // Anyone else: PATH, as execvp() searches it.
+        assert_eq!(find("slurmd", false, user_slurmd), Some(PathBuf::from("/home/u/bin/slurmd")));
+        assert_eq!(find("slurmd", false, &[]), Some(PathBuf::from("/usr/sbin/slurmd")));
+        // Root: never PATH, only the system's directories.
+        assert_eq!(find("slurmd", true, user_slurmd), Some(PathBuf::from("/usr/sbin/slurmd")));
+        assert_eq!(find("dpkg", true, user_slurmd), Some(PathBuf::from("/usr/bin/dpkg")));
+        assert_eq!(find("rpm", true, &[]), None);
+        // ... and there only root's files no one else may change, in root's
+        // directories no one else may change.
+        assert_eq!(find("slurmd", true, &[("/usr/sbin/slurmd", 1000, FILE | 0o755)]), None);
+        assert_eq!(find("slurmd", true, &[("/usr/sbin/slurmd", 0, FILE | 0o775)]), None);
+        assert_eq!(find("slurmd", true, &[("/usr/sbin/slurmd", 0, FILE | 0o757)]), None);
+        assert_eq!(find("slurmd", true, &[("/usr/sbin", 0, DIR | 0o777)]), None);
+        assert_eq!(find("slurmd", true, &[("/usr/sbin", 1000, DIR | 0o755)]), None);
+        // The next directory's, when it is fine.
+        assert_eq!(
+            find("slurmd", true, &[("/usr/sbin/slurmd", 0, FILE | 0o777), ("/usr/local/sbin/slurmd", 0, FILE | 0o755)]),
+            Some(PathBuf::from("/usr/local/sbin/slurmd"))
+        );
+        // Not executable, not a file: passed over, by anyone.
+        assert_eq!(find("slurmd", false, &[("/usr/sbin/slurmd", 0, FILE | 0o644)]), None);
+        assert_eq!(find("slurmd", true, &[("/usr/sbin/slurmd", 0, DIR | 0o755)]), None);
+        // Names only; relative PATH entries are not searched.
+        assert_eq!(find("/usr/sbin/slurmd", true, &[]), None);
+        assert_eq!(find("../slurmd", false, &[]), None);
+        let relative = std::ffi::OsString::from("bin:.");
+        assert_eq!(find_program("slurmd", false, Some(&relative), &system(&[("bin/slurmd", 0, FILE | 0o755)])), None);
+        assert_eq!(find_program("slurmd", false, None, &system(&[])), None);
+        // This process: root or not, what it finds is absolute.
+        assert!(program("sh").is_none_or(|p| p.is_absolute()));
     }
 
     #[test]
