@@ -1332,6 +1332,60 @@ fn detect_warns_when_slurmd_would_not_pick_gpu_nvml() {
     assert!(!err.contains("warning"), "{err}");
 }
 
+// ---------------------------------------------------------------------------
+// check: slurmd's default PluginDir (issue 26, item 3)
+// ---------------------------------------------------------------------------
+
+/// No `PluginDir=` in slurm.conf: `check` searches slurmd's compiled-in
+/// default, the directory, even when the plugin files in it are dangling
+/// links (the divert package installed, the main package removed with
+/// --force-depends), and reports the same fatal problem as when that
+/// directory is written out.  Root: the real slurmd and its default
+/// directory, with a copy of it holding the dangling link bind-mounted over
+/// it in a mount namespace of its own.
+#[test]
+fn check_searches_slurmds_default_plugin_dir_even_with_dangling_links() {
+    let name = "check_searches_slurmds_default_plugin_dir_even_with_dangling_links";
+    let Some(stock) = stock_dir() else {
+        eprintln!("{name}: skipped (no Slurm plugins installed)");
+        return;
+    };
+    if !Command::new("unshare").args(["--mount", "true"]).status().is_ok_and(|s| s.success()) {
+        eprintln!("{name}: skipped (no unshare --mount: not root?)");
+        return;
+    }
+    // The stock directory as the rollback leaves it: Slurm's library, and
+    // gres_gpu.so a link to the removed package's file.
+    let fake = temp_dir("default-plugin-dir");
+    let dir = fake.0.join("plugins");
+    fs::create_dir(&dir).unwrap();
+    fs::copy(stock.join("libslurmfull.so"), dir.join("libslurmfull.so")).unwrap();
+    std::os::unix::fs::symlink(fake.0.join("removed-package/gres_gpu.so"), dir.join("gres_gpu.so")).unwrap();
+    let run = |conf_name: &str, plugin_dir: &str| {
+        let d = conf(conf_name, &format!("GresTypes=gpu\n{plugin_dir}NodeName=n1 CPUs=8 Gres=gpu:1\n"), Some("Name=gpu File=/dev/null\n"));
+        let out = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c", "mount --bind \"$0\" \"$1\" && shift && exec \"$@\""])
+            .arg(&dir)
+            .arg(&stock)
+            .arg(GRES_RS)
+            .args(["check", "--node", "n1", "--slurm-conf"])
+            .arg(d.0.join("slurm.conf"))
+            .env("GRES_RS_SLURMD_VERSION", "22.05.8")
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stderr))
+    };
+    let fatal = format!("error[fatal]: slurmd finds no gres_gpu.so it can load in PluginDir={}: it stops", stock.display());
+    let (code, written) = run("pd-written", &format!("PluginDir={}\n", stock.display()));
+    assert!(written.contains(&fatal), "{written}");
+    assert_eq!(code, Some(1), "{written}");
+    let (code, default) = run("pd-default", "");
+    assert!(default.contains(&fatal), "{default}");
+    assert!(default.contains("gres-rs: check: 0 nodes: 1 fatal, 0 errors, 0 warnings"), "{default}");
+    assert_eq!(code, Some(1), "{default}");
+}
+
 /// `--slurm-conf` and `--gres-conf` say they are not for sudo rules: the
 /// errors quote the file's lines (issue 26, item 7).
 #[test]

@@ -113,7 +113,10 @@ DEFAULTS
     configless node) the copy slurmd got from slurmctld: /run/slurm/conf,
     then conf-cache in /var/lib/slurm/slurmd or /var/spool/slurmd, which
     check names when it reads it; gres.conf and fake_gpus.conf are read
-    next to it.  The node is the one whose NodeName
+    next to it.  PluginDir is slurm.conf's, else slurmd's own default,
+    read as slurmd has it (compiled into the libslurmfull.so the
+    installed slurmd loads): that directory is searched whatever is in
+    it, dangling links included.  The node is the one whose NodeName
     or NodeHostname is this host's short name.  Device files are looked at
     and NVML is asked only for the node of this host.
 

@@ -182,7 +182,9 @@ struct PluginDirs {
 }
 
 impl PluginDirs {
-    /// slurm.conf's `PluginDir`, else where Slurm's own plugins are.
+    /// slurm.conf's `PluginDir`, else slurmd's compiled-in default
+    /// (`install::stock_dir`): the directory, searched even when its
+    /// plugin files are dangling links, as slurmd searches it.
     fn of(slurm: &SlurmConf) -> Option<PluginDirs> {
         let configured = slurm.plugin_dirs();
         let dirs: Vec<PathBuf> =

@@ -516,8 +516,17 @@ pub fn plugin_dir_line(dir: &Path, configured: &[&str], stock: Option<&Path>) ->
     format!("PluginDir={}", parts.join(":"))
 }
 
+/// slurmd's own `PluginDir`, the one it searches when slurm.conf names
+/// none: the directory compiled into the installed slurmd's Slurm library
+/// (`plugin_dir::default_plugin_dir`), whatever is in it.  Without a
+/// slurmd to read it from, the first of the usual directories that holds
+/// Slurm's library or a `gres_gpu.so` (a dangling link too).
 pub fn stock_dir() -> Option<PathBuf> {
-    STOCK_PLUGIN_DIRS.iter().map(PathBuf::from).find(|d| d.join("gres_gpu.so").is_file())
+    let read = |p: &Path| slurm_gpu_gres::core::files::read_bounded(p, MAX_PLUGIN_FILE_LEN).ok();
+    program("slurmd").and_then(|slurmd| crate::plugin_dir::default_plugin_dir(&slurmd, &read)).or_else(|| {
+        let holds = |d: &Path, name: &str| fs::symlink_metadata(d.join(name)).is_ok();
+        STOCK_PLUGIN_DIRS.iter().map(PathBuf::from).find(|d| d.is_dir() && (holds(d, crate::plugin_dir::SLURM_LIBRARY) || holds(d, "gres_gpu.so")))
+    })
 }
 
 /// Print `problems` of the directories: errors, or warnings with --force.
@@ -773,6 +782,7 @@ mod tests {
     #[test]
     fn elf_of_real_plugins() {
         // Slurm's own plugin, when installed.
+        let stock_dir = || stock_dir().filter(|d| d.join("gres_gpu.so").is_file());
         if let Some(stock) = stock_dir() {
             let info = plugin_info(&fs::read(stock.join("gres_gpu.so")).unwrap()).unwrap();
             assert_eq!(info.plugin_type.as_deref(), Some("gres/gpu"));

@@ -233,6 +233,160 @@ pub fn gpu_problems(pick: &GpuPick, choice: &Choice, dirs_text: &str, slurm: &Sl
     out
 }
 
+// ---------------------------------------------------------------------------
+// slurmd's default PluginDir
+// ---------------------------------------------------------------------------
+
+/// The library slurmd is linked with: it holds the code of slurm.conf's
+/// reading, the default `PluginDir` included.
+pub const SLURM_LIBRARY: &str = "libslurmfull.so";
+
+/// slurmd's `PluginDir` when slurm.conf has none, read from the slurmd
+/// at `slurmd` (`read` gives a file's bytes).
+///
+/// slurmd takes it from `default_plugin_path` (`src/common/read_config.c`:
+/// `conf->plugindir = xstrdup(default_plugin_path)`), a string that
+/// `src/common/Makefile.am` compiles in as the build's `$(pkglibdir)`
+/// (`--libdir`/slurm; Debian's `/usr/lib/<triplet>/slurm-wlm`) and that
+/// lives in `libslurmfull.so`, the library slurmd is linked with.  That
+/// library is installed into the same `$(pkglibdir)` (`src/api/Makefile.am`:
+/// `pkglib_LTLIBRARIES`), which is why slurmd's `RUNPATH` names it.  So:
+/// the `libslurmfull.so` slurmd loads (the first directory of its
+/// `RUNPATH`, else `RPATH`, that has one), and in it the string
+/// `default_plugin_path` points to; where that cannot be read (another
+/// layout of the library), the library's directory, which is the same
+/// `$(pkglibdir)`.  Neither `slurmd -C` nor a running daemon is asked:
+/// the first does not print it, `scontrol show config` shows slurmctld's
+/// value, and neither works when the node's daemons are down.  Nothing in
+/// the directory needs to be a loadable plugin: that is what `check`
+/// finds out.
+pub fn default_plugin_dir(slurmd: &Path, read: &dyn Fn(&Path) -> Option<Vec<u8>>) -> Option<PathBuf> {
+    let binary = read(slurmd)?;
+    // `$ORIGIN`: the directory of the file itself, symlinks resolved
+    // (Debian's /usr/sbin/slurmd is an alternatives link).
+    let real = std::fs::canonicalize(slurmd).unwrap_or_else(|_| slurmd.to_path_buf());
+    let origin = real.parent().unwrap_or(Path::new("/")).to_string_lossy().into_owned();
+    let search = elf::run_path(&binary)?;
+    search.split(':').filter(|d| !d.is_empty()).map(|d| PathBuf::from(d.replace("${ORIGIN}", &origin).replace("$ORIGIN", &origin))).find_map(|dir| {
+        let library = read(&dir.join(SLURM_LIBRARY))?;
+        Some(elf::string_pointed_to(&library, b"default_plugin_path").map(PathBuf::from).filter(|p| p.is_absolute()).unwrap_or(dir))
+    })
+}
+
+/// What [`default_plugin_dir`] reads of 64-bit little-endian ELF files,
+/// through their section headers.
+mod elf {
+    const SHT_RELA: u32 = 4;
+    const SHT_DYNAMIC: u32 = 6;
+    const SHT_NOBITS: u32 = 8;
+    const SHT_DYNSYM: u32 = 11;
+    const DT_RPATH: u64 = 15;
+    const DT_RUNPATH: u64 = 29;
+    /// `R_X86_64_RELATIVE`, `R_AARCH64_RELATIVE`.
+    const RELATIVE: [u32; 2] = [8, 1027];
+
+    fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+        Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
+    }
+    fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+        Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
+    }
+    fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+        Some(u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
+    }
+
+    struct Section {
+        kind: u32,
+        addr: u64,
+        offset: usize,
+        size: usize,
+        link: u32,
+    }
+
+    fn sections(elf: &[u8]) -> Option<Vec<Section>> {
+        if elf.get(..6) != Some(b"\x7fELF\x02\x01") {
+            return None;
+        }
+        let shoff = usize::try_from(u64_at(elf, 0x28)?).ok()?;
+        let (shentsize, shnum) = (usize::from(u16_at(elf, 0x3a)?), usize::from(u16_at(elf, 0x3c)?));
+        if shentsize < 64 {
+            return None;
+        }
+        (0..shnum)
+            .map(|i| {
+                let h = shoff.checked_add(i.checked_mul(shentsize)?)?;
+                let s = Section {
+                    kind: u32_at(elf, h + 4)?,
+                    addr: u64_at(elf, h + 16)?,
+                    offset: usize::try_from(u64_at(elf, h + 24)?).ok()?,
+                    size: usize::try_from(u64_at(elf, h + 32)?).ok()?,
+                    link: u32_at(elf, h + 40)?,
+                };
+                // Every section with bytes in the file is inside it.
+                (s.kind == SHT_NOBITS || s.offset.checked_add(s.size)? <= elf.len()).then_some(s)
+            })
+            .collect()
+    }
+
+    /// The NUL-terminated string at `at` of `table`.
+    fn string(elf: &[u8], table: &Section, at: usize) -> Option<String> {
+        let bytes = elf.get(table.offset..table.offset + table.size)?.get(at..)?;
+        let text = &bytes[..bytes.iter().position(|&b| b == 0)?];
+        std::str::from_utf8(text).ok().map(str::to_string)
+    }
+
+    /// The NUL-terminated string at address `addr` when the file is loaded.
+    fn string_at_address(elf: &[u8], sections: &[Section], addr: u64) -> Option<String> {
+        let s = sections.iter().find(|s| s.kind != SHT_NOBITS && s.addr != 0 && addr >= s.addr && addr - s.addr < s.size as u64)?;
+        string(elf, s, usize::try_from(addr - s.addr).ok()?)
+    }
+
+    /// The file's `DT_RUNPATH`, else its `DT_RPATH` (the dynamic loader
+    /// ignores the second when the first is there).
+    pub fn run_path(elf: &[u8]) -> Option<String> {
+        let sections = sections(elf)?;
+        let dynamic = sections.iter().find(|s| s.kind == SHT_DYNAMIC)?;
+        let strings = sections.get(dynamic.link as usize)?;
+        let entries = (0..dynamic.size / 16).map_while(|i| Some((u64_at(elf, dynamic.offset + i * 16)?, u64_at(elf, dynamic.offset + i * 16 + 8)?)));
+        let entries: Vec<(u64, u64)> = entries.collect();
+        let value = |tag: u64| entries.iter().find(|(t, _)| *t == tag).and_then(|(_, v)| string(elf, strings, usize::try_from(*v).ok()?));
+        value(DT_RUNPATH).or_else(|| value(DT_RPATH))
+    }
+
+    /// The string the exported pointer variable `symbol` points to (`char
+    /// *symbol = "...";`): the address is the addend of its `RELATIVE`
+    /// relocation (a shared object's), else the word stored in the
+    /// variable (a `REL` or `RELR` relocation's addend, or a fixed
+    /// address).
+    pub fn string_pointed_to(elf: &[u8], symbol: &[u8]) -> Option<String> {
+        let sections = sections(elf)?;
+        let dynsym = sections.iter().find(|s| s.kind == SHT_DYNSYM)?;
+        let names = sections.get(dynsym.link as usize)?;
+        let value = (0..dynsym.size / 24).find_map(|i| {
+            let at = dynsym.offset + i * 24;
+            let (name, shndx, value, size) = (u32_at(elf, at)?, u16_at(elf, at + 6)?, u64_at(elf, at + 8)?, u64_at(elf, at + 16)?);
+            let name = names.offset.checked_add(usize::try_from(name).ok()?)?;
+            let matches = elf.get(name..)?.strip_prefix(symbol).is_some_and(|rest| rest.first() == Some(&0));
+            (matches && shndx != 0 && size == 8).then_some(value)
+        })?;
+        let relocated = sections.iter().filter(|s| s.kind == SHT_RELA).find_map(|s| {
+            (0..s.size / 24).find_map(|i| {
+                let at = s.offset + i * 24;
+                let (offset, info, addend) = (u64_at(elf, at)?, u64_at(elf, at + 8)?, u64_at(elf, at + 16)?);
+                (offset == value && RELATIVE.contains(&((info & 0xffff_ffff) as u32))).then_some(addend)
+            })
+        });
+        let target = match relocated {
+            Some(addend) => addend,
+            None => {
+                let s = sections.iter().find(|s| s.kind != SHT_NOBITS && s.addr != 0 && value >= s.addr && value - s.addr < s.size as u64)?;
+                u64_at(elf, s.offset + usize::try_from(value - s.addr).ok()?)?
+            }
+        };
+        string_at_address(elf, &sections, target)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,6 +395,75 @@ mod tests {
     fn pick(autodetect: AutoDetect, release: (u32, u32, u32), have: &[&str]) -> Option<(&'static str, String, bool)> {
         let b = for_release(release.0, release.1, release.2).unwrap();
         gpu_plugin(autodetect, &b, &|lib: &str| have.contains(&lib)).map(|p| (p.name, p.why, p.required))
+    }
+
+    /// A slurmd and a Slurm library made by `cc` in a new directory of
+    /// this test: `lib/libslurmfull.so` with `lib_source`, `sbin/slurmd`
+    /// linked with it and `link_flags` (its RUNPATH).  `None`: no `cc`.
+    fn tiny_slurm(tag: &str, lib_source: &str, link_flags: &[&str]) -> Option<PathBuf> {
+        use std::process::Command;
+        let dir = std::env::temp_dir().join(format!("gres-rs-default-dir-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for d in ["lib", "sbin", "src"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        std::fs::write(dir.join("src/lib.c"), lib_source).unwrap();
+        std::fs::write(dir.join("src/main.c"), "int slurm_fn(void);\nint main(void) { return slurm_fn(); }\n").unwrap();
+        let cc = |args: &[&str]| Command::new("cc").current_dir(&dir).args(args).status().is_ok_and(|s| s.success());
+        if !cc(&["--version"]) {
+            return None;
+        }
+        assert!(cc(&["-shared", "-fPIC", "-o", "lib/libslurmfull.so", "src/lib.c"]));
+        let mut args = vec!["-o", "sbin/slurmd", "src/main.c", "-Llib", "-lslurmfull"];
+        args.extend_from_slice(link_flags);
+        assert!(cc(&args));
+        Some(dir)
+    }
+
+    #[test]
+    fn default_plugin_dir_as_slurmd_has_it() {
+        let read = |p: &Path| std::fs::read(p).ok();
+        let lib = "int slurm_fn(void) { return 0; }\nchar *default_plugin_path = \"/opt/slurm/lib/slurm\";\n";
+        // The string compiled into the library slurmd's RUNPATH names
+        // ($ORIGIN as the dynamic loader expands it), not the directory
+        // the library happens to be in.
+        if let Some(dir) = tiny_slurm("runpath", lib, &["-Wl,-rpath,/nonexistent/lib:$ORIGIN/../lib", "-Wl,--enable-new-dtags"]) {
+            let slurmd = dir.join("sbin/slurmd");
+            assert!(elf::run_path(&std::fs::read(&slurmd).unwrap()).unwrap().ends_with("$ORIGIN/../lib"));
+            assert_eq!(default_plugin_dir(&slurmd, &read), Some(PathBuf::from("/opt/slurm/lib/slurm")));
+            // Its files do not matter: none is read.
+            let only = |p: &Path| (p.starts_with(&dir)).then(|| std::fs::read(p).ok()).flatten();
+            assert_eq!(default_plugin_dir(&slurmd, &only), Some(PathBuf::from("/opt/slurm/lib/slurm")));
+            // No library where RUNPATH says: none (slurmd would not start).
+            std::fs::remove_file(dir.join("lib/libslurmfull.so")).unwrap();
+            assert_eq!(default_plugin_dir(&slurmd, &read), None);
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        // An old-style RPATH, and a library without the variable: its
+        // directory, Slurm's $(pkglibdir) as well.
+        if let Some(dir) = tiny_slurm("rpath", "int slurm_fn(void) { return 0; }\n", &["-Wl,-rpath,$ORIGIN/../lib", "-Wl,--disable-new-dtags"]) {
+            let slurmd = dir.join("sbin/slurmd");
+            let lib_dir = std::fs::canonicalize(dir.join("sbin")).unwrap().join("../lib");
+            assert_eq!(default_plugin_dir(&slurmd, &read), Some(lib_dir));
+            // A symlink to slurmd (Debian's alternatives): $ORIGIN is the
+            // file's own directory.
+            let link = dir.join("src/slurmd");
+            std::os::unix::fs::symlink(&slurmd, &link).unwrap();
+            assert_eq!(default_plugin_dir(&link, &read), default_plugin_dir(&slurmd, &read));
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        // Not ELF, or no RUNPATH: none.
+        assert_eq!(default_plugin_dir(Path::new("/x/slurmd"), &|_: &Path| Some(b"#!/bin/sh\n".to_vec())), None);
+        assert_eq!(default_plugin_dir(Path::new("/x/slurmd"), &|_: &Path| None), None);
+        assert_eq!(elf::string_pointed_to(b"\x7fELF\x02\x01", b"default_plugin_path"), None);
+        // The installed Slurm: the directory of its own plugins.
+        let stock = Path::new("/usr/lib/x86_64-linux-gnu/slurm-wlm");
+        let slurmd = Path::new("/usr/sbin/slurmd");
+        if slurmd.exists() && stock.join(SLURM_LIBRARY).is_file() {
+            assert_eq!(default_plugin_dir(slurmd, &read).as_deref(), Some(stock));
+            let library = std::fs::read(stock.join(SLURM_LIBRARY)).unwrap();
+            assert_eq!(elf::string_pointed_to(&library, b"default_plugin_path").as_deref(), Some(stock.to_str().unwrap()));
+        }
     }
 
     #[test]
