@@ -207,6 +207,16 @@ the file mapped is still the file installed at that path: a plugin replaced
 or removed since the daemon started is marked, since the daemon runs the
 old one until it is restarted.
 
+A process counts as a daemon only when /proc/<pid>/exe is a Slurm daemon
+binary (slurmd, slurmstepd, slurmctld or Debian's -wlm names; a regular
+file of root's that group and others may not write) and its real and
+effective uid are root's or slurm.conf's SlurmUser or SlurmdUser (root
+only when slurm.conf cannot be read).  Any other process so named is
+listed on an `ignored:` line with why, and never counts as running ours.
+Paths, names and file contents are printed with control characters and
+bytes that are not UTF-8 escaped (\\xNN, \\n, \\u{NNNN}), in JSON too;
+/proc/<pid>/maps is read up to 16 MiB (beyond it: maps too large).
+
 Reading another process's maps needs root (or the same user); where a
 process cannot be looked at, the line says why.  A mapped file that was
 replaced is read through /proc/<pid>/map_files (root only).
@@ -258,6 +268,9 @@ pub struct StatusArgs {
     /// Output format
     #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
     pub format: StatusFormat,
+    /// slurm.conf whose SlurmUser and SlurmdUser run daemons besides root [default: $SLURM_CONF or /etc/slurm/slurm.conf]
+    #[arg(long, value_name = "FILE")]
+    pub slurm_conf: Option<PathBuf>,
 }
 
 /// What `generate` writes.
