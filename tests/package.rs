@@ -18,12 +18,24 @@
 //! change) and removed again (Slurm's files back, `dpkg --verify` clean);
 //! it is never installed on this machine, whose stock files the other
 //! tests use.
+//!
+//! Around the packages, what a node needs to keep starting slurmd (issue
+//! 26): the slurmd drop-in (`slurmd-gres-rs-check.conf`), run exactly as
+//! systemd runs its `ExecStartPre=`, skips a removed `gres-rs`, never asks
+//! NVML, lets slurmd start when the check hangs and refuses only a fatal
+//! verdict (`systemd-analyze verify` passes after removal); `postinst`,
+//! the drop-in and the prerms return within seconds with a driver whose
+//! `nvmlInit` does not (the NVML stand-in with `init_delay_ms`, asked
+//! nothing: its call log); the prerms warn when, with `AutoDetect=nvml`,
+//! removal leaves slurmd no `gpu_nvml.so` (Debian ships none).
 
 use gres_test_harness as harness;
 
+use harness::standin;
 use harness::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 const PACKAGE: &str = "slurm-gpu-gres";
 /// The optional package that diverts the stock plugin files.
@@ -80,6 +92,201 @@ fn env_value(env_output: &str, key: &str) -> Option<String> {
     env_output.lines().find_map(|l| l.strip_prefix(&format!("{key}=")).map(|v| v.to_string()))
 }
 
+/// The drop-in as the packages ship it.
+const DROP_IN: &str = "packaging/debian/slurmd-gres-rs-check.conf";
+/// Where an admin installs it (the drop-in's own instructions).
+const DROP_IN_PATH: &str = "/etc/systemd/system/slurmd.service.d/gres-rs-check.conf";
+/// systemd's `PATH` for a system unit's commands.
+const UNIT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// What "within a few seconds" means for a package script or the drop-in
+/// with a hanging NVML: they never ask it, so well under their own
+/// 10-second limit.
+const QUICK: Duration = Duration::from_secs(8);
+
+/// The `ExecStartPre=` command of a unit file's text, as systemd runs it
+/// (systemd.syntax(7), systemd.service(5)): a line ending in a backslash
+/// is joined with the next one, the backslash made a space; the value is
+/// split into words at whitespace outside single or double quotes, which
+/// are removed; `$$` is a `$` (its environment expansion) and `%%` a `%`
+/// (its specifiers).  Anything else systemd would rewrite (a backslash
+/// escape, another `$` or `%`) fails the test, so the words are exactly
+/// systemd's.
+fn exec_start_pre(unit: &str) -> Vec<String> {
+    let mut logical = Vec::new();
+    let mut cur = String::new();
+    for line in unit.lines() {
+        if cur.is_empty() && (line.starts_with('#') || line.starts_with(';')) {
+            continue;
+        }
+        match line.strip_suffix('\\') {
+            Some(head) => {
+                cur.push_str(head);
+                cur.push(' ');
+            }
+            None => {
+                cur.push_str(line);
+                logical.push(std::mem::take(&mut cur));
+            }
+        }
+    }
+    let lines: Vec<&String> = logical.iter().filter(|l| l.trim_start().starts_with("ExecStartPre=")).collect();
+    assert_eq!(lines.len(), 1, "one ExecStartPre= in the drop-in:\n{unit}");
+    let value = lines[0].trim_start().trim_start_matches("ExecStartPre=").trim();
+    assert!(!value.contains('\\'), "a backslash escape in ExecStartPre= (systemd rewrites it): {value}");
+    assert!(!value.replace("$$", "").contains('$'), "a $ systemd expands (write $$): {value}");
+    assert!(!value.replace("%%", "").contains('%'), "a % systemd expands (write %%): {value}");
+    assert!(!value.starts_with(['-', '@', ':', '+', '!']), "a prefix on ExecStartPre=: {value}");
+    let mut words = Vec::new();
+    let (mut word, mut quote, mut in_word) = (String::new(), None::<char>, false);
+    for c in value.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    assert!(quote.is_none(), "an unclosed quote in ExecStartPre=: {value}");
+    if in_word {
+        words.push(word);
+    }
+    words.into_iter().map(|w| w.replace("$$", "$").replace("%%", "%")).collect()
+}
+
+/// Runs a unit command's words as systemd does (its `PATH`, no other
+/// environment than `env`; `cmd` runs `argv[0]`, here or in a chroot):
+/// its exit code, output and time.
+fn run_unit_command(mut cmd: Command, argv: &[String], env: &[(String, String)]) -> (Option<i32>, String, Duration) {
+    cmd.args(&argv[1..]).env_clear().env("PATH", UNIT_PATH).env("LANG", "C.UTF-8").envs(env.iter().map(|(k, v)| (k, v)));
+    let t = Instant::now();
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {argv:?}: {e}"));
+    (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)), t.elapsed())
+}
+
+/// The NVML stand-in as a wedged driver: its `nvmlInit` takes a minute
+/// (`init_delay_ms`), every call logged.
+struct HangingNvml {
+    env: Vec<(String, String)>,
+    calls: PathBuf,
+}
+
+impl HangingNvml {
+    fn new(tag: &str) -> HangingNvml {
+        let dir = standin::scratch_dir();
+        let fixture = dir.join(format!("hanging-{tag}.conf"));
+        let gpu = "gpu\nname NVIDIA A100-SXM4-40GB\nuuid GPU-6d6f9a3a-0000-0000-0000-000000000001\nbus_id 00000000:07:00.0\nminor 0\ncpus 0\n";
+        std::fs::write(&fixture, format!("init_delay_ms 60000\n{gpu}")).unwrap_or_else(|e| panic!("{}: {e}", fixture.display()));
+        let calls = dir.join(format!("hanging-{tag}.calls"));
+        let _ = std::fs::remove_file(&calls);
+        let mut env = standin::daemon_env(&fixture);
+        env.push(("GRES_RS_NVML_CALLS".into(), calls.display().to_string()));
+        HangingNvml { env, calls }
+    }
+
+    /// Nothing asked NVML since [`HangingNvml::new`].
+    fn assert_untouched(&self, what: &str) {
+        let calls = std::fs::read_to_string(&self.calls).unwrap_or_default();
+        assert!(calls.trim().is_empty(), "{what} asked NVML (gres-rs without --no-detect):\n{calls}");
+    }
+}
+
+/// A slurm.conf and gres.conf for this host's node: one GPU,
+/// `AutoDetect=nvml`, `plugin_dir` as `PluginDir`.
+fn nvml_node_conf(plugin_dir: &str) -> (String, String) {
+    let h = fsutil::short_hostname();
+    (
+        format!("ClusterName=pkgtest\nSlurmctldHost={h}\nGresTypes=gpu\nPluginDir={plugin_dir}\nNodeName={h} CPUs=1 Gres=gpu:1 State=UNKNOWN\nPartitionName=p Nodes={h} Default=YES\n"),
+        "AutoDetect=nvml\n".into(),
+    )
+}
+
+/// `systemd-analyze verify slurmd.service` with the drop-in `drop_in`
+/// beside `unit` (slurmd's unit file text), offline: (passed, output).
+/// None without systemd-analyze.
+fn verify_slurmd_unit(unit: &str, drop_in: &str) -> Option<(bool, String)> {
+    if !Command::new("systemd-analyze").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        assert!(!strict_mode(), "systemd-analyze missing (package systemd)");
+        return None;
+    }
+    let dir = TempDir::new(&format!("gres-rs-units-{}", std::process::id()));
+    std::fs::create_dir_all(dir.0.join("slurmd.service.d")).unwrap();
+    std::fs::write(dir.0.join("slurmd.service"), unit).unwrap();
+    std::fs::write(dir.0.join("slurmd.service.d/gres-rs-check.conf"), drop_in).unwrap();
+    // The trailing colon: then the default unit directories (munge, the
+    // targets slurmd.service names).
+    Some(run(Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(dir.0.join("slurmd.service"))
+        .env("SYSTEMD_UNIT_PATH", format!("{}:", dir.0.display()))))
+}
+
+/// slurmd's unit file on this machine, or a minimal one.
+fn slurmd_unit() -> String {
+    ["/lib/systemd/system/slurmd.service", "/usr/lib/systemd/system/slurmd.service"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_else(|| "[Unit]\nDescription=Slurm node daemon\n\n[Service]\nType=simple\nExecStart=/usr/sbin/slurmd -D -s\n".into())
+}
+
+/// The drop-in, run as systemd runs it, with `gres-rs` replaced by
+/// stand-ins (no package, no root): a removed gres-rs lets slurmd start,
+/// a check that hangs is killed after 10 seconds and slurmd starts (the
+/// journal says so), only the fatal verdict (exit status 1) refuses the
+/// start, any other failure lets it start; the real check is run with
+/// `--no-detect` and `--fail-on fatal`.  `systemd-analyze verify` takes
+/// slurmd's unit with it where this machine has no `/usr/bin/gres-rs`.
+#[test]
+fn the_slurmd_drop_in_starts_slurmd_unless_the_check_is_fatal() {
+    let text = std::fs::read_to_string(workspace_root().join(DROP_IN)).expect("the drop-in");
+    let argv = exec_start_pre(&text);
+    assert!(argv.len() == 3 && argv[0] == "/bin/sh" && argv[1] == "-c", "ExecStartPre= is not a guarded /bin/sh -c '...': {argv:?}");
+    let script = &argv[2];
+    for want in ["test -x /usr/bin/gres-rs", "timeout -k ", "/usr/bin/gres-rs check --quiet --no-detect --fail-on fatal"] {
+        assert!(script.contains(want), "{want} not in the drop-in's command: {script}");
+    }
+    let dir = TempDir::new(&format!("gres-rs-drop-in-{}", std::process::id()));
+    let n = std::cell::Cell::new(0);
+    let with = |stub: Option<&str>| -> (Option<i32>, String, Duration) {
+        n.set(n.get() + 1);
+        let path = dir.0.join(format!("gres-rs-{}", n.get()));
+        if let Some(body) = stub {
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        }
+        let argv: Vec<String> = argv.iter().map(|w| w.replace("/usr/bin/gres-rs", &path.display().to_string())).collect();
+        run_unit_command(Command::new(&argv[0]), &argv, &[])
+    };
+    let (code, out, _) = with(None);
+    assert!(code == Some(0) && out.contains("is not installed: slurmd starts unchecked"), "without gres-rs: {code:?}\n{out}");
+    let (code, out, _) = with(Some("echo \"$*\"; exit 0"));
+    assert!(code == Some(0) && out.contains("check --quiet --no-detect --fail-on fatal"), "a passing check: {code:?}\n{out}");
+    let (code, out, _) = with(Some("echo 'error[fatal]: slurmd stops' >&2; exit 1"));
+    assert!(code == Some(1) && out.contains("error[fatal]") && out.contains("not started"), "a fatal verdict: {code:?}\n{out}");
+    let (code, out, _) = with(Some("echo 'gres-rs: check: cannot read slurm.conf' >&2; exit 2"));
+    assert!(code == Some(0) && out.contains("exit status 2"), "an unreadable slurm.conf: {code:?}\n{out}");
+    let (code, out, took) = with(Some("trap '' TERM; sleep 60"));
+    assert!(code == Some(0) && out.contains("did not finish in 10 seconds"), "a hanging check: {code:?}\n{out}");
+    assert!(took < Duration::from_secs(20), "the hanging check held slurmd's start {took:?}");
+
+    if !Path::new("/usr/bin/gres-rs").exists() {
+        if let Some((ok, out)) = verify_slurmd_unit(&slurmd_unit(), &text) {
+            assert!(ok && !out.contains("gres-rs"), "systemd-analyze verify slurmd.service with the drop-in, no /usr/bin/gres-rs:\n{out}");
+        }
+    }
+}
+
 #[test]
 fn the_debian_package_installs_runs_jobs_and_removes_cleanly() {
     if !require_slurm("the_debian_package_installs_runs_jobs_and_removes_cleanly") {
@@ -100,6 +307,7 @@ fn the_debian_package_installs_runs_jobs_and_removes_cleanly() {
     let slurm = slurm_version_installed();
     assert!(fields.contains(&format!("+slurm{slurm}-1")), "{fields}");
     assert!(fields.contains(&format!("slurm-wlm-basic-plugins (>= {slurm})")) && fields.contains("slurm-wlm-basic-plugins (<< "), "{fields}");
+    assert_breaks_other_divert_versions(&deb);
 
     let _cleanup = Uninstall(!was_installed);
     let (ok, inst) = run(Command::new("apt-get").args(["install", "-y", "-q"]).arg(&deb).env("DEBIAN_FRONTEND", "noninteractive"));
@@ -115,6 +323,35 @@ fn the_debian_package_installs_runs_jobs_and_removes_cleanly() {
         let (_, owners) = run(Command::new("dpkg").args(["-S", path]));
         assert!(owners.lines().all(|l| l.starts_with(&format!("{PACKAGE}:"))), "{path} is also another package's: {owners}");
     }
+
+    // The package scripts and the drop-in with AutoDetect=nvml and a
+    // wedged driver: they return within seconds, asking NVML nothing.
+    let conf_dir = TempDir::new(&format!("gres-rs-pkg-conf-{}", std::process::id()));
+    let slurm_conf = conf_dir.0.join("slurm.conf");
+    let (conf, gres) = nvml_node_conf(&format!("{}:{}", plugin_dir.display(), stock_plugin_dir().display()));
+    std::fs::write(&slurm_conf, conf).unwrap();
+    std::fs::write(conf_dir.0.join("gres.conf"), gres).unwrap();
+    let nvml = HangingNvml::new("host");
+    let mut env = nvml.env.clone();
+    env.push(("SLURM_CONF".into(), slurm_conf.display().to_string()));
+    let t = Instant::now();
+    let (ok, post) = run(Command::new(format!("/var/lib/dpkg/info/{PACKAGE}.postinst")).arg("configure").envs(env.iter().map(|(k, v)| (k, v))));
+    assert!(ok && post.contains("gres-rs check --quiet --no-detect"), "postinst configure, SLURM_CONF with AutoDetect=nvml:\n{post}");
+    assert!(t.elapsed() < QUICK, "postinst configure took {:?} with a hanging NVML:\n{post}", t.elapsed());
+    nvml.assert_untouched("postinst");
+    let drop_in = std::fs::read_to_string(format!("/usr/share/doc/{PACKAGE}/slurmd-gres-rs-check.conf")).expect("the package's drop-in");
+    let argv = exec_start_pre(&drop_in);
+    let (code, out, took) = run_unit_command(Command::new(&argv[0]), &argv, &env);
+    assert!(code == Some(0) && took < QUICK, "the drop-in's ExecStartPre, ours in PluginDir, hanging NVML: {code:?} in {took:?}\n{out}");
+    nvml.assert_untouched("the drop-in");
+    // Without ours in PluginDir, slurmd (gpu/nvml, no gpu_nvml.so) stops:
+    // so does the drop-in.
+    let (conf, _) = nvml_node_conf(&stock_plugin_dir().display().to_string());
+    std::fs::write(&slurm_conf, conf).unwrap();
+    let (code, out, _) = run_unit_command(Command::new(&argv[0]), &argv, &env);
+    assert!(code == Some(1) && out.contains("gpu_nvml.so") && out.contains("not started"), "the drop-in, stock PluginDir, AutoDetect=nvml: {code:?}\n{out}");
+    let (conf, _) = nvml_node_conf(&format!("{}:{}", plugin_dir.display(), stock_plugin_dir().display()));
+    std::fs::write(&slurm_conf, conf).unwrap();
 
     // The man pages from the same definitions as --help.
     let (ok, man) = run(Command::new("man").args(["-P", "cat", "gres-rs-check"]).env("MANWIDTH", "100"));
@@ -153,9 +390,22 @@ fn the_debian_package_installs_runs_jobs_and_removes_cleanly() {
     c.stop();
 
     if !was_installed {
-        let (ok, rm) = run(Command::new("apt-get").args(["remove", "-y", "-q", PACKAGE]).env("DEBIAN_FRONTEND", "noninteractive"));
+        // Removed with AutoDetect=nvml, a driver and ours in PluginDir:
+        // the prerm says that slurmd then finds no gpu_nvml.so (Debian's
+        // 22.05.8 picks gpu/nvml when libnvidia-ml.so loads, its
+        // force-nvml patch, and ships none) and stops.
+        let (ok, rm) =
+            run(Command::new("apt-get").args(["remove", "-y", "-q", PACKAGE]).env("DEBIAN_FRONTEND", "noninteractive").envs(env.iter().map(|(k, v)| (k, v))));
         assert!(ok, "apt-get remove:\n{rm}");
         assert!(rm.contains("To roll back") || rm.contains("roll back"), "prerm says how to roll back:\n{rm}");
+        assert_prerm_warns(&rm, PACKAGE);
+        nvml.assert_untouched("prerm");
+        // The drop-in, left behind: slurmd starts, systemd takes the unit.
+        let (code, out, _) = run_unit_command(Command::new(&argv[0]), &argv, &env);
+        assert!(code == Some(0) && out.contains("not installed"), "the drop-in after removal: {code:?}\n{out}");
+        if let Some((ok, out)) = verify_slurmd_unit(&slurmd_unit(), &drop_in) {
+            assert!(ok && !out.contains("gres-rs"), "systemd-analyze verify slurmd.service with the drop-in after removal:\n{out}");
+        }
         assert!(!plugin_dir.exists(), "{} left after removal", plugin_dir.display());
         assert!(!Path::new("/usr/bin/gres-rs").exists(), "/usr/bin/gres-rs left after removal");
         assert!(!installed());
@@ -165,6 +415,30 @@ fn the_debian_package_installs_runs_jobs_and_removes_cleanly() {
         assert!(ok, "apt-get purge:\n{purge}");
         let (_, state) = run(Command::new("dpkg-query").args(["-W", "-f=${db:Status-Abbrev}", PACKAGE]));
         assert!(state.trim().is_empty() || state.contains("no packages found"), "dpkg still knows {PACKAGE}: {state}");
+    }
+}
+
+/// The main package `Breaks` every other version of the divert package,
+/// whose `Depends` pins the main one's exact version.
+fn assert_breaks_other_divert_versions(deb: &Path) {
+    let (_, v) = run(Command::new("dpkg-deb").args(["-f"]).arg(deb).arg("Version"));
+    let (_, breaks) = run(Command::new("dpkg-deb").args(["-f"]).arg(deb).arg("Breaks"));
+    let v = v.trim();
+    for want in [format!("{DIVERT_PACKAGE} (<< {v})"), format!("{DIVERT_PACKAGE} (>> {v})")] {
+        assert!(breaks.contains(&want), "Breaks: {want} not in {}: {breaks}", deb.display());
+    }
+}
+
+/// A prerm's output, removal leaving slurmd without a gpu_nvml.so while
+/// it picks gpu/nvml: the files it loads after, and the warning.
+fn assert_prerm_warns(out: &str, package: &str) {
+    let p = format!("{package}:");
+    for want in [
+        format!("{p}     gres_gpu.so    /"),
+        format!("{p}     gpu_nvml.so    none, and slurmd picks gpu/nvml ("),
+        format!("{p} WARNING: slurmd will not start"),
+    ] {
+        assert!(out.contains(&want), "{want} not in the prerm's output:\n{out}");
     }
 }
 
@@ -262,6 +536,7 @@ fn package_in_chroot(bed: &testbed::TestBed) {
     for want in [format!("slurm-wlm-basic-plugins (>= {slurm})"), format!("slurm-wlm-basic-plugins (<< {next}~)"), "libc6 (>= ".into()] {
         assert!(fields.contains(&want), "{want} not in {fields}");
     }
+    assert_breaks_other_divert_versions(&deb);
 
     let before = ChrootSnapshot::take(lower.root());
     let ov_dir = fsutil::make_unique_dir("gres-rs-ovl").expect("a directory for the overlay");
@@ -277,6 +552,19 @@ fn package_in_chroot(bed: &testbed::TestBed) {
             .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
             .env("LC_ALL", "C")
             .env("DEBIAN_FRONTEND", "noninteractive"))
+    };
+    // The same with the NVML stand-in's files at their paths, and `env`.
+    let binds: Vec<PathBuf> = std::iter::once(deb_dir.clone()).chain(standin::chroot_binds()).collect();
+    let sh_env = |script: &str, env: &[(String, String)]| -> (bool, String) {
+        run(inside
+            .command("/bin/sh", &binds)
+            .args(["-c", script])
+            .current_dir(&deb_dir)
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .env("LC_ALL", "C")
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .envs(env.iter().map(|(k, v)| (k, v))))
     };
 
     // Offline: the package alone, nothing fetched but the file itself,
@@ -339,11 +627,48 @@ fn package_in_chroot(bed: &testbed::TestBed) {
     c.stop();
     drop(c);
 
-    divert_in_chroot(bed, &inside, &divert, &plugin_dir, &sh);
+    let nvml = HangingNvml::new(suite);
+    divert_in_chroot(bed, &inside, &divert, &plugin_dir, &sh, &|script| sh_env(script, &nvml.env));
 
-    let (ok, rm) = sh(&format!("apt-get remove -y -q {PACKAGE}"));
+    // This node's slurm.conf with ours first in PluginDir, gres.conf with
+    // AutoDetect=nvml, a wedged driver: postinst (run again, as dpkg
+    // does) and the drop-in, run as systemd would from where an admin
+    // installs it, return within seconds and ask NVML nothing; systemd
+    // takes the unit with it.
+    let stock_dir = inside.stock_plugin_dir();
+    let (conf, gres) = nvml_node_conf(&format!("{}:{}", plugin_dir.display(), stock_dir.display()));
+    std::fs::write(inside.host_path("/etc/slurm/slurm.conf"), conf).unwrap();
+    std::fs::write(inside.host_path("/etc/slurm/gres.conf"), gres).unwrap();
+    let t = Instant::now();
+    let (ok, post) = sh_env(&format!("/var/lib/dpkg/info/{PACKAGE}.postinst configure"), &nvml.env);
+    assert!(ok && post.contains("gres-rs check --quiet --no-detect"), "postinst configure in the {suite} overlay, AutoDetect=nvml:\n{post}");
+    assert!(t.elapsed() < QUICK, "postinst configure took {:?} in the {suite} overlay with a hanging NVML:\n{post}", t.elapsed());
+    nvml.assert_untouched("postinst");
+    let (ok, out) = sh(&format!("install -D -m 0644 /usr/share/doc/{PACKAGE}/slurmd-gres-rs-check.conf {DROP_IN_PATH}"));
+    assert!(ok, "installing the drop-in:\n{out}");
+    let drop_in = std::fs::read_to_string(inside.host_path(DROP_IN_PATH)).expect("the drop-in in the overlay");
+    let argv = exec_start_pre(&drop_in);
+    let (code, out, took) = run_unit_command(inside.command(&argv[0], &binds), &argv, &nvml.env);
+    assert!(code == Some(0) && took < QUICK, "the drop-in's ExecStartPre in the {suite} overlay, hanging NVML: {code:?} in {took:?}\n{out}");
+    nvml.assert_untouched("the drop-in");
+    let (ok, verify) = sh("systemd-analyze verify --man=no slurmd.service 2>&1");
+    assert!(ok && !verify.contains("gres-rs"), "systemd-analyze verify slurmd.service with the drop-in in the {suite} overlay:\n{verify}");
+
+    // Removed: the prerm tells that slurmd, which picks gpu/nvml, then
+    // finds no gpu_nvml.so, and stops; the drop-in lets slurmd start and
+    // systemd still takes the unit.
+    let (ok, rm) = sh_env(&format!("apt-get remove -y -q {PACKAGE}"), &nvml.env);
     assert!(ok, "apt-get remove:\n{rm}");
     assert!(rm.contains("roll back"), "prerm says how to roll back:\n{rm}");
+    assert_prerm_warns(&rm, PACKAGE);
+    nvml.assert_untouched("prerm");
+    let (code, out, _) = run_unit_command(inside.command(&argv[0], &binds), &argv, &nvml.env);
+    assert!(code == Some(0) && out.contains("not installed"), "the drop-in after removal in the {suite} overlay: {code:?}\n{out}");
+    let (ok, verify) = sh("systemd-analyze verify --man=no slurmd.service 2>&1");
+    assert!(ok && !verify.contains("gres-rs"), "systemd-analyze verify slurmd.service with the drop-in after removal in the {suite} overlay:\n{verify}");
+    let (ok, out) =
+        sh(&format!("rm -f {DROP_IN_PATH} /etc/slurm/slurm.conf /etc/slurm/gres.conf && rmdir {}", Path::new(DROP_IN_PATH).parent().unwrap().display()));
+    assert!(ok, "removing the drop-in and the node's configuration:\n{out}");
     assert!(!inside.host_path(&plugin_dir).exists(), "{} left after removal", plugin_dir.display());
     assert!(!inside.host_path("/usr/bin/gres-rs").exists(), "/usr/bin/gres-rs left after removal");
     let (ok, purge) = sh(&format!("apt-get purge -y -q {PACKAGE}; dpkg-query -W -f='${{db:Status-Abbrev}}' {PACKAGE} 2>&1 || true"));
@@ -374,7 +699,19 @@ fn package_in_chroot(bed: &testbed::TestBed) {
 /// place, so a cluster with the stock `PluginDir=` runs ours; removing it
 /// puts Slurm's files back exactly (`dpkg --verify`), with no diversion
 /// left.
-fn divert_in_chroot(bed: &testbed::TestBed, inside: &chroot::Chroot, divert: &Path, plugin_dir: &Path, sh: &dyn Fn(&str) -> (bool, String)) {
+/// `sh_nvml` runs a command as `sh` does, with a wedged NVML driver; the
+/// removal is run so, with this node's slurm.conf naming Slurm's
+/// directory alone in PluginDir and gres.conf with `AutoDetect=nvml`: the
+/// prerm warns that slurmd, which picks gpu/nvml, finds no gpu_nvml.so
+/// once Slurm's own files are back.
+fn divert_in_chroot(
+    bed: &testbed::TestBed,
+    inside: &chroot::Chroot,
+    divert: &Path,
+    plugin_dir: &Path,
+    sh: &dyn Fn(&str) -> (bool, String),
+    sh_nvml: &dyn Fn(&str) -> (bool, String),
+) {
     let suite = bed.release.suite;
     let stock_dir = inside.stock_plugin_dir();
     let file = divert.file_name().expect("divert deb's name").to_string_lossy().into_owned();
@@ -415,9 +752,13 @@ fn divert_in_chroot(bed: &testbed::TestBed, inside: &chroot::Chroot, divert: &Pa
     }
     drop(c);
 
-    let (ok, rm) = sh(&format!("apt-get remove -y -q {DIVERT_PACKAGE}"));
+    let (conf, gres) = nvml_node_conf(&stock_dir.display().to_string());
+    std::fs::write(inside.host_path("/etc/slurm/slurm.conf"), conf).unwrap();
+    std::fs::write(inside.host_path("/etc/slurm/gres.conf"), gres).unwrap();
+    let (ok, rm) = sh_nvml(&format!("apt-get remove -y -q {DIVERT_PACKAGE}"));
     assert!(ok, "apt-get remove {DIVERT_PACKAGE}:\n{rm}");
     assert!(rm.contains("roll back"), "prerm says how it rolls back:\n{rm}");
+    assert_prerm_warns(&rm, DIVERT_PACKAGE);
     let (ok, diversions) = sh("dpkg-divert --list");
     assert!(ok && !diversions.contains(DIVERT_PACKAGE), "diversions left after removal:\n{diversions}");
     for f in ["gres_gpu", "gres_mps", "gres_shard"] {
@@ -431,7 +772,9 @@ fn divert_in_chroot(bed: &testbed::TestBed, inside: &chroot::Chroot, divert: &Pa
     let (ok, verify) = sh("dpkg --verify slurm-wlm-basic-plugins");
     assert!(ok && verify.trim().is_empty(), "dpkg --verify slurm-wlm-basic-plugins after removal:\n{verify}");
     let (ok, purge) = sh(&format!("apt-get purge -y -q {DIVERT_PACKAGE}; dpkg-query -W -f='${{db:Status-Abbrev}}' {DIVERT_PACKAGE} 2>&1 || true"));
-    assert!(ok && purge.lines().last().is_some_and(|l| l.contains("no packages found")), "dpkg still knows {DIVERT_PACKAGE}:\n{purge}");
+    // Purged: unknown to dpkg, or (the main package's Breaks names it)
+    // known only as a name, "un": not installed, no files.
+    assert!(ok && purge.lines().last().is_some_and(|l| l.contains("no packages found") || l.trim_end() == "un"), "dpkg still knows {DIVERT_PACKAGE}:\n{purge}");
     eprintln!("package_in_chroot[{suite}]: {DIVERT_PACKAGE} ran ours from {} and put the stock files back", stock_dir.display());
 }
 
