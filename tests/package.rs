@@ -470,6 +470,35 @@ fn the_rpm_spec_parses_lints_and_makes_a_source_package() {
         let want = want.replace("%{_libdir}", "/usr/lib64");
         assert!(parsed.contains(&want), "{want} not in the parsed spec:\n{parsed}");
     }
+    // The scriptlets as rpm runs them (sh, $1 the count left), with
+    // AutoDetect=nvml and a wedged driver: every gres-rs run is time-limited
+    // and without NVML, each returns within seconds, asking NVML nothing;
+    // %preun tells that slurmd, which picks gpu/nvml, finds no gpu_nvml.so
+    // once the package is gone.
+    let conf_dir = TempDir::new(&format!("gres-rs-rpm-conf-{}", std::process::id()));
+    let (conf, gres) = nvml_node_conf(&format!("/usr/lib64/slurm-gpu-gres:{}", stock_plugin_dir().display()));
+    std::fs::write(conf_dir.0.join("slurm.conf"), conf).unwrap();
+    std::fs::write(conf_dir.0.join("gres.conf"), gres).unwrap();
+    let nvml = HangingNvml::new("rpm");
+    let mut env = nvml.env.clone();
+    env.push(("SLURM_CONF".into(), conf_dir.0.join("slurm.conf").display().to_string()));
+    let mut outputs = Vec::new();
+    for (name, count) in [("%post", "1"), ("%preun", "0")] {
+        let body: Vec<&str> = parsed.lines().skip_while(|l| *l != name).skip(1).take_while(|l| !l.starts_with('%')).collect();
+        let body = body.join("\n");
+        assert!(body.contains("exit 0"), "no {name} scriptlet in the parsed spec:\n{parsed}");
+        for l in body.lines().filter(|l| l.contains("/gres-rs check")) {
+            assert!(l.contains("timeout -k ") && l.contains("--no-detect"), "{name} runs gres-rs without a time limit or with NVML: {l}");
+        }
+        let body = body.replace("/usr/bin/gres-rs", env!("CARGO_BIN_EXE_gres-rs"));
+        let t = Instant::now();
+        let (ok, out) = run(Command::new("sh").arg("-c").arg(&body).arg(name).arg(count).envs(env.iter().map(|(k, v)| (k, v))));
+        assert!(ok && t.elapsed() < QUICK, "{name} (AutoDetect=nvml, hanging NVML) failed or took {:?}:\n{out}", t.elapsed());
+        nvml.assert_untouched(name);
+        outputs.push(out);
+    }
+    assert!(outputs[0].contains("gres-rs check --quiet --no-detect"), "%post runs no check:\n{}", outputs[0]);
+    assert_prerm_warns(&outputs[1], PACKAGE);
     if have("rpmlint") {
         let (_, lint) = run(Command::new("rpmlint").arg(&spec));
         assert!(lint.contains(" 0 errors"), "rpmlint:\n{lint}");
