@@ -1254,7 +1254,7 @@ fn usage_setup(bed: &TestBed, build: &testbed::OurBuild, stock: &Path) -> Result
     std::fs::copy(stock, dir.join("stock/gpu_nvml.so")).map_err(e("stock gpu_nvml.so"))?;
     let files = build.plugin_files_dir.as_ref().ok_or("our build names no plugin files")?;
     std::fs::copy(files.join("gpu_nvml.so"), dir.join("ours/gpu_nvml.so")).map_err(e("our gpu_nvml.so"))?;
-    std::fs::copy(build.lib_dir.join(LIBRARY_FILE), dir.join("ours").join(LIBRARY_FILE)).map_err(e("our library"))?;
+    std::fs::copy(build.lib_dir.join(BUILT_LIBRARY_FILE), dir.join("ours").join(LIBRARY_FILE)).map_err(e("our library"))?;
     Ok((dir.clone(), dir.join("stock/gpu_nvml.so"), dir.join("ours/gpu_nvml.so")))
 }
 
@@ -1378,7 +1378,7 @@ fn plugin_rss(pid: u32) -> String {
                 .nth(5)
                 .filter(|p| {
                     let f = p.rsplit('/').next().unwrap_or("");
-                    f.starts_with("gres_") || f.starts_with("gpu_") || f == LIBRARY_FILE
+                    f.starts_with("gres_") || f.starts_with("gpu_") || is_library_file(f)
                 })
                 .map(|p| match per.iter().position(|(n, _, _)| n == p) {
                     Some(i) => i,
@@ -1771,8 +1771,8 @@ fn main() {
     // The release build of our plugins, unless told otherwise.
     if std::env::var_os("GRES_RS_PLUGIN_DIR").is_none() {
         let release = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release");
-        if !release.join(LIBRARY_FILE).is_file() {
-            eprintln!("bench: {} lacks {LIBRARY_FILE}; run `cargo build --release --workspace` first", release.display());
+        if !release.join(BUILT_LIBRARY_FILE).is_file() {
+            eprintln!("bench: {} lacks {BUILT_LIBRARY_FILE}; run `cargo build --release --workspace` first", release.display());
             std::process::exit(2);
         }
         std::env::set_var("GRES_RS_PLUGIN_DIR", &release);

@@ -55,7 +55,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!("our plugins' code: {}/{LIBRARY_FILE}; their files {}.so are built into this program", built.display(), OUR_PLUGINS.join(".so, "));
+    println!("our plugins' code: {}/{BUILT_LIBRARY_FILE}; their files {}.so are built into this program", built.display(), OUR_PLUGINS.join(".so, "));
 
     let mut failures: Vec<String> = Vec::new();
 

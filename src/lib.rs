@@ -25,4 +25,4 @@ pub use gres_plugins as plugins;
 pub use gres_slurm_abi as ffi;
 
 pub use ffi::{plugin_file_bytes, SLURM_VERSION, SLURM_VERSION_NUMBER};
-pub use plugins::files::LIBRARY_FILE;
+pub use plugins::files::{is_library_file, BUILT_LIBRARY_FILE, LIBRARY_FILE};

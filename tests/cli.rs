@@ -8,7 +8,7 @@
 use gres_test_harness::standin;
 
 use gres_test_harness::TempDir as Dir;
-use slurm_gpu_gres::LIBRARY_FILE;
+use slurm_gpu_gres::{BUILT_LIBRARY_FILE, LIBRARY_FILE};
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -298,7 +298,7 @@ fn entries(dir: &Path) -> Vec<String> {
     names
 }
 
-const INSTALLED: [&str; 5] = ["gpu_nvml.so", "gres_gpu.so", "gres_mps.so", "gres_shard.so", "libgres_rs.so"];
+const INSTALLED: [&str; 5] = ["gpu_nvml.so", "gres_gpu.so", "gres_mps.so", "gres_shard.so", LIBRARY_FILE];
 
 fn mode(path: &Path) -> u32 {
     fs::symlink_metadata(path).unwrap().mode() & 0o7777
@@ -524,7 +524,7 @@ fn install_plugins() {
     // --from.
     let built = Path::new(GRES_RS).parent().unwrap();
     let from = temp_dir("install-from");
-    fs::copy(built.join(LIBRARY_FILE), from.0.join(LIBRARY_FILE)).expect("our libgres_rs.so is built (cargo build --workspace)");
+    fs::copy(built.join(BUILT_LIBRARY_FILE), from.0.join(BUILT_LIBRARY_FILE)).expect("our libgres_rs.so is built (cargo build --workspace)");
     let Some(to) = install_dir("install-to") else { return };
     let dest = to.0.join("plugins");
     let run = |version: &str, force: bool| {
@@ -548,11 +548,37 @@ fn install_plugins() {
             assert!(symbols.lines().any(|l| l.ends_with(&format!(" {sym}"))), "{name}.so lacks {sym}:\n{symbols}");
         }
     }
-    assert_eq!(fs::read(dest.join(LIBRARY_FILE)).unwrap(), fs::read(built.join(LIBRARY_FILE)).unwrap());
-    assert!(err.contains("libgres_rs.so (the plugins' code)"), "{err}");
+    assert_eq!(fs::read(dest.join(LIBRARY_FILE)).unwrap(), fs::read(built.join(BUILT_LIBRARY_FILE)).unwrap());
+    assert!(err.contains(&format!("{LIBRARY_FILE} (the plugins' code)")), "{err}");
     assert!(err.contains("gres_gpu.so (gres/gpu, Slurm 22.05.8)"), "{err}");
     assert_eq!(text(&out.stdout), format!("PluginDir={}:{}\n", dest.display(), stock.display()));
     assert_eq!(fs::read_dir(&dest).unwrap().count(), 5, "no temporary files left");
+    // Earlier versions' libraries go once the plugin files naming them are
+    // replaced; anything else stays.
+    for earlier in ["libgres_rs.so", "libgres_rs-0.0.9.so"] {
+        fs::write(dest.join(earlier), b"an earlier library").unwrap();
+    }
+    std::os::unix::fs::symlink(LIBRARY_FILE, dest.join("libgres_rs-0.0.8.so")).unwrap();
+    fs::write(dest.join("libgres_rs.so.1"), b"not ours").unwrap();
+    let out = run("22.05.8", false);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    for earlier in ["libgres_rs.so", "libgres_rs-0.0.9.so"] {
+        assert!(!dest.join(earlier).exists(), "{earlier} removed: {err}");
+        assert!(err.contains(&format!("removed {} (an earlier version's library", dest.join(earlier).display())), "{err}");
+    }
+    let installed_at = |name: &str| err.find(&format!("installed {}", dest.join(name).display())).unwrap_or_else(|| panic!("{name}: {err}"));
+    let removed_at = err.find("removed ").unwrap();
+    assert!(
+        INSTALLED.iter().all(|f| installed_at(LIBRARY_FILE) <= installed_at(f) && installed_at(f) < removed_at),
+        "library, plugin files, then removals: {err}"
+    );
+    assert!(
+        dest.join("libgres_rs.so.1").is_file() && fs::symlink_metadata(dest.join("libgres_rs-0.0.8.so")).is_ok(),
+        "only regular files of our library's names"
+    );
+    fs::remove_file(dest.join("libgres_rs.so.1")).unwrap();
+    fs::remove_file(dest.join("libgres_rs-0.0.8.so")).unwrap();
     // Another release: refused, unless forced.
     fs::remove_dir_all(&dest).unwrap();
     let out = run("23.02.1", false);
@@ -564,25 +590,25 @@ fn install_plugins() {
     fs::remove_dir_all(&dest).unwrap();
     // Not our library at all, or one of another build that lacks the
     // functions the plugin files jump to: refused, --force or not.
-    fs::copy(stock.join("gpu_generic.so"), from.0.join(LIBRARY_FILE)).unwrap();
+    fs::copy(stock.join("gpu_generic.so"), from.0.join(BUILT_LIBRARY_FILE)).unwrap();
     for force in [false, true] {
         let out = run("22.05.8", force);
         assert_eq!(out.status.code(), Some(1));
         assert!(text(&out.stderr).contains("not the plugins' shared library"), "{}", text(&out.stderr));
     }
-    let mut other_build = fs::read(built.join(LIBRARY_FILE)).unwrap();
+    let mut other_build = fs::read(built.join(BUILT_LIBRARY_FILE)).unwrap();
     assert!(replace_all(&mut other_build, b"gres_rs_gres_mps_", b"gres_rs_gres_mpX_"), "the library names its symbols gres_rs_<file>_*");
-    fs::write(from.0.join(LIBRARY_FILE), &other_build).unwrap();
+    fs::write(from.0.join(BUILT_LIBRARY_FILE), &other_build).unwrap();
     let out = run("22.05.8", true);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(err.contains("gres_mps.so (built into gres-rs) needs gres_rs_gres_mps_entries_") && err.contains("the two are from different builds"), "{err}");
     assert!(!dest.exists(), "nothing installed");
     // No library: a usage error.
-    fs::remove_file(from.0.join(LIBRARY_FILE)).unwrap();
+    fs::remove_file(from.0.join(BUILT_LIBRARY_FILE)).unwrap();
     let out = run("22.05.8", false);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("no libgres_rs.so in"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains(&format!("no {BUILT_LIBRARY_FILE} or {LIBRARY_FILE} in")), "{}", text(&out.stderr));
     assert!(!dest.exists(), "nothing installed");
 }
 
@@ -976,11 +1002,11 @@ fn check_predicts_which_plugin_file_slurmd_loads() {
     assert!(err.contains(&format!("= help: put {o} first in PluginDir")), "{err}");
 
     // The library missing beside our plugin file: slurmd passes over it.
-    fs::remove_file(ours.0.join("libgres_rs.so")).unwrap();
+    fs::remove_file(ours.0.join(LIBRARY_FILE)).unwrap();
     let (_, err) = check_plugin_dir("pd-nolib", &format!("{o}:{stock}"), "22.05.8");
     assert!(
         err.contains(&format!(
-            "warning: slurmd passes over {o}/gres_gpu.so: libgres_rs.so is not beside it, so dlopen() fails, and loads {stock}/gres_gpu.so (stock, Slurm 22.05.8) instead"
+            "warning: slurmd passes over {o}/gres_gpu.so: {LIBRARY_FILE}, which it loads, is not beside it, so dlopen() fails, and loads {stock}/gres_gpu.so (stock, Slurm 22.05.8) instead"
         )),
         "{err}"
     );

@@ -7,7 +7,7 @@
 
 use gres_test_harness as harness;
 
-use harness::{locate_our_library, stock_plugin_dir, target_dir, test_build_dir, LIBRARY_FILE, PLUGIN_FILES};
+use harness::{library_in, locate_our_library, stock_plugin_dir, target_dir, test_build_dir, BUILT_LIBRARY_FILE, PLUGIN_FILES};
 use slurm_gpu_gres::plugin_file_bytes;
 use slurm_gpu_gres::plugins::files::Interface;
 use std::collections::BTreeSet;
@@ -36,7 +36,7 @@ fn is_entry_point(name: &str) -> bool {
 fn plugin_files_offer_the_stock_entry_points_and_jump_into_our_library() {
     let dir = std::env::temp_dir().join(format!("gres-rs-plugin-files-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let library = locate_our_library().unwrap_or_else(|e| panic!("{e}")).join(LIBRARY_FILE);
+    let library = library_in(&locate_our_library().unwrap_or_else(|e| panic!("{e}")));
     let (offered, _) = dynamic_symbols(&library);
     let stock = stock_plugin_dir();
     for file in &PLUGIN_FILES {
@@ -81,13 +81,13 @@ fn hooks_in(file: &Path) -> Vec<&'static str> {
 /// `--release` where built): the library, the plugin files' and `gres-rs`.
 fn shipped_files() -> Vec<PathBuf> {
     let target = target_dir();
-    let debug = target.join("debug").join(LIBRARY_FILE);
+    let debug = target.join("debug").join(BUILT_LIBRARY_FILE);
     assert!(debug.is_file(), "{} is not built; run `cargo build --workspace` first", debug.display());
     let mut files = vec![debug];
-    let mut optional = vec![target.join("release").join(LIBRARY_FILE), target.join("release").join("gres-rs")];
+    let mut optional = vec![target.join("release").join(BUILT_LIBRARY_FILE), target.join("release").join("gres-rs")];
     // The library the other tests load, where GRES_RS_PLUGIN_DIR names another.
     if let Ok(dir) = locate_our_library() {
-        optional.push(dir.join(LIBRARY_FILE));
+        optional.push(library_in(&dir));
     }
     files.extend(optional.into_iter().filter(|f| f.is_file()));
     #[cfg(feature = "cli")]
@@ -109,7 +109,7 @@ fn test_hooks_stay_out_of_the_shipped_files() {
         }
     }
     // The scan finds them where they are: in the test build.
-    let test_lib = test_build_dir(false).join(LIBRARY_FILE);
+    let test_lib = test_build_dir(false).join(BUILT_LIBRARY_FILE);
     assert_eq!(hooks_in(&test_lib), TEST_HOOKS.to_vec(), "{}", test_lib.display());
 }
 
@@ -142,7 +142,7 @@ fn plugin_files_bind_at_load_and_the_library_at_first_call() {
         assert!(dynamic.contains("BIND_NOW"), "{}.so does not bind at load:\n{dynamic}", file.file);
     }
     std::fs::remove_dir_all(&dir).unwrap();
-    let library = locate_our_library().unwrap_or_else(|e| panic!("{e}")).join(LIBRARY_FILE);
+    let library = library_in(&locate_our_library().unwrap_or_else(|e| panic!("{e}")));
     let (dynamic, relocations) = readelf(&library);
     assert!(!dynamic.contains("BIND_NOW") && !dynamic.contains("Flags: NOW"), "{} binds everything at load:\n{dynamic}", library.display());
     let lazy: Vec<&str> = relocations.lines().filter(|l| l.contains("R_X86_64_JUMP_SLOT") && l.contains("slurm_xfree")).collect();

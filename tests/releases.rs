@@ -43,7 +43,7 @@ use std::time::Instant;
 
 const SRC_DIR: &str = "/var/cache/slurm-gpu-gres/src";
 const HOST_LIBSLURMFULL: &str = "/usr/lib/x86_64-linux-gnu/slurm-wlm/libslurmfull.so";
-const LIBRARY: &str = "libgres_rs.so";
+const LIBRARY: &str = harness::LIBRARY_FILE;
 const GRES_FILES: [&str; 3] = ["gres_gpu", "gres_mps", "gres_shard"];
 const GPU_FILES: [&str; 1] = ["gpu_nvml"];
 

@@ -1,7 +1,7 @@
 //! `gres-rs status` trusts only real daemons and prints nothing raw that a
 //! process made up: a process of `nobody` named `slurmd` (a copy of sleep
 //! in a directory whose name holds a terminal escape sequence) that maps
-//! files named `gres_gpu.so` and `libgres_rs.so` from there is listed as
+//! files named `gres_gpu.so` and our library from there is listed as
 //! ignored, escaped, and never makes the exit status "ours in use"; the
 //! same paths mapped by a daemon root started are printed escaped.  Root
 //! only (skipped otherwise); no Slurm needed.
@@ -55,7 +55,7 @@ impl Drop for Fake {
 }
 
 /// A directory `<tmp>/gres-rs-status-<pid>-<tag>-ESC[31mevil` holding
-/// `slurmd` (a copy of sleep), `gres_gpu.so` and `libgres_rs.so` (copies
+/// `slurmd` (a copy of sleep), `gres_gpu.so` and our library (copies
 /// of `lib`), all owned by `uid`.
 fn fake_dir(tag: &str, lib: &Path, uid: u32) -> TempDir {
     let d = TempDir::new(&format!("gres-rs-status-{}-{tag}-{EVIL}", std::process::id()));
@@ -201,7 +201,7 @@ fn status_escapes_the_paths_a_daemon_of_root_mapped() {
     fs::write(&slurm_conf, "SlurmUser=root\n").unwrap();
     let (code, text) = status(&slurm_conf, false);
     assert!(text.contains(&format!("slurmd (pid {pid}):\n")), "{text}");
-    assert!(text.contains(&format!("library      ours                  {escaped_dir}/libgres_rs.so\n")), "{text}");
+    assert!(text.contains(&format!("library      ours                  {escaped_dir}/{}\n", slurm_gpu_gres::LIBRARY_FILE)), "{text}");
     assert!(text.contains(&format!("gres_gpu.so  ours                  {escaped_dir}/gres_gpu.so  (")), "{text}");
     assert!(text.lines().last().is_some_and(|l| l.starts_with("our plugins are in use by: ") && l.contains(&format!("slurmd (pid {pid})"))), "{text}");
     assert_eq!(code, Some(0), "{text}");

@@ -23,7 +23,7 @@
 # package tree laid out by hand and packed with dpkg-deb (as root or under
 # fakeroot). The package:
 #   /usr/lib/<multiarch>/slurm-gpu-gres/   gres_gpu.so gres_mps.so gres_shard.so
-#                                          gpu_nvml.so libgres_rs.so (a directory
+#                                          gpu_nvml.so libgres_rs-<version>.so (a directory
 #                                          of its own: no file of another package)
 #   /usr/bin/gres-rs                       the admin tool
 #   /usr/share/man/man1/gres-rs*.1.gz      man pages (gres-rs generate man)
@@ -123,10 +123,17 @@ install -d -m 0755 "$root$plugin_dir" "$root/usr/bin" "$root/usr/share/man/man1"
 # sites get them by hand (it checks each file's release and its library).
 GRES_RS_SLURMD_VERSION="$slurm" "$bin" install --plugin-dir "$work/plugins" --from "$(dirname "$lib")" \
     --slurm-conf /dev/null --force >&2
-for f in gres_gpu.so gres_mps.so gres_shard.so gpu_nvml.so libgres_rs.so; do
+# The library's name carries its version (libgres_rs-<version>.so): the one
+# gres-rs install wrote, which the plugin files name.
+library="$(cd "$work/plugins" && ls libgres_rs-*.so)"
+if [ "$(wc -w <<<"$library")" != 1 ]; then
+    echo "build-deb: gres-rs install wrote not one libgres_rs-<version>.so: $library" >&2
+    exit 2
+fi
+for f in gres_gpu.so gres_mps.so gres_shard.so gpu_nvml.so "$library"; do
     install -m 0644 "$work/plugins/$f" "$root$plugin_dir/$f"
 done
-strip --strip-debug "$root$plugin_dir/libgres_rs.so"
+strip --strip-debug "$root$plugin_dir/$library"
 install -m 0755 "$bin" "$root/usr/bin/gres-rs"
 strip --strip-debug "$root/usr/bin/gres-rs"
 
@@ -165,7 +172,7 @@ printf 'slurm-gpu-gres (%s) unstable; urgency=medium\n\n  * Built from %s for Sl
 # Shared-library dependencies, as Debian computes them.
 mkdir -p "$work/shlibs/debian"
 printf 'Source: slurm-gpu-gres\n\nPackage: slurm-gpu-gres\nArchitecture: any\n' >"$work/shlibs/debian/control"
-shlibs="$(cd "$work/shlibs" && dpkg-shlibdeps -O -e"$root/usr/bin/gres-rs" -e"$root$plugin_dir/libgres_rs.so" 2>/dev/null |
+shlibs="$(cd "$work/shlibs" && dpkg-shlibdeps -O -e"$root/usr/bin/gres-rs" -e"$root$plugin_dir/$library" 2>/dev/null |
     sed -n 's/^shlibs:Depends=//p')"
 if [ -z "$shlibs" ]; then
     echo "build-deb: dpkg-shlibdeps gave no shared-library dependencies (dpkg-dev installed?)" >&2
@@ -222,16 +229,37 @@ Description: memory-safe GPU GRES plugins for Slurm $slurm
  running daemons have loaded.
 EOF
 
-pack() { # pack ROOT DEB
+# pack ROOT DEB FIRST: the package of ROOT, with FIRST (a path in it) the
+# first file of its directory in the data tarball. dpkg unpacks files in
+# the tarball's order and renames each into place in that order, and
+# dpkg-deb sorts them by name (the plugin files before libgres_rs-*.so):
+# on an upgrade, a slurmstepd starting between the rename of a new plugin
+# file and that of the new library would find a plugin file naming a
+# library that is not there yet. With the library first, every plugin
+# file, old or new, finds its own library at every instant (the old one
+# is removed only after all new files are in place).
+pack() {
     if [ "$(id -u)" -eq 0 ]; then
         chown -R root:root "$1"
         dpkg-deb --root-owner-group -Zxz --build "$1" "$2" >&2
     else
         fakeroot dpkg-deb --root-owner-group -Zxz --build "$1" "$2" >&2
     fi
+    local first="./${3#/}" ar_dir="$work/ar-$(basename "$2")"
+    mkdir "$ar_dir"
+    (cd "$ar_dir" && ar x "$2" && [ -f debian-binary ] && [ -f control.tar.xz ] && [ -f data.tar.xz ])
+    # dpkg-deb's order, with FIRST moved to just after its directory.
+    (cd "$1" && find . -path ./DEBIAN -prune -o -print | LC_ALL=C sort) |
+        awk -v first="$first" -v dir="$(dirname "$first")" '$0 == first { next } { print } $0 == dir { print first }' >"$ar_dir/files"
+    grep -qxF "$first" "$ar_dir/files"
+    tar -C "$1" --no-recursion --numeric-owner --owner=0 --group=0 --format=gnu -T "$ar_dir/files" -cf - | xz -6 >"$ar_dir/data.tar.xz"
+    rm -f "$2"
+    (cd "$ar_dir" && ar rcD "$2" debian-binary control.tar.xz data.tar.xz)
+    dpkg-deb --info "$2" >/dev/null
+    rm -rf "$ar_dir"
 }
 deb="$out/slurm-gpu-gres_${deb_version}_${arch}.deb"
-pack "$root" "$deb"
+pack "$root" "$deb" "$plugin_dir/$library"
 
 # The optional second package, slurm-gpu-gres-divert: our files in Slurm's
 # own plugin directory, so that no slurm.conf changes. dpkg-divert moves
@@ -242,7 +270,7 @@ pack "$root" "$deb"
 droot="$work/divert"
 stock_dir="/usr/lib/$multiarch/slurm-wlm"
 install -d -m 0755 "$droot$stock_dir" "$droot/usr/share/doc/slurm-gpu-gres-divert" "$droot/DEBIAN"
-for f in gres_gpu.so gres_mps.so gres_shard.so gpu_nvml.so libgres_rs.so; do
+for f in gres_gpu.so gres_mps.so gres_shard.so gpu_nvml.so "$library"; do
     ln -s "../slurm-gpu-gres/$f" "$droot$stock_dir/$f"
 done
 install -m 0644 packaging/debian/copyright "$droot/usr/share/doc/slurm-gpu-gres-divert/copyright"
@@ -270,6 +298,6 @@ Description: use the slurm-gpu-gres plugins without changing slurm.conf
  puts Slurm's files back.
 CONTROL
 divert_deb="$out/slurm-gpu-gres-divert_${deb_version}_${arch}.deb"
-pack "$droot" "$divert_deb"
+pack "$droot" "$divert_deb" "$stock_dir/$library"
 echo "$divert_deb"
 echo "$deb"

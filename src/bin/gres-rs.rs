@@ -102,8 +102,8 @@ The GRES table goes to standard output, problems to standard error
 (--quiet: problems only).
 
 It also predicts, as slurmd searches PluginDir, which file of each GRES
-plugin slurmd loads and whether it accepts it (its release, libgres_rs.so
-beside ours), and which gpu plugin it picks: gpu/nvml for AutoDetect=nvml
+plugin slurmd loads and whether it accepts it (its release, the library it
+names beside ours), and which gpu plugin it picks: gpu/nvml for AutoDetect=nvml
 when it can load libnvidia-ml.so (from Slurm 24.05 also libnvidia-ml.so.1),
 else gpu/generic; a gpu/nvml without an acceptable gpu_nvml.so (Debian's
 packages ship none) stops slurmd.
@@ -155,16 +155,20 @@ EXIT STATUS
 
 const INSTALL_LONG_ABOUT: &str = "\
 Copy gres_gpu.so, gres_mps.so, gres_shard.so and gpu_nvml.so into DIR under
-the names slurmd loads, with libgres_rs.so, the library that holds the code
-of all four (each plugin file loads it from its own directory).  Each file
+the names slurmd loads, with libgres_rs-<version>.so, the library that holds
+the code of all four (each plugin file loads the library of its own version
+from its own directory).  Each file
 is written to a temporary file in DIR and renamed over the old one, so that
 a running slurmd or slurmstepd that has the old file mapped keeps its copy
 (overwriting a mapped library in place crashes the daemon).  The library is
-installed first; plugin files that need functions the library lacks (files
-of different builds) are refused.
+installed first, then the plugin files, then the libraries of earlier
+versions are removed, so that a daemon starting at any moment finds a
+plugin file with its own library; plugin files that need functions the
+library lacks (files of different builds) are refused.
 
-The plugin files are built into this executable; libgres_rs.so is taken
-from --from DIR, else from the directory of this executable (cargo's
+The plugin files are built into this executable; the library is taken from
+--from DIR (libgres_rs.so as cargo builds it, or libgres_rs-<version>.so as
+installed), else from the directory of this executable (cargo's
 target/<profile>/, where both are built).  Plugin files whose
 plugin_version is not the installed slurmd's release are refused, since
 slurmd would not load them; --force installs them anyway.
@@ -201,7 +205,7 @@ EXIT STATUS
 const STATUS_LONG_ABOUT: &str = "\
 For each slurmd, slurmstepd and slurmctld process of this host: which
 gres/gpu, gres/mps, gres/shard and gpu plugin files it has mapped (from
-/proc/<pid>/maps), whether each is ours (libgres_rs.so mapped from the same
+/proc/<pid>/maps), whether each is ours (our library mapped from the same
 directory) or stock, the Slurm release of its plugin_version, and whether
 the file mapped is still the file installed at that path: a plugin replaced
 or removed since the daemon started is marked, since the daemon runs the
@@ -394,7 +398,7 @@ pub struct InstallArgs {
     /// Directory to install the plugin files into
     #[arg(long, value_name = "DIR")]
     pub plugin_dir: PathBuf,
-    /// Directory holding the built libgres_rs.so [default: this executable's directory]
+    /// Directory holding the built libgres_rs.so (or libgres_rs-<version>.so) [default: this executable's directory]
     #[arg(long, value_name = "DIR")]
     pub from: Option<PathBuf>,
     /// Install files whose plugin_version differs from the installed slurmd's, or into a DIR others may write to (with a warning)

@@ -33,10 +33,31 @@ pub const GPU_NVML: PluginFile = PluginFile { file: "gpu_nvml", name: "GPU NVML 
 /// Every plugin file this project replaces.
 pub const PLUGIN_FILES: [PluginFile; 4] = [GRES_GPU, GRES_MPS, GRES_SHARD, GPU_NVML];
 
-/// The library beside the plugin files that holds the code of all of them
-/// (built by `crates/gres_rs`; each plugin file names it in `DT_NEEDED`
-/// as `$ORIGIN/libgres_rs.so`).
-pub const LIBRARY_FILE: &str = "libgres_rs.so";
+/// The library beside the plugin files that holds the code of all of them,
+/// as installed: `libgres_rs-<version>.so` (each plugin file names it in
+/// `DT_NEEDED` as `$ORIGIN/libgres_rs-<version>.so`).  The version in the
+/// name is what makes an upgrade safe at every instant: the new plugin
+/// files need the new library, which is installed before them under a name
+/// of its own, and the old plugin files keep finding the old library until
+/// it is removed after them, so a slurmstepd that starts in between loads a
+/// matching pair either way (README, "Upgrades").
+pub const LIBRARY_FILE: &str = concat!("libgres_rs-", env!("CARGO_PKG_VERSION"), ".so");
+
+/// The library as cargo builds it (`target/<profile>/libgres_rs.so`),
+/// installed under [`LIBRARY_FILE`].
+pub const BUILT_LIBRARY_FILE: &str = "libgres_rs.so";
+
+/// Whether a file name is one of our libraries, of any version: what a
+/// daemon may have mapped, or a file an earlier install left behind (also
+/// `libgres_rs.so`, the name before it carried the version).
+pub fn is_library_file(name: &str) -> bool {
+    name.strip_prefix("libgres_rs").and_then(|rest| rest.strip_suffix(".so")).is_some_and(|version| {
+        version.is_empty()
+            || version
+                .strip_prefix('-')
+                .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'+' | b'~' | b'_')))
+    })
+}
 
 /// Where plugin file `file` (e.g. "gres_gpu") was loaded from, among the
 /// paths of the files loaded into the process (the dynamic loader's list,
@@ -49,7 +70,7 @@ pub fn loaded_from<'a>(paths: impl IntoIterator<Item = &'a str>, file: &str) -> 
     let (mut library_dirs, mut candidates): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
     for p in paths {
         match split(p) {
-            (dir, base) if base == LIBRARY_FILE => library_dirs.push(dir),
+            (dir, base) if is_library_file(base) => library_dirs.push(dir),
             (_, base) if base == name => candidates.push(p),
             _ => {}
         }
@@ -82,8 +103,19 @@ mod tests {
     }
 
     #[test]
+    fn library_names() {
+        assert!(LIBRARY_FILE.starts_with("libgres_rs-") && is_library_file(LIBRARY_FILE), "{LIBRARY_FILE}");
+        for ours in ["libgres_rs.so", "libgres_rs-0.1.0.so", "libgres_rs-0.2.0~rc1.so"] {
+            assert!(is_library_file(ours), "{ours}");
+        }
+        for other in ["libgres_rs.so.1", "libgres_rs-.so", "libgres_rsx.so", "libgres_rs-a/b.so", "libgres_rs-\x1b.so", "gres_gpu.so", "libslurmfull.so"] {
+            assert!(!is_library_file(other), "{other}");
+        }
+    }
+
+    #[test]
     fn the_plugin_file_beside_our_library() {
-        let paths = ["/usr/lib/x86_64-linux-gnu/slurm-wlm/gres_gpu.so", "/opt/ours/gres_gpu.so", "/opt/ours/libgres_rs.so", "/opt/x/my_gres_gpu.so"];
+        let paths = ["/usr/lib/x86_64-linux-gnu/slurm-wlm/gres_gpu.so", "/opt/ours/gres_gpu.so", "/opt/ours/libgres_rs-0.1.0.so", "/opt/x/my_gres_gpu.so"];
         assert_eq!(loaded_from(paths, "gres_gpu").as_deref(), Some("/opt/ours/gres_gpu.so"));
         assert_eq!(loaded_from(paths, "gres_mps"), None);
         assert_eq!(loaded_from(["/x/gpu_nvml.so"], "gpu_nvml").as_deref(), Some("/x/gpu_nvml.so"));

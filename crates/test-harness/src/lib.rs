@@ -48,7 +48,7 @@ pub use process::CmdOutput;
 pub use scenario::*;
 
 use slurm_gpu_gres::plugin_file_bytes;
-pub use slurm_gpu_gres::plugins::files::{LIBRARY_FILE, PLUGIN_FILES};
+pub use slurm_gpu_gres::plugins::files::{is_library_file, BUILT_LIBRARY_FILE, LIBRARY_FILE, PLUGIN_FILES};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
@@ -190,7 +190,7 @@ pub fn require_slurm(test: &str) -> bool {
 pub fn locate_our_library() -> Result<PathBuf, String> {
     if let Some(d) = std::env::var_os("GRES_RS_PLUGIN_DIR") {
         let d = PathBuf::from(d);
-        return if d.join(LIBRARY_FILE).is_file() {
+        return if library_in(&d).is_file() {
             Ok(d)
         } else {
             Err(format!("GRES_RS_PLUGIN_DIR={} lacks {LIBRARY_FILE}; run `cargo build --workspace` first", d.display()))
@@ -203,10 +203,22 @@ pub fn locate_our_library() -> Result<PathBuf, String> {
     // the caller's profile: debug for tests, release for `cargo bench`.
     let profiles = if cfg!(debug_assertions) { ["debug", "release"] } else { ["release", "debug"] };
     let tried: Vec<PathBuf> = profiles.iter().map(|p| target.join(p)).collect();
-    tried.iter().find(|d| d.join(LIBRARY_FILE).is_file()).cloned().ok_or_else(|| {
+    tried.iter().find(|d| d.join(BUILT_LIBRARY_FILE).is_file()).cloned().ok_or_else(|| {
         let looked: Vec<String> = tried.iter().map(|d| d.display().to_string()).collect();
-        format!("{LIBRARY_FILE} is not built; run `cargo build --workspace` first (or set GRES_RS_PLUGIN_DIR). Looked in: {}", looked.join("; "))
+        format!("{BUILT_LIBRARY_FILE} is not built; run `cargo build --workspace` first (or set GRES_RS_PLUGIN_DIR). Looked in: {}", looked.join("; "))
     })
+}
+
+/// Our library in `dir`: [`LIBRARY_FILE`] where the directory is laid out
+/// as installed (a plugin directory, [`build_for_release`]'s), else
+/// [`BUILT_LIBRARY_FILE`], the name cargo gives it in a target directory.
+pub fn library_in(dir: &Path) -> PathBuf {
+    let installed = dir.join(LIBRARY_FILE);
+    if installed.is_file() {
+        installed
+    } else {
+        dir.join(BUILT_LIBRARY_FILE)
+    }
 }
 
 /// The workspace's root directory (the slurm-gpu-gres checkout: `tests/`,
@@ -284,7 +296,7 @@ pub fn build_for_release(version: &str, include: &Path) -> Result<PathBuf, Strin
     let plugins = dir.join("plugins");
     fs::create_dir_all(&plugins).map_err(|e| format!("{}: {e}", plugins.display()))?;
     let copy = |src: &Path, name: &str| fsutil::install_atomic(src, &plugins.join(name), 0o755).map_err(|e| format!("installing {}: {e}", src.display()));
-    copy(&built.lib_dir.join(LIBRARY_FILE), LIBRARY_FILE)?;
+    copy(&built.lib_dir.join(BUILT_LIBRARY_FILE), LIBRARY_FILE)?;
     for f in &PLUGIN_FILES {
         copy(&files.join(format!("{}.so", f.file)), &format!("{}.so", f.file))?;
     }
@@ -340,7 +352,7 @@ pub fn install_ours(built: &Path, names: &[&str], dir: &Path) -> Result<(), Stri
 /// (another release's build, [`testbed::OurBuild`]) instead of the ones
 /// built into this crate.
 pub fn install_ours_from(built: &Path, plugin_files: Option<&Path>, names: &[&str], dir: &Path) -> Result<(), String> {
-    let src = built.join(LIBRARY_FILE);
+    let src = library_in(built);
     fsutil::install_atomic(&src, &dir.join(LIBRARY_FILE), 0o755).map_err(|e| format!("installing {} in {}: {e}", src.display(), dir.display()))?;
     for n in names {
         let file = PLUGIN_FILES.iter().find(|f| f.file == *n).ok_or_else(|| format!("{n} is not one of our plugin files"))?;

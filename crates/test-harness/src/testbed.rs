@@ -676,8 +676,8 @@ pub(crate) fn cargo_build(version: &str, include: &Path, target: &Path, test_hoo
         return Err(first_error_lines(&stderr, 12));
     }
     let lib_dir = target.join(if release { "release" } else { "debug" });
-    if !lib_dir.join(crate::LIBRARY_FILE).is_file() {
-        return Err(format!("cargo built no {}", lib_dir.join(crate::LIBRARY_FILE).display()));
+    if !lib_dir.join(crate::BUILT_LIBRARY_FILE).is_file() {
+        return Err(format!("cargo built no {}", lib_dir.join(crate::BUILT_LIBRARY_FILE).display()));
     }
     let out_dir = stdout
         .lines()
@@ -848,7 +848,7 @@ mod build_tests {
         // The directory the release tests build into (tests/releases.rs).
         let target = crate::target_dir().join(format!("slurm-{v}"));
         let b = super::cargo_build(&v, std::path::Path::new("/usr/include"), &target, false, false).unwrap_or_else(|e| panic!("{e}"));
-        assert!(b.lib_dir.join(crate::LIBRARY_FILE).is_file());
+        assert!(b.lib_dir.join(crate::BUILT_LIBRARY_FILE).is_file());
         let files = b.plugin_files_dir.expect("plugin files dir");
         for f in crate::PLUGIN_FILES {
             assert!(files.join(format!("{}.so", f.file)).is_file(), "{}", f.file);

@@ -13,7 +13,7 @@ use slurm_gpu_gres::core::slurm_conf::SlurmConf;
 use slurm_gpu_gres::ffi::entry_points::LIBRARY_SYMBOL_PREFIX;
 use slurm_gpu_gres::plugin_file_bytes;
 use slurm_gpu_gres::plugins::files::PLUGIN_FILES;
-use slurm_gpu_gres::LIBRARY_FILE;
+use slurm_gpu_gres::{is_library_file, BUILT_LIBRARY_FILE, LIBRARY_FILE};
 
 use crate::{default_slurm_conf, tool_error, InstallArgs, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};
 
@@ -35,6 +35,9 @@ pub struct PluginInfo {
     /// The functions it calls in our library (none for another
     /// plugin).
     pub needs: Vec<String>,
+    /// The file name of our library it loads from its own directory
+    /// (`DT_NEEDED` `$ORIGIN/<name>`), for one of ours.
+    pub library: Option<String>,
 }
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
@@ -65,18 +68,19 @@ struct DynSym<'a> {
     object: Option<(&'a [u8], usize)>,
 }
 
-/// The dynamic symbols of a 64-bit little-endian ELF shared object,
-/// without loading it.  `Err` says why not.
-fn dynamic_symbols(elf: &[u8]) -> Result<Vec<DynSym<'_>>, String> {
-    const SHT_DYNSYM: u32 = 11;
-    const SHT_NOBITS: u32 = 8;
+fn corrupt() -> String {
+    "truncated or corrupt ELF file".to_string()
+}
+
+/// The section headers of a 64-bit little-endian ELF file.
+fn sections(elf: &[u8]) -> Result<Vec<Section>, String> {
     if elf.get(..4) != Some(b"\x7fELF") {
         return Err("not an ELF file".into());
     }
     if elf.get(4) != Some(&2) || elf.get(5) != Some(&1) {
         return Err("not a 64-bit little-endian ELF file".into());
     }
-    let bad = || "truncated or corrupt ELF file".to_string();
+    let bad = corrupt;
     let shoff = u64_at(elf, 0x28).ok_or_else(bad)? as usize;
     let shentsize = u16_at(elf, 0x3a).ok_or_else(bad)? as usize;
     let shnum = u16_at(elf, 0x3c).ok_or_else(bad)? as usize;
@@ -96,13 +100,47 @@ fn dynamic_symbols(elf: &[u8]) -> Result<Vec<DynSym<'_>>, String> {
         })
         .collect::<Option<_>>()
         .ok_or_else(bad)?;
+    Ok(sections)
+}
+
+/// The NUL-terminated string at `off` of string table section `strtab`.
+fn string_at<'a>(elf: &'a [u8], strtab: &Section, off: u64) -> Option<&'a [u8]> {
+    let start = (strtab.offset.checked_add(off)?) as usize;
+    let rest = elf.get(start..(strtab.offset.checked_add(strtab.size)?) as usize)?;
+    Some(&rest[..rest.iter().position(|&b| b == 0)?])
+}
+
+/// The libraries an ELF shared object names in `DT_NEEDED`, in order.
+pub fn needed_libraries(elf: &[u8]) -> Result<Vec<String>, String> {
+    const SHT_DYNAMIC: u32 = 6;
+    const DT_NULL: u64 = 0;
+    const DT_NEEDED: u64 = 1;
+    let sections = sections(elf)?;
+    let Some(dynamic) = sections.iter().find(|s| s.kind == SHT_DYNAMIC) else { return Ok(Vec::new()) };
+    let strtab = sections.get(dynamic.link as usize).ok_or_else(corrupt)?;
+    let mut needed = Vec::new();
+    for i in 0..dynamic.size / 16 {
+        let at = dynamic.offset.checked_add(i * 16).ok_or_else(corrupt)? as usize;
+        let (Some(tag), Some(value)) = (u64_at(elf, at), u64_at(elf, at + 8)) else { return Err(corrupt()) };
+        match tag {
+            DT_NULL => break,
+            DT_NEEDED => needed.push(String::from_utf8_lossy(string_at(elf, strtab, value).ok_or_else(corrupt)?).into_owned()),
+            _ => {}
+        }
+    }
+    Ok(needed)
+}
+
+/// The dynamic symbols of a 64-bit little-endian ELF shared object,
+/// without loading it.  `Err` says why not.
+fn dynamic_symbols(elf: &[u8]) -> Result<Vec<DynSym<'_>>, String> {
+    const SHT_DYNSYM: u32 = 11;
+    const SHT_NOBITS: u32 = 8;
+    let bad = corrupt;
+    let sections = sections(elf)?;
     let dynsym = sections.iter().find(|s| s.kind == SHT_DYNSYM).ok_or("no dynamic symbol table: not a shared object")?;
     let strtab = sections.get(dynsym.link as usize).ok_or_else(bad)?;
-    let name_at = |off: u32| -> Option<&[u8]> {
-        let start = (strtab.offset as usize).checked_add(off as usize)?;
-        let rest = elf.get(start..(strtab.offset.checked_add(strtab.size)?) as usize)?;
-        Some(&rest[..rest.iter().position(|&b| b == 0)?])
-    };
+    let name_at = |off: u32| string_at(elf, strtab, u64::from(off));
     let object = |value: u64, size: u64, shndx: u16| -> Option<(&[u8], usize)> {
         let sec = sections.get(shndx as usize)?;
         if sec.kind == SHT_NOBITS || value < sec.addr || value.checked_add(size)? > sec.addr.checked_add(sec.size)? {
@@ -145,8 +183,9 @@ pub fn plugin_info(elf: &[u8]) -> Result<PluginInfo, String> {
             _ => {}
         }
     }
+    let library = needed_libraries(elf)?.into_iter().find_map(|n| n.strip_prefix("$ORIGIN/").filter(|n| is_library_file(n)).map(str::to_string));
     match version {
-        Some((version, version_offset)) => Ok(PluginInfo { version, version_offset, plugin_type, needs }),
+        Some((version, version_offset)) => Ok(PluginInfo { version, version_offset, plugin_type, needs, library }),
         None => Err("no plugin_version symbol: not a Slurm plugin".into()),
     }
 }
@@ -494,6 +533,29 @@ impl TargetDir {
         }
         result
     }
+
+    /// The names of the regular files in the directory that are our
+    /// library of another version than this build's: what an earlier
+    /// install left, which the plugin files installed now no longer name.
+    pub fn other_libraries(&self) -> std::io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(&self.fd_path)? {
+            let entry = entry?;
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
+            if name != LIBRARY_FILE && is_library_file(&name) && entry.file_type()?.is_file() {
+                names.push(name);
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    /// Remove file `name` from the directory (a daemon that has it mapped
+    /// keeps its copy).
+    pub fn remove(&self, name: &str) -> std::io::Result<()> {
+        fs::remove_file(self.at(name))?;
+        self.dir.sync_all()
+    }
 }
 
 /// [`TargetDir::install`] of `dest` in its directory.
@@ -558,8 +620,13 @@ fn target_dir(args: &InstallArgs, names: &[String]) -> Option<Result<TargetDir, 
     let problems = dirs_problems(&dirs_deciding(&dir), dir_stat, user_name);
     if dir.is_dir() {
         let owner = |p: &Path| package_owner(p).or_else(|| fs::canonicalize(p).ok().filter(|c| c != p).and_then(|c| package_owner(&c)));
-        let files: Vec<PathBuf> =
-            std::iter::once(LIBRARY_FILE.to_string()).chain(names.iter().cloned()).map(|n| dir.join(n)).filter(|f| fs::symlink_metadata(f).is_ok()).collect();
+        let earlier = TargetDir::open(&dir).and_then(|t| t.other_libraries()).unwrap_or_default();
+        let files: Vec<PathBuf> = std::iter::once(LIBRARY_FILE.to_string())
+            .chain(earlier)
+            .chain(names.iter().cloned())
+            .map(|n| dir.join(n))
+            .filter(|f| fs::symlink_metadata(f).is_ok())
+            .collect();
         let packaged = package_problems(&dir, &files, owner);
         for p in &packaged {
             tool_error(p);
@@ -603,11 +670,15 @@ pub fn run(args: &InstallArgs) -> u8 {
         },
     };
     let read = |path: &Path| fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()));
-    let library_path = from.join(LIBRARY_FILE);
-    if !library_path.is_file() {
-        tool_error(format!("no {LIBRARY_FILE} in {}: build the plugins (cargo build --release --workspace) or use --from DIR", from.display()));
+    // A build directory holds it under cargo's name, an installed plugin
+    // directory under this version's.
+    let Some(library_path) = [LIBRARY_FILE, BUILT_LIBRARY_FILE].iter().map(|n| from.join(n)).find(|p| p.is_file()) else {
+        tool_error(format!(
+            "no {BUILT_LIBRARY_FILE} or {LIBRARY_FILE} in {}: build the plugins (cargo build --release --workspace) or use --from DIR",
+            from.display()
+        ));
         return EXIT_USAGE;
-    }
+    };
     let library = match read(&library_path) {
         Ok(b) => b,
         Err(e) => {
@@ -690,6 +761,21 @@ pub fn run(args: &InstallArgs) -> u8 {
             return EXIT_USAGE;
         }
         eprintln!("gres-rs: installed {} ({}, Slurm {})", dest.display(), info.plugin_type.as_deref().unwrap_or(name), version_text(info.version));
+    }
+    // Last, the libraries of earlier versions, which only the plugin files
+    // replaced above named: until now a daemon starting found either the
+    // old pair or the new one complete.
+    match target.other_libraries() {
+        Ok(earlier) => {
+            for name in earlier {
+                let path = args.plugin_dir.join(&name);
+                match target.remove(&name) {
+                    Ok(()) => eprintln!("gres-rs: removed {} (an earlier version's library; running daemons keep their copy)", path.display()),
+                    Err(e) => eprintln!("gres-rs: warning: cannot remove {}, an earlier version's library: {e}", path.display()),
+                }
+            }
+        }
+        Err(e) => eprintln!("gres-rs: warning: cannot list {} for earlier versions' libraries: {e}", args.plugin_dir.display()),
     }
     let conf_path = args.slurm_conf.clone().unwrap_or_else(default_slurm_conf);
     let conf = SlurmConf::load(&conf_path).ok();

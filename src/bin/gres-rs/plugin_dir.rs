@@ -33,10 +33,12 @@ pub enum Refused {
     NotAPlugin(String),
     /// Built for another release than slurmd's.
     Release { file: u32, slurmd: u32 },
-    /// One of ours without `libgres_rs.so` beside it: `dlopen()` fails.
-    NoLibrary,
-    /// One of ours whose library lacks the table it needs (another build).
-    LibraryMismatch(Vec<String>),
+    /// One of ours without the library it names (`libgres_rs-<version>.so`)
+    /// beside it: `dlopen()` fails.
+    NoLibrary(String),
+    /// One of ours whose library (named) lacks the table it needs (another
+    /// build).
+    LibraryMismatch(String, Vec<String>),
 }
 
 /// What slurmd does with one plugin name.
@@ -79,11 +81,12 @@ fn verdict(dir: &Path, bytes: &[u8], slurmd: Option<u32>, read: &dyn Fn(&Path) -
     let info = plugin_info(bytes).map_err(Refused::NotAPlugin)?;
     let ours = !info.needs.is_empty();
     if ours {
-        let Some(lib) = read(&dir.join(LIBRARY_FILE)) else { return Err(Refused::NoLibrary) };
+        let name = info.library.clone().unwrap_or_else(|| LIBRARY_FILE.to_string());
+        let Some(lib) = read(&dir.join(&name)) else { return Err(Refused::NoLibrary(name)) };
         let exports = library_exports(&lib).unwrap_or_default();
         let missing: Vec<String> = info.needs.iter().filter(|n| !exports.contains(*n)).cloned().collect();
         if !missing.is_empty() {
-            return Err(Refused::LibraryMismatch(missing));
+            return Err(Refused::LibraryMismatch(name, missing));
         }
     }
     if let Some(s) = slurmd {
@@ -104,8 +107,8 @@ pub fn problems(choices: &[Choice], dirs_text: &str, slurm: &SlurmConf) -> Vec<P
             let why = match why {
                 Refused::NotAPlugin(e) => format!("it is not a plugin slurmd can load ({e})"),
                 Refused::Release { file, slurmd } => format!("it is built for Slurm {}, slurmd is {}", version_text(*file), version_text(*slurmd)),
-                Refused::NoLibrary => format!("{LIBRARY_FILE} is not beside it, so dlopen() fails"),
-                Refused::LibraryMismatch(m) => format!("the {LIBRARY_FILE} beside it is of another build (it lacks {})", m.join(", ")),
+                Refused::NoLibrary(name) => format!("{name}, which it loads, is not beside it, so dlopen() fails"),
+                Refused::LibraryMismatch(name, m) => format!("the {name} beside it is of another build (it lacks {})", m.join(", ")),
             };
             let then = match &c.loaded {
                 Some((p, ours, v)) => format!("and loads {} ({}, Slurm {}) instead", p.display(), who(*ours), version_text(*v)),

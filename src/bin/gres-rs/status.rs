@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use slurm_gpu_gres::core::files::{read_bounded, ReadError, MAX_FILE_LEN};
 use slurm_gpu_gres::core::slurm_conf::SlurmConf;
-use slurm_gpu_gres::LIBRARY_FILE;
+use slurm_gpu_gres::is_library_file;
 
 use crate::install::{plugin_info, version_text};
 use crate::{default_slurm_conf, StatusArgs, StatusFormat, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};
@@ -44,16 +44,11 @@ pub type MappedFile = Mapped<Vec<u8>>;
 /// The most read of `/proc/<pid>/status`, `stat` and `comm` (a few KiB).
 const MAX_PROC_TEXT_LEN: u64 = 64 << 10;
 
-/// Whether a file name is our library's.
-fn is_our_library(name: &str) -> bool {
-    name == LIBRARY_FILE
-}
-
 /// Whether a file name is one of the plugin files shown: GRES plugins of
 /// GPUs (`gres_gpu.so`, `gres_mps.so`, `gres_shard.so`), any gpu plugin
 /// (`gpu_nvml.so`, `gpu_generic.so`, ...), and our library.
 fn shown(name: &str) -> bool {
-    matches!(name, "gres_gpu.so" | "gres_mps.so" | "gres_shard.so") || (name.starts_with("gpu_") && name.ends_with(".so")) || is_our_library(name)
+    matches!(name, "gres_gpu.so" | "gres_mps.so" | "gres_shard.so") || (name.starts_with("gpu_") && name.ends_with(".so")) || is_library_file(name)
 }
 
 /// Text from the system (a path, a process name, a file's contents) as it
@@ -144,7 +139,7 @@ pub fn plugin_uses(
     read: &dyn Fn(&MappedFile) -> Result<Vec<u8>, String>,
     installed: &dyn Fn(&Path) -> Option<FileKey>,
 ) -> Vec<PluginUse> {
-    let library_dirs: Vec<&[u8]> = files.iter().filter(|m| is_our_library(&file_name(&m.path))).map(|m| dir_of(&m.path)).collect();
+    let library_dirs: Vec<&[u8]> = files.iter().filter(|m| is_library_file(&file_name(&m.path))).map(|m| dir_of(&m.path)).collect();
     let mut out = Vec::new();
     for m in files {
         let file = file_name(&m.path);
@@ -152,9 +147,9 @@ pub fn plugin_uses(
             continue;
         }
         let replaced = m.deleted || installed(path_of(&m.path)) != Some((m.dev, m.inode));
-        let ours = is_our_library(&file) || library_dirs.contains(&dir_of(&m.path));
+        let ours = is_library_file(&file) || library_dirs.contains(&dir_of(&m.path));
         let (mut plugin_type, mut release, mut unreadable) = (None, None, None);
-        if !is_our_library(&file) {
+        if !is_library_file(&file) {
             match read(m).and_then(|bytes| plugin_info(&bytes)) {
                 Ok(info) => {
                     plugin_type = info.plugin_type.as_deref().map(escape_str);
@@ -456,7 +451,7 @@ pub fn run(args: &StatusArgs) -> u8 {
 
 /// Whether a daemon runs one of our plugin files (not only the library).
 fn runs_ours(plugins: &[PluginUse]) -> bool {
-    plugins.iter().any(|u| u.ours && !is_our_library(&u.file))
+    plugins.iter().any(|u| u.ours && !is_library_file(&u.file))
 }
 
 /// 0 when a daemon of this host runs one of our plugin files, 1 when the
@@ -486,7 +481,7 @@ pub fn render_text(statuses: &[DaemonStatus], ignored: &[Ignored]) -> String {
             Ok(p) if p.is_empty() => s.push_str("  no GPU GRES or gpu plugin mapped\n"),
             Ok(p) => {
                 for u in p {
-                    let what = u.plugin_type.clone().unwrap_or_else(|| if is_our_library(&u.file) { "library".into() } else { u.file.clone() });
+                    let what = u.plugin_type.clone().unwrap_or_else(|| if is_library_file(&u.file) { "library".into() } else { u.file.clone() });
                     let who = if u.ours { "ours" } else { "stock" };
                     let release = u.release.as_ref().map(|r| format!("Slurm {r}")).unwrap_or_default();
                     let mut line = format!("  {:<12} {who:<6} {release:<14} {}", escape_str(&what), escape_str(&u.path));
