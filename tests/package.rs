@@ -308,6 +308,13 @@ fn the_debian_package_installs_runs_jobs_and_removes_cleanly() {
     assert!(fields.contains(&format!("+slurm{slurm}-1")), "{fields}");
     assert!(fields.contains(&format!("slurm-wlm-basic-plugins (>= {slurm})")) && fields.contains("slurm-wlm-basic-plugins (<< "), "{fields}");
     assert_breaks_other_divert_versions(&deb);
+    // Each package's library comes before the plugin files (dpkg renames
+    // files into place in the order of the data), the divert package's
+    // link to it before its links to them.
+    let divert = PathBuf::from(stdout.lines().rev().nth(1).unwrap_or_default().trim());
+    for package in [&deb, &divert] {
+        assert_library_first(package);
+    }
 
     let _cleanup = Uninstall(!was_installed);
     let (ok, inst) = run(Command::new("apt-get").args(["install", "-y", "-q"]).arg(&deb).env("DEBIAN_FRONTEND", "noninteractive"));
@@ -376,6 +383,8 @@ fn the_debian_package_installs_runs_jobs_and_removes_cleanly() {
         let want = format!("  {t:<12} ours   Slurm {slurm}");
         assert!(ours.lines().any(|l| l.starts_with(&want) && l.contains(&plugin_dir.display().to_string())), "{want} in:\n{ours}");
     }
+    // Under the running daemons: to an earlier version and back.
+    versions_change_under_running_daemons(&c, &deb, &plugin_dir, slurmd);
     c.stop();
 
     // Out of PluginDir and restarted: stock.
@@ -420,6 +429,112 @@ fn the_debian_package_installs_runs_jobs_and_removes_cleanly() {
 
 /// The main package `Breaks` every other version of the divert package,
 /// whose `Depends` pins the main one's exact version.
+/// In the data of package `deb`, our library comes before every plugin
+/// file of its directory.
+fn assert_library_first(deb: &Path) {
+    let (ok, list) = run(Command::new("sh").arg("-c").arg("dpkg-deb --fsys-tarfile \"$1\" | tar -t").arg("sh").arg(deb));
+    assert!(ok, "the data of {}: {list}", deb.display());
+    let at = |name: &str| list.lines().position(|l| l.ends_with(&format!("/{name}"))).unwrap_or_else(|| panic!("no {name} in {}:\n{list}", deb.display()));
+    for f in ["gres_gpu.so", "gres_mps.so", "gres_shard.so", "gpu_nvml.so"] {
+        assert!(at(LIBRARY_FILE) < at(f), "{f} before {LIBRARY_FILE} in {}:\n{list}", deb.display());
+    }
+}
+
+/// `deb` with the library named for an earlier version (the version with
+/// every digit 0), its plugin files naming that library and its
+/// `Version` that earlier one, packed as `build-deb.sh` packs: the package
+/// of an earlier release as far as an upgrade is concerned (file names,
+/// the order dpkg sees them in).
+fn earlier_package(deb: &Path, dir: &Path) -> (PathBuf, String) {
+    let ours = env!("CARGO_PKG_VERSION");
+    let earlier: String = ours.chars().map(|c| if c.is_ascii_digit() { '0' } else { c }).collect();
+    assert_ne!(earlier, ours, "version {ours} has no earlier version of the same length");
+    let earlier_library = LIBRARY_FILE.replace(ours, &earlier);
+    let tree = dir.join("tree");
+    let (ok, out) = run(Command::new("dpkg-deb").arg("-R").arg(deb).arg(&tree));
+    assert!(ok, "dpkg-deb -R {}: {out}", deb.display());
+    let plugins = tree.join(format!("usr/lib/{}/slurm-gpu-gres", multiarch()));
+    std::fs::rename(plugins.join(LIBRARY_FILE), plugins.join(&earlier_library)).unwrap();
+    let (from, to) = (format!("$ORIGIN/{LIBRARY_FILE}"), format!("$ORIGIN/{earlier_library}"));
+    for f in ["gres_gpu.so", "gres_mps.so", "gres_shard.so", "gpu_nvml.so"] {
+        let bytes = std::fs::read(plugins.join(f)).unwrap();
+        let at = bytes.windows(from.len()).position(|w| w == from.as_bytes()).unwrap_or_else(|| panic!("{f} does not name {from}"));
+        let mut patched = bytes.clone();
+        patched[at..at + to.len()].copy_from_slice(to.as_bytes());
+        std::fs::write(plugins.join(f), patched).unwrap();
+    }
+    let control = tree.join("DEBIAN/control");
+    let text = std::fs::read_to_string(&control).unwrap().replace(&format!("{ours}+slurm"), &format!("{earlier}+slurm"));
+    std::fs::write(&control, text).unwrap();
+    // Packed as build-deb.sh packs (the library first).
+    let older = dir.join("earlier.deb");
+    let first = Path::new("/").join(plugins.strip_prefix(&tree).unwrap()).join(&earlier_library);
+    let (ok, out) = run(Command::new("bash").arg(workspace_root().join("packaging/debian/pack-deb.sh")).arg(&tree).arg(&older).arg(&first));
+    assert!(ok, "pack-deb.sh {}: {out}", tree.display());
+    (older, earlier_library)
+}
+
+/// `dpkg -i deb` under strace: the files it renamed into place and
+/// removed in `plugin_dir`, in order ("+name", "-name").
+fn dpkg_install_traced(deb: &Path, plugin_dir: &Path, trace: &Path) -> Vec<String> {
+    let (ok, out) = run(Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=rename,renameat,renameat2,unlink,unlinkat", "-o"])
+        .arg(trace)
+        .args(["dpkg", "-i"])
+        .arg(deb)
+        .env("DEBIAN_FRONTEND", "noninteractive"));
+    assert!(ok, "strace dpkg -i {} (strace installed?):\n{out}", deb.display());
+    let dir = format!("{}/", plugin_dir.display());
+    let mut events = Vec::new();
+    for line in std::fs::read_to_string(trace).unwrap().lines().filter(|l| l.ends_with("= 0")) {
+        let quoted: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
+        let last = quoted.last().and_then(|p| p.strip_prefix(&dir)).filter(|n| !n.contains('/'));
+        match (line.contains("rename"), last) {
+            (true, Some(name)) if quoted.first().is_some_and(|f| f.ends_with(".dpkg-new")) => events.push(format!("+{name}")),
+            (false, Some(name)) if !name.contains(".dpkg-") => events.push(format!("-{name}")),
+            _ => {}
+        }
+    }
+    events
+}
+
+/// Replace the installed package by one of another version while slurmd
+/// runs, and back: each time dpkg puts the new library in place before
+/// every plugin file that names it and removes the old library only after
+/// them, so that a slurmstepd starting at any instant finds a plugin file
+/// with its own library; a step started afterwards maps the new library,
+/// and slurmd goes on running on the files it had mapped.
+fn versions_change_under_running_daemons(c: &Cluster, deb: &Path, plugin_dir: &Path, slurmd: u32) {
+    let dir = TempDir::new(&format!("gres-rs-pkg-upgrade-{}", std::process::id()));
+    let (earlier, earlier_library) = earlier_package(deb, &dir.0);
+    let plugin_files = ["gres_gpu.so", "gres_mps.so", "gres_shard.so", "gpu_nvml.so"];
+    for (step, (package, new, old)) in
+        [(&earlier, earlier_library.as_str(), LIBRARY_FILE), (&deb.to_path_buf(), LIBRARY_FILE, earlier_library.as_str())].into_iter().enumerate()
+    {
+        let events = dpkg_install_traced(package, plugin_dir, &dir.0.join(format!("trace-{step}")));
+        let at = |e: &str| {
+            events.iter().position(|x| x == e).unwrap_or_else(|| panic!("{e} not among dpkg's renames and removals in {}: {events:?}", plugin_dir.display()))
+        };
+        for f in plugin_files {
+            assert!(at(&format!("+{new}")) < at(&format!("+{f}")), "dpkg put {f} in place before {new}, the library it names: {events:?}");
+            assert!(at(&format!("+{f}")) < at(&format!("-{old}")), "dpkg removed {old} before {f} stopped naming it: {events:?}");
+        }
+        assert!(
+            plugin_dir.join(new).is_file() && !plugin_dir.join(old).exists(),
+            "after dpkg -i {}: {:?}",
+            package.display(),
+            std::fs::read_dir(plugin_dir).map(|d| d.count())
+        );
+        let job = c.srun(&["--gres=gpu:1", "sh", "-c", "cat /proc/$PPID/maps"]).expect_ok("a step after the upgrade: its slurmstepd's maps");
+        let (new_path, old_path) = (plugin_dir.join(new).display().to_string(), plugin_dir.join(old).display().to_string());
+        assert!(job.stdout.contains(&new_path) && !job.stdout.contains(&old_path), "the step's slurmstepd maps {new_path}, not {old_path}:\n{job}");
+    }
+    assert_eq!(c.pid(Daemon::Slurmd), Some(slurmd), "slurmd went on running");
+    let (_, status) = gres_rs_status();
+    let lines = status_lines_of(&status, slurmd);
+    assert!(lines.contains("library") && lines.contains("(replaced since the daemon started"), "slurmd runs on the files it mapped, replaced since:\n{lines}");
+}
+
 fn assert_breaks_other_divert_versions(deb: &Path) {
     let (_, v) = run(Command::new("dpkg-deb").args(["-f"]).arg(deb).arg("Version"));
     let (_, breaks) = run(Command::new("dpkg-deb").args(["-f"]).arg(deb).arg("Breaks"));

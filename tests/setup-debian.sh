@@ -21,7 +21,7 @@ set -euo pipefail
 # mariadb-server: the database of the accounting tests' slurmdbd (each
 # test starts its own server in a temporary directory; the package's own
 # service is never started).
-PKGS=(slurmd slurmctld slurm-client munge iproute2 libslurm-dev libclang-dev clang pkg-config valgrind build-essential dpkg-dev time fakeroot man-db rpm rpmlint mariadb-server)
+PKGS=(slurmd slurmctld slurm-client munge iproute2 strace libslurm-dev libclang-dev clang pkg-config valgrind build-essential dpkg-dev time fakeroot man-db rpm rpmlint mariadb-server)
 SRC_CACHE="${GRES_RS_SLURM_SRC:-/var/cache/slurm-gpu-gres/src}"
 export DEBIAN_FRONTEND=noninteractive
 

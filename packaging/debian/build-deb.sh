@@ -229,34 +229,13 @@ Description: memory-safe GPU GRES plugins for Slurm $slurm
  running daemons have loaded.
 EOF
 
-# pack ROOT DEB FIRST: the package of ROOT, with FIRST (a path in it) the
-# first file of its directory in the data tarball. dpkg unpacks files in
-# the tarball's order and renames each into place in that order, and
-# dpkg-deb sorts them by name (the plugin files before libgres_rs-*.so):
-# on an upgrade, a slurmstepd starting between the rename of a new plugin
-# file and that of the new library would find a plugin file naming a
-# library that is not there yet. With the library first, every plugin
-# file, old or new, finds its own library at every instant (the old one
-# is removed only after all new files are in place).
-pack() {
+pack() { # pack ROOT DEB FIRST (packaging/debian/pack-deb.sh)
     if [ "$(id -u)" -eq 0 ]; then
         chown -R root:root "$1"
-        dpkg-deb --root-owner-group -Zxz --build "$1" "$2" >&2
+        bash packaging/debian/pack-deb.sh "$@"
     else
-        fakeroot dpkg-deb --root-owner-group -Zxz --build "$1" "$2" >&2
+        fakeroot bash packaging/debian/pack-deb.sh "$@"
     fi
-    local first="./${3#/}" ar_dir="$work/ar-$(basename "$2")"
-    mkdir "$ar_dir"
-    (cd "$ar_dir" && ar x "$2" && [ -f debian-binary ] && [ -f control.tar.xz ] && [ -f data.tar.xz ])
-    # dpkg-deb's order, with FIRST moved to just after its directory.
-    (cd "$1" && find . -path ./DEBIAN -prune -o -print | LC_ALL=C sort) |
-        awk -v first="$first" -v dir="$(dirname "$first")" '$0 == first { next } { print } $0 == dir { print first }' >"$ar_dir/files"
-    grep -qxF "$first" "$ar_dir/files"
-    tar -C "$1" --no-recursion --numeric-owner --owner=0 --group=0 --format=gnu -T "$ar_dir/files" -cf - | xz -6 >"$ar_dir/data.tar.xz"
-    rm -f "$2"
-    (cd "$ar_dir" && ar rcD "$2" debian-binary control.tar.xz data.tar.xz)
-    dpkg-deb --info "$2" >/dev/null
-    rm -rf "$ar_dir"
 }
 deb="$out/slurm-gpu-gres_${deb_version}_${arch}.deb"
 pack "$root" "$deb" "$plugin_dir/$library"
