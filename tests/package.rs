@@ -581,7 +581,18 @@ fn the_rpm_spec_parses_lints_and_makes_a_source_package() {
     let spec = workspace_root().join("packaging/rpm/slurm-gpu-gres.spec");
     let (ok, parsed) = run(Command::new("rpmspec").arg("-P").arg(&spec).args(["--define", "slurm_version 24.05.8"]));
     assert!(ok, "rpmspec -P:\n{parsed}");
-    for want in ["Release:        1.slurm24.05.8", "BuildRequires:  slurm-devel = 24.05.8", "Requires:       slurm = 24.05.8", "%{_libdir}/slurm-gpu-gres"] {
+    let version = env!("CARGO_PKG_VERSION");
+    // The library in a package of its own, which the plugin files'
+    // requires, so that rpm installs it first (README, "Upgrades").
+    let libs =
+        format!("%files libs\n%license packaging/debian/copyright\n%dir %{{_libdir}}/slurm-gpu-gres\n%{{_libdir}}/slurm-gpu-gres/libgres_rs-{version}.so");
+    assert!(
+        parsed.lines().any(|l| l.starts_with("Requires:       slurm-gpu-gres-libs") && l.ends_with(&format!(") = {version}-1.slurm24.05.8"))),
+        "the plugin files do not require their library's package:\n{parsed}"
+    );
+    for want in
+        ["Release:        1.slurm24.05.8", "BuildRequires:  slurm-devel = 24.05.8", "Requires:       slurm = 24.05.8", "%{_libdir}/slurm-gpu-gres", &libs]
+    {
         let want = want.replace("%{_libdir}", "/usr/lib64");
         assert!(parsed.contains(&want), "{want} not in the parsed spec:\n{parsed}");
     }
@@ -615,8 +626,15 @@ fn the_rpm_spec_parses_lints_and_makes_a_source_package() {
     assert!(outputs[0].contains("gres-rs check --quiet --no-detect"), "%post runs no check:\n{}", outputs[0]);
     assert_prerm_warns(&outputs[1], PACKAGE);
     if have("rpmlint") {
+        // Debian's rpmlint checks Mandriva's naming too: a -libs package
+        // named without %mklibname is an error there, and the convention
+        // of the RHEL-like systems this spec is for.
+        let mandriva_only = "E: lib-package-without-%mklibname";
         let (_, lint) = run(Command::new("rpmlint").arg(&spec));
-        assert!(lint.contains(" 0 errors"), "rpmlint:\n{lint}");
+        let errors = lint.lines().filter(|l| l.contains(" E: ") && !l.contains(mandriva_only)).count();
+        let counted = lint.lines().find_map(|l| l.split_once(" errors").and_then(|(n, _)| n.rsplit(' ').next()?.parse::<usize>().ok()));
+        let ignored = lint.lines().filter(|l| l.contains(mandriva_only)).count();
+        assert!(errors == 0 && counted == Some(ignored), "rpmlint:\n{lint}");
     }
     let top = target_dir().join("rpm-test");
     let _ = std::fs::remove_dir_all(&top);
