@@ -16,6 +16,8 @@
 mod check;
 #[path = "gres-rs/detect.rs"]
 mod detect;
+#[path = "gres-rs/elf.rs"]
+mod elf;
 #[path = "gres-rs/generate.rs"]
 mod generate;
 #[path = "gres-rs/host.rs"]

@@ -15,6 +15,7 @@ use slurm_gpu_gres::plugin_file_bytes;
 use slurm_gpu_gres::plugins::files::PLUGIN_FILES;
 use slurm_gpu_gres::{is_library_file, BUILT_LIBRARY_FILE, LIBRARY_FILE};
 
+use crate::elf::{u32_at, Elf};
 use crate::{default_slurm_conf, tool_error, InstallArgs, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};
 
 /// Where Slurm's own plugins usually are.
@@ -40,127 +41,6 @@ pub struct PluginInfo {
     pub library: Option<String>,
 }
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-
-struct Section {
-    kind: u32,
-    addr: u64,
-    offset: u64,
-    size: u64,
-    link: u32,
-}
-
-/// One entry of an ELF file's dynamic symbol table.
-struct DynSym<'a> {
-    name: &'a [u8],
-    /// Undefined here: to be found in another object at load time.
-    undefined: bool,
-    /// The symbol's object in the file (`None` for code outside the file's
-    /// sections or zero-filled data), and its offset.
-    object: Option<(&'a [u8], usize)>,
-}
-
-fn corrupt() -> String {
-    "truncated or corrupt ELF file".to_string()
-}
-
-/// The section headers of a 64-bit little-endian ELF file.
-fn sections(elf: &[u8]) -> Result<Vec<Section>, String> {
-    if elf.get(..4) != Some(b"\x7fELF") {
-        return Err("not an ELF file".into());
-    }
-    if elf.get(4) != Some(&2) || elf.get(5) != Some(&1) {
-        return Err("not a 64-bit little-endian ELF file".into());
-    }
-    let bad = corrupt;
-    let shoff = u64_at(elf, 0x28).ok_or_else(bad)? as usize;
-    let shentsize = u16_at(elf, 0x3a).ok_or_else(bad)? as usize;
-    let shnum = u16_at(elf, 0x3c).ok_or_else(bad)? as usize;
-    if shentsize < 64 {
-        return Err(bad());
-    }
-    let sections: Vec<Section> = (0..shnum)
-        .map(|i| {
-            let h = shoff.checked_add(i.checked_mul(shentsize)?)?;
-            Some(Section {
-                kind: u32_at(elf, h + 4)?,
-                addr: u64_at(elf, h + 16)?,
-                offset: u64_at(elf, h + 24)?,
-                size: u64_at(elf, h + 32)?,
-                link: u32_at(elf, h + 40)?,
-            })
-        })
-        .collect::<Option<_>>()
-        .ok_or_else(bad)?;
-    Ok(sections)
-}
-
-/// The NUL-terminated string at `off` of string table section `strtab`.
-fn string_at<'a>(elf: &'a [u8], strtab: &Section, off: u64) -> Option<&'a [u8]> {
-    let start = (strtab.offset.checked_add(off)?) as usize;
-    let rest = elf.get(start..(strtab.offset.checked_add(strtab.size)?) as usize)?;
-    Some(&rest[..rest.iter().position(|&b| b == 0)?])
-}
-
-/// The libraries an ELF shared object names in `DT_NEEDED`, in order.
-pub fn needed_libraries(elf: &[u8]) -> Result<Vec<String>, String> {
-    const SHT_DYNAMIC: u32 = 6;
-    const DT_NULL: u64 = 0;
-    const DT_NEEDED: u64 = 1;
-    let sections = sections(elf)?;
-    let Some(dynamic) = sections.iter().find(|s| s.kind == SHT_DYNAMIC) else { return Ok(Vec::new()) };
-    let strtab = sections.get(dynamic.link as usize).ok_or_else(corrupt)?;
-    let mut needed = Vec::new();
-    for i in 0..dynamic.size / 16 {
-        let at = dynamic.offset.checked_add(i * 16).ok_or_else(corrupt)? as usize;
-        let (Some(tag), Some(value)) = (u64_at(elf, at), u64_at(elf, at + 8)) else { return Err(corrupt()) };
-        match tag {
-            DT_NULL => break,
-            DT_NEEDED => needed.push(String::from_utf8_lossy(string_at(elf, strtab, value).ok_or_else(corrupt)?).into_owned()),
-            _ => {}
-        }
-    }
-    Ok(needed)
-}
-
-/// The dynamic symbols of a 64-bit little-endian ELF shared object,
-/// without loading it.  `Err` says why not.
-fn dynamic_symbols(elf: &[u8]) -> Result<Vec<DynSym<'_>>, String> {
-    const SHT_DYNSYM: u32 = 11;
-    const SHT_NOBITS: u32 = 8;
-    let bad = corrupt;
-    let sections = sections(elf)?;
-    let dynsym = sections.iter().find(|s| s.kind == SHT_DYNSYM).ok_or("no dynamic symbol table: not a shared object")?;
-    let strtab = sections.get(dynsym.link as usize).ok_or_else(bad)?;
-    let name_at = |off: u32| string_at(elf, strtab, u64::from(off));
-    let object = |value: u64, size: u64, shndx: u16| -> Option<(&[u8], usize)> {
-        let sec = sections.get(shndx as usize)?;
-        if sec.kind == SHT_NOBITS || value < sec.addr || value.checked_add(size)? > sec.addr.checked_add(sec.size)? {
-            return None;
-        }
-        let start = (sec.offset.checked_add(value - sec.addr)?) as usize;
-        Some((elf.get(start..start.checked_add(size as usize)?)?, start))
-    };
-    let mut symbols = Vec::new();
-    for i in 0..dynsym.size / 24 {
-        let at = (dynsym.offset + i * 24) as usize;
-        let (Some(name), Some(shndx), Some(value), Some(size)) = (u32_at(elf, at), u16_at(elf, at + 6), u64_at(elf, at + 8), u64_at(elf, at + 16)) else {
-            return Err(bad());
-        };
-        let name = name_at(name).ok_or_else(bad)?;
-        symbols.push(DynSym { name, undefined: shndx == 0, object: if shndx == 0 { None } else { object(value, size, shndx) } });
-    }
-    Ok(symbols)
-}
-
 /// Read `plugin_version` (and `plugin_type`, when it is a string in the
 /// file) from the dynamic symbols of a plugin file, and what it needs from
 /// our library.  `Err` says why not.
@@ -168,7 +48,8 @@ pub fn plugin_info(elf: &[u8]) -> Result<PluginInfo, String> {
     let mut version = None;
     let mut plugin_type = None;
     let mut needs = Vec::new();
-    for sym in dynamic_symbols(elf)? {
+    let file = Elf::parse(elf)?;
+    for sym in file.dynamic_symbols()? {
         match (sym.name, sym.object) {
             (name, _) if sym.undefined && name.starts_with(LIBRARY_SYMBOL_PREFIX.as_bytes()) => needs.push(String::from_utf8_lossy(name).into_owned()),
             _ if sym.undefined => {}
@@ -183,7 +64,7 @@ pub fn plugin_info(elf: &[u8]) -> Result<PluginInfo, String> {
             _ => {}
         }
     }
-    let library = needed_libraries(elf)?.into_iter().find_map(|n| n.strip_prefix("$ORIGIN/").filter(|n| is_library_file(n)).map(str::to_string));
+    let library = file.needed()?.into_iter().find_map(|n| n.strip_prefix("$ORIGIN/").filter(|n| is_library_file(n)).map(str::to_string));
     match version {
         Some((version, version_offset)) => Ok(PluginInfo { version, version_offset, plugin_type, needs, library }),
         None => Err("no plugin_version symbol: not a Slurm plugin".into()),
@@ -193,7 +74,8 @@ pub fn plugin_info(elf: &[u8]) -> Result<PluginInfo, String> {
 /// The symbols our library offers the plugin files (their tables of
 /// functions).
 pub fn library_exports(elf: &[u8]) -> Result<BTreeSet<String>, String> {
-    let exports: BTreeSet<String> = dynamic_symbols(elf)?
+    let exports: BTreeSet<String> = Elf::parse(elf)?
+        .dynamic_symbols()?
         .into_iter()
         .filter(|s| !s.undefined && s.name.starts_with(LIBRARY_SYMBOL_PREFIX.as_bytes()))
         .map(|s| String::from_utf8_lossy(s.name).into_owned())

@@ -24,6 +24,7 @@ use slurm_gpu_gres::core::node_conf::{Problem, Severity};
 use slurm_gpu_gres::core::slurm_conf::SlurmConf;
 use slurm_gpu_gres::LIBRARY_FILE;
 
+use crate::elf::Elf;
 use crate::install::{library_exports, plugin_info, version_text};
 
 /// Why slurmd passes over a file.
@@ -269,125 +270,12 @@ pub fn default_plugin_dir(slurmd: &Path, read: &dyn Fn(&Path) -> Option<Vec<u8>>
     // (Debian's /usr/sbin/slurmd is an alternatives link).
     let real = std::fs::canonicalize(slurmd).unwrap_or_else(|_| slurmd.to_path_buf());
     let origin = real.parent().unwrap_or(Path::new("/")).to_string_lossy().into_owned();
-    let search = elf::run_path(&binary)?;
+    let search = Elf::parse(&binary).ok()?.run_path()?;
     search.split(':').filter(|d| !d.is_empty()).map(|d| PathBuf::from(d.replace("${ORIGIN}", &origin).replace("$ORIGIN", &origin))).find_map(|dir| {
         let library = read(&dir.join(SLURM_LIBRARY))?;
-        Some(elf::string_pointed_to(&library, b"default_plugin_path").map(PathBuf::from).filter(|p| p.is_absolute()).unwrap_or(dir))
+        let compiled_in = Elf::parse(&library).ok().and_then(|l| l.string_pointed_to(b"default_plugin_path"));
+        Some(compiled_in.map(PathBuf::from).filter(|p| p.is_absolute()).unwrap_or(dir))
     })
-}
-
-/// What [`default_plugin_dir`] reads of 64-bit little-endian ELF files,
-/// through their section headers.
-mod elf {
-    const SHT_RELA: u32 = 4;
-    const SHT_DYNAMIC: u32 = 6;
-    const SHT_NOBITS: u32 = 8;
-    const SHT_DYNSYM: u32 = 11;
-    const DT_RPATH: u64 = 15;
-    const DT_RUNPATH: u64 = 29;
-    /// `R_X86_64_RELATIVE`, `R_AARCH64_RELATIVE`.
-    const RELATIVE: [u32; 2] = [8, 1027];
-
-    fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-        Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
-    }
-    fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-        Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
-    }
-    fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-        Some(u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
-    }
-
-    struct Section {
-        kind: u32,
-        addr: u64,
-        offset: usize,
-        size: usize,
-        link: u32,
-    }
-
-    fn sections(elf: &[u8]) -> Option<Vec<Section>> {
-        if elf.get(..6) != Some(b"\x7fELF\x02\x01") {
-            return None;
-        }
-        let shoff = usize::try_from(u64_at(elf, 0x28)?).ok()?;
-        let (shentsize, shnum) = (usize::from(u16_at(elf, 0x3a)?), usize::from(u16_at(elf, 0x3c)?));
-        if shentsize < 64 {
-            return None;
-        }
-        (0..shnum)
-            .map(|i| {
-                let h = shoff.checked_add(i.checked_mul(shentsize)?)?;
-                let s = Section {
-                    kind: u32_at(elf, h + 4)?,
-                    addr: u64_at(elf, h + 16)?,
-                    offset: usize::try_from(u64_at(elf, h + 24)?).ok()?,
-                    size: usize::try_from(u64_at(elf, h + 32)?).ok()?,
-                    link: u32_at(elf, h + 40)?,
-                };
-                // Every section with bytes in the file is inside it.
-                (s.kind == SHT_NOBITS || s.offset.checked_add(s.size)? <= elf.len()).then_some(s)
-            })
-            .collect()
-    }
-
-    /// The NUL-terminated string at `at` of `table`.
-    fn string(elf: &[u8], table: &Section, at: usize) -> Option<String> {
-        let bytes = elf.get(table.offset..table.offset + table.size)?.get(at..)?;
-        let text = &bytes[..bytes.iter().position(|&b| b == 0)?];
-        std::str::from_utf8(text).ok().map(str::to_string)
-    }
-
-    /// The NUL-terminated string at address `addr` when the file is loaded.
-    fn string_at_address(elf: &[u8], sections: &[Section], addr: u64) -> Option<String> {
-        let s = sections.iter().find(|s| s.kind != SHT_NOBITS && s.addr != 0 && addr >= s.addr && addr - s.addr < s.size as u64)?;
-        string(elf, s, usize::try_from(addr - s.addr).ok()?)
-    }
-
-    /// The file's `DT_RUNPATH`, else its `DT_RPATH` (the dynamic loader
-    /// ignores the second when the first is there).
-    pub fn run_path(elf: &[u8]) -> Option<String> {
-        let sections = sections(elf)?;
-        let dynamic = sections.iter().find(|s| s.kind == SHT_DYNAMIC)?;
-        let strings = sections.get(dynamic.link as usize)?;
-        let entries = (0..dynamic.size / 16).map_while(|i| Some((u64_at(elf, dynamic.offset + i * 16)?, u64_at(elf, dynamic.offset + i * 16 + 8)?)));
-        let entries: Vec<(u64, u64)> = entries.collect();
-        let value = |tag: u64| entries.iter().find(|(t, _)| *t == tag).and_then(|(_, v)| string(elf, strings, usize::try_from(*v).ok()?));
-        value(DT_RUNPATH).or_else(|| value(DT_RPATH))
-    }
-
-    /// The string the exported pointer variable `symbol` points to (`char
-    /// *symbol = "...";`): the address is the addend of its `RELATIVE`
-    /// relocation (a shared object's), else the word stored in the
-    /// variable (a `REL` or `RELR` relocation's addend, or a fixed
-    /// address).
-    pub fn string_pointed_to(elf: &[u8], symbol: &[u8]) -> Option<String> {
-        let sections = sections(elf)?;
-        let dynsym = sections.iter().find(|s| s.kind == SHT_DYNSYM)?;
-        let names = sections.get(dynsym.link as usize)?;
-        let value = (0..dynsym.size / 24).find_map(|i| {
-            let at = dynsym.offset + i * 24;
-            let (name, shndx, value, size) = (u32_at(elf, at)?, u16_at(elf, at + 6)?, u64_at(elf, at + 8)?, u64_at(elf, at + 16)?);
-            let name = names.offset.checked_add(usize::try_from(name).ok()?)?;
-            let matches = elf.get(name..)?.strip_prefix(symbol).is_some_and(|rest| rest.first() == Some(&0));
-            (matches && shndx != 0 && size == 8).then_some(value)
-        })?;
-        let relocated = sections.iter().filter(|s| s.kind == SHT_RELA).find_map(|s| {
-            (0..s.size / 24).find_map(|i| {
-                let at = s.offset + i * 24;
-                let (offset, info, addend) = (u64_at(elf, at)?, u64_at(elf, at + 8)?, u64_at(elf, at + 16)?);
-                (offset == value && RELATIVE.contains(&((info & 0xffff_ffff) as u32))).then_some(addend)
-            })
-        });
-        let target = match relocated {
-            Some(addend) => addend,
-            None => {
-                let s = sections.iter().find(|s| s.kind != SHT_NOBITS && s.addr != 0 && value >= s.addr && value - s.addr < s.size as u64)?;
-                u64_at(elf, s.offset + usize::try_from(value - s.addr).ok()?)?
-            }
-        };
-        string_at_address(elf, &sections, target)
-    }
 }
 
 #[cfg(test)]
@@ -432,7 +320,7 @@ mod tests {
         // the library happens to be in.
         if let Some(dir) = tiny_slurm("runpath", lib, &["-Wl,-rpath,/nonexistent/lib:$ORIGIN/../lib", "-Wl,--enable-new-dtags"]) {
             let slurmd = dir.join("sbin/slurmd");
-            assert!(elf::run_path(&std::fs::read(&slurmd).unwrap()).unwrap().ends_with("$ORIGIN/../lib"));
+            assert!(Elf::parse(&std::fs::read(&slurmd).unwrap()).unwrap().run_path().unwrap().ends_with("$ORIGIN/../lib"));
             assert_eq!(default_plugin_dir(&slurmd, &read), Some(PathBuf::from("/opt/slurm/lib/slurm")));
             // Its files do not matter: none is read.
             let only = |p: &Path| (p.starts_with(&dir)).then(|| std::fs::read(p).ok()).flatten();
@@ -458,14 +346,14 @@ mod tests {
         // Not ELF, or no RUNPATH: none.
         assert_eq!(default_plugin_dir(Path::new("/x/slurmd"), &|_: &Path| Some(b"#!/bin/sh\n".to_vec())), None);
         assert_eq!(default_plugin_dir(Path::new("/x/slurmd"), &|_: &Path| None), None);
-        assert_eq!(elf::string_pointed_to(b"\x7fELF\x02\x01", b"default_plugin_path"), None);
+        assert!(Elf::parse(b"\x7fELF\x02\x01").is_err());
         // The installed Slurm: the directory of its own plugins.
         let stock = Path::new("/usr/lib/x86_64-linux-gnu/slurm-wlm");
         let slurmd = Path::new("/usr/sbin/slurmd");
         if slurmd.exists() && stock.join(SLURM_LIBRARY).is_file() {
             assert_eq!(default_plugin_dir(slurmd, &read).as_deref(), Some(stock));
             let library = std::fs::read(stock.join(SLURM_LIBRARY)).unwrap();
-            assert_eq!(elf::string_pointed_to(&library, b"default_plugin_path").as_deref(), Some(stock.to_str().unwrap()));
+            assert_eq!(Elf::parse(&library).unwrap().string_pointed_to(b"default_plugin_path").as_deref(), Some(stock.to_str().unwrap()));
         }
     }
 
