@@ -43,7 +43,7 @@ for i in "${!layers[@]}"; do
 done
 echo "==> unsafe code only in the ABI layer and nvml-extra"
 for root in crates/gres-core/src/lib.rs crates/gres-log/src/lib.rs crates/gres-nvml/src/lib.rs \
-    crates/gres-plugins/src/lib.rs src/lib.rs src/bin/gres-rs.rs; do
+    crates/gres-plugins/src/lib.rs src/lib.rs src/bin/gres-rs/main.rs; do
     if ! grep -qxF '#![deny(unsafe_code)]' "$root"; then
         echo "lint: $root lacks #![deny(unsafe_code)]: unsafe belongs in crates/slurm-abi or crates/nvml-extra" >&2
         exit 1

@@ -183,21 +183,21 @@ struct PluginDirs {
 
 impl PluginDirs {
     /// slurm.conf's `PluginDir`, else slurmd's compiled-in default
-    /// (`install::stock_dir`): the directory, searched even when its
+    /// (`installed::stock_dir`): the directory, searched even when its
     /// plugin files are dangling links, as slurmd searches it.
     fn of(slurm: &SlurmConf) -> Option<PluginDirs> {
         let configured = slurm.plugin_dirs();
         let dirs: Vec<PathBuf> =
-            if configured.is_empty() { crate::install::stock_dir().into_iter().collect() } else { configured.iter().map(PathBuf::from).collect() };
+            if configured.is_empty() { crate::installed::stock_dir().into_iter().collect() } else { configured.iter().map(PathBuf::from).collect() };
         if dirs.is_empty() {
             return None;
         }
         let text = dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(":");
-        Some(PluginDirs { dirs, text, slurmd: crate::install::installed_version().map(|(v, _)| v) })
+        Some(PluginDirs { dirs, text, slurmd: crate::installed::installed_version().map(|(v, _)| v) })
     }
 
     fn predict(&self, names: &[&str]) -> Vec<crate::plugin_dir::Choice> {
-        let read = |p: &Path| slurm_gpu_gres::core::files::read_bounded(p, crate::install::MAX_PLUGIN_FILE_LEN).ok();
+        let read = |p: &Path| slurm_gpu_gres::core::files::read_bounded(p, crate::elf::MAX_PLUGIN_FILE_LEN).ok();
         crate::plugin_dir::predict(&self.dirs, names, self.slurmd, &read)
     }
 }

@@ -6,6 +6,10 @@
 //! file: a truncated or corrupt file gives an error or nothing, never a
 //! panic.
 
+/// A plugin file or our library is a few MiB at most: `check` and
+/// `status` read none larger than this.
+pub const MAX_PLUGIN_FILE_LEN: u64 = 64 << 20;
+
 const SHT_RELA: u32 = 4;
 const SHT_DYNAMIC: u32 = 6;
 const SHT_NOBITS: u32 = 8;

@@ -24,8 +24,8 @@ use slurm_gpu_gres::core::node_conf::{Problem, Severity};
 use slurm_gpu_gres::core::slurm_conf::SlurmConf;
 use slurm_gpu_gres::LIBRARY_FILE;
 
-use crate::elf::Elf;
-use crate::install::{library_exports, plugin_info, version_text};
+use crate::install::{library_exports, plugin_info};
+use crate::installed::version_text;
 
 /// Why slurmd passes over a file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -237,47 +237,6 @@ pub fn gpu_problems(pick: &GpuPick, choice: &Choice, dirs_text: &str, slurm: &Sl
     out
 }
 
-// ---------------------------------------------------------------------------
-// slurmd's default PluginDir
-// ---------------------------------------------------------------------------
-
-/// The library slurmd is linked with: it holds the code of slurm.conf's
-/// reading, the default `PluginDir` included.
-pub const SLURM_LIBRARY: &str = "libslurmfull.so";
-
-/// slurmd's `PluginDir` when slurm.conf has none, read from the slurmd
-/// at `slurmd` (`read` gives a file's bytes).
-///
-/// slurmd takes it from `default_plugin_path` (`src/common/read_config.c`:
-/// `conf->plugindir = xstrdup(default_plugin_path)`), a string that
-/// `src/common/Makefile.am` compiles in as the build's `$(pkglibdir)`
-/// (`--libdir`/slurm; Debian's `/usr/lib/<triplet>/slurm-wlm`) and that
-/// lives in `libslurmfull.so`, the library slurmd is linked with.  That
-/// library is installed into the same `$(pkglibdir)` (`src/api/Makefile.am`:
-/// `pkglib_LTLIBRARIES`), which is why slurmd's `RUNPATH` names it.  So:
-/// the `libslurmfull.so` slurmd loads (the first directory of its
-/// `RUNPATH`, else `RPATH`, that has one), and in it the string
-/// `default_plugin_path` points to; where that cannot be read (another
-/// layout of the library), the library's directory, which is the same
-/// `$(pkglibdir)`.  Neither `slurmd -C` nor a running daemon is asked:
-/// the first does not print it, `scontrol show config` shows slurmctld's
-/// value, and neither works when the node's daemons are down.  Nothing in
-/// the directory needs to be a loadable plugin: that is what `check`
-/// finds out.
-pub fn default_plugin_dir(slurmd: &Path, read: &dyn Fn(&Path) -> Option<Vec<u8>>) -> Option<PathBuf> {
-    let binary = read(slurmd)?;
-    // `$ORIGIN`: the directory of the file itself, symlinks resolved
-    // (Debian's /usr/sbin/slurmd is an alternatives link).
-    let real = std::fs::canonicalize(slurmd).unwrap_or_else(|_| slurmd.to_path_buf());
-    let origin = real.parent().unwrap_or(Path::new("/")).to_string_lossy().into_owned();
-    let search = Elf::parse(&binary).ok()?.run_path()?;
-    search.split(':').filter(|d| !d.is_empty()).map(|d| PathBuf::from(d.replace("${ORIGIN}", &origin).replace("$ORIGIN", &origin))).find_map(|dir| {
-        let library = read(&dir.join(SLURM_LIBRARY))?;
-        let compiled_in = Elf::parse(&library).ok().and_then(|l| l.string_pointed_to(b"default_plugin_path"));
-        Some(compiled_in.map(PathBuf::from).filter(|p| p.is_absolute()).unwrap_or(dir))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,75 +245,6 @@ mod tests {
     fn pick(autodetect: AutoDetect, release: (u32, u32, u32), have: &[&str]) -> Option<(&'static str, String, bool)> {
         let b = for_release(release.0, release.1, release.2).unwrap();
         gpu_plugin(autodetect, &b, &|lib: &str| have.contains(&lib)).map(|p| (p.name, p.why, p.required))
-    }
-
-    /// A slurmd and a Slurm library made by `cc` in a new directory of
-    /// this test: `lib/libslurmfull.so` with `lib_source`, `sbin/slurmd`
-    /// linked with it and `link_flags` (its RUNPATH).  `None`: no `cc`.
-    fn tiny_slurm(tag: &str, lib_source: &str, link_flags: &[&str]) -> Option<PathBuf> {
-        use std::process::Command;
-        let dir = std::env::temp_dir().join(format!("gres-rs-default-dir-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        for d in ["lib", "sbin", "src"] {
-            std::fs::create_dir_all(dir.join(d)).unwrap();
-        }
-        std::fs::write(dir.join("src/lib.c"), lib_source).unwrap();
-        std::fs::write(dir.join("src/main.c"), "int slurm_fn(void);\nint main(void) { return slurm_fn(); }\n").unwrap();
-        let cc = |args: &[&str]| Command::new("cc").current_dir(&dir).args(args).status().is_ok_and(|s| s.success());
-        if !cc(&["--version"]) {
-            return None;
-        }
-        assert!(cc(&["-shared", "-fPIC", "-o", "lib/libslurmfull.so", "src/lib.c"]));
-        let mut args = vec!["-o", "sbin/slurmd", "src/main.c", "-Llib", "-lslurmfull"];
-        args.extend_from_slice(link_flags);
-        assert!(cc(&args));
-        Some(dir)
-    }
-
-    #[test]
-    fn default_plugin_dir_as_slurmd_has_it() {
-        let read = |p: &Path| std::fs::read(p).ok();
-        let lib = "int slurm_fn(void) { return 0; }\nchar *default_plugin_path = \"/opt/slurm/lib/slurm\";\n";
-        // The string compiled into the library slurmd's RUNPATH names
-        // ($ORIGIN as the dynamic loader expands it), not the directory
-        // the library happens to be in.
-        if let Some(dir) = tiny_slurm("runpath", lib, &["-Wl,-rpath,/nonexistent/lib:$ORIGIN/../lib", "-Wl,--enable-new-dtags"]) {
-            let slurmd = dir.join("sbin/slurmd");
-            assert!(Elf::parse(&std::fs::read(&slurmd).unwrap()).unwrap().run_path().unwrap().ends_with("$ORIGIN/../lib"));
-            assert_eq!(default_plugin_dir(&slurmd, &read), Some(PathBuf::from("/opt/slurm/lib/slurm")));
-            // Its files do not matter: none is read.
-            let only = |p: &Path| (p.starts_with(&dir)).then(|| std::fs::read(p).ok()).flatten();
-            assert_eq!(default_plugin_dir(&slurmd, &only), Some(PathBuf::from("/opt/slurm/lib/slurm")));
-            // No library where RUNPATH says: none (slurmd would not start).
-            std::fs::remove_file(dir.join("lib/libslurmfull.so")).unwrap();
-            assert_eq!(default_plugin_dir(&slurmd, &read), None);
-            std::fs::remove_dir_all(&dir).unwrap();
-        }
-        // An old-style RPATH, and a library without the variable: its
-        // directory, Slurm's $(pkglibdir) as well.
-        if let Some(dir) = tiny_slurm("rpath", "int slurm_fn(void) { return 0; }\n", &["-Wl,-rpath,$ORIGIN/../lib", "-Wl,--disable-new-dtags"]) {
-            let slurmd = dir.join("sbin/slurmd");
-            let lib_dir = std::fs::canonicalize(dir.join("sbin")).unwrap().join("../lib");
-            assert_eq!(default_plugin_dir(&slurmd, &read), Some(lib_dir));
-            // A symlink to slurmd (Debian's alternatives): $ORIGIN is the
-            // file's own directory.
-            let link = dir.join("src/slurmd");
-            std::os::unix::fs::symlink(&slurmd, &link).unwrap();
-            assert_eq!(default_plugin_dir(&link, &read), default_plugin_dir(&slurmd, &read));
-            std::fs::remove_dir_all(&dir).unwrap();
-        }
-        // Not ELF, or no RUNPATH: none.
-        assert_eq!(default_plugin_dir(Path::new("/x/slurmd"), &|_: &Path| Some(b"#!/bin/sh\n".to_vec())), None);
-        assert_eq!(default_plugin_dir(Path::new("/x/slurmd"), &|_: &Path| None), None);
-        assert!(Elf::parse(b"\x7fELF\x02\x01").is_err());
-        // The installed Slurm: the directory of its own plugins.
-        let stock = Path::new("/usr/lib/x86_64-linux-gnu/slurm-wlm");
-        let slurmd = Path::new("/usr/sbin/slurmd");
-        if slurmd.exists() && stock.join(SLURM_LIBRARY).is_file() {
-            assert_eq!(default_plugin_dir(slurmd, &read).as_deref(), Some(stock));
-            let library = std::fs::read(stock.join(SLURM_LIBRARY)).unwrap();
-            assert_eq!(Elf::parse(&library).unwrap().string_pointed_to(b"default_plugin_path").as_deref(), Some(stock.to_str().unwrap()));
-        }
     }
 
     #[test]

@@ -26,7 +26,8 @@ use slurm_gpu_gres::core::files::{read_bounded, ReadError, MAX_FILE_LEN};
 use slurm_gpu_gres::core::slurm_conf::SlurmConf;
 use slurm_gpu_gres::is_library_file;
 
-use crate::install::{plugin_info, version_text};
+use crate::install::plugin_info;
+use crate::installed::version_text;
 use crate::{default_slurm_conf, StatusArgs, StatusFormat, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};
 
 /// The daemons whose plugins are shown, by `/proc/<pid>/comm`.
@@ -415,7 +416,7 @@ fn status_of(pid: u32, name: &str) -> DaemonStatus {
 }
 
 fn read_limited(path: &Path) -> Result<Vec<u8>, ReadError> {
-    read_bounded(path, crate::install::MAX_PLUGIN_FILE_LEN)
+    read_bounded(path, crate::elf::MAX_PLUGIN_FILE_LEN)
 }
 
 pub fn run(args: &StatusArgs) -> u8 {

@@ -12,25 +12,16 @@
 
 #![deny(unsafe_code)]
 
-#[path = "gres-rs/check.rs"]
 mod check;
-#[path = "gres-rs/detect.rs"]
 mod detect;
-#[path = "gres-rs/elf.rs"]
 mod elf;
-#[path = "gres-rs/generate.rs"]
 mod generate;
-#[path = "gres-rs/host.rs"]
 mod host;
-#[path = "gres-rs/install.rs"]
 mod install;
-#[path = "gres-rs/plugin_dir.rs"]
+mod installed;
 mod plugin_dir;
-#[path = "gres-rs/render.rs"]
 mod render;
-#[path = "gres-rs/sliced.rs"]
 mod sliced;
-#[path = "gres-rs/status.rs"]
 mod status;
 
 use std::path::{Path, PathBuf};
