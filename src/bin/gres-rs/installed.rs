@@ -87,8 +87,18 @@ pub fn find_program(name: &str, root: bool, path: Option<&std::ffi::OsStr>, stat
 /// side).
 pub fn running_as_root() -> bool {
     let status = slurm_gpu_gres::core::files::read_bounded(Path::new("/proc/self/status"), 1 << 16).unwrap_or_default();
-    let effective = String::from_utf8_lossy(&status).lines().find_map(|l| l.strip_prefix("Uid:").and_then(|v| v.split_whitespace().nth(1).map(str::to_string)));
-    effective.is_none_or(|uid| uid == "0")
+    uids_of(&status).is_none_or(|(_, effective)| effective == 0)
+}
+
+/// Real and effective uid from the text of `/proc/<pid>/status`.
+pub fn uids_of(status: &[u8]) -> Option<(u32, u32)> {
+    let line = status.split(|&b| b == b'\n').find_map(|l| l.strip_prefix(b"Uid:"))?;
+    let text = std::str::from_utf8(line).ok()?;
+    let mut ids = text.split_ascii_whitespace().map(|n| n.parse::<u32>());
+    match (ids.next(), ids.next()) {
+        (Some(Ok(real)), Some(Ok(effective))) => Some((real, effective)),
+        _ => None,
+    }
 }
 
 /// [`find_program`] for this process: its user, its `PATH`, the file

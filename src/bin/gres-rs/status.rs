@@ -27,7 +27,7 @@ use slurm_gpu_gres::core::slurm_conf::SlurmConf;
 use slurm_gpu_gres::is_library_file;
 
 use crate::install::plugin_info;
-use crate::installed::version_text;
+use crate::installed::{uids_of, version_text};
 use crate::{default_slurm_conf, StatusArgs, StatusFormat, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE};
 
 /// The daemons whose plugins are shown, by `/proc/<pid>/comm`.
@@ -335,17 +335,6 @@ fn named_like_daemons() -> Result<Vec<(u32, String)>, String> {
     }
     out.sort();
     Ok(out)
-}
-
-/// Real and effective uid from the text of `/proc/<pid>/status`.
-pub fn uids_of(status: &[u8]) -> Option<(u32, u32)> {
-    let line = status.split(|&b| b == b'\n').find_map(|l| l.strip_prefix(b"Uid:"))?;
-    let text = std::str::from_utf8(line).ok()?;
-    let mut ids = text.split_ascii_whitespace().map(|n| n.parse::<u32>());
-    match (ids.next(), ids.next()) {
-        (Some(Ok(real)), Some(Ok(effective))) => Some((real, effective)),
-        _ => None,
-    }
 }
 
 /// What /proc says of process `pid` named `name`; `None` when it is gone.
