@@ -15,20 +15,19 @@
 //! is built for it (`target/slurm-<version>`), the daemons, `slurmd -G`
 //! and valgrind are the chroot's, and `slurmd -G` is timed inside the
 //! chroot (`Chroot::timed_runs`), where it needs munged (a started
-//! cluster).  The NVML nodes need a stock gpu_nvml.so: on the host's
-//! 22.05.8 the one benches/stock-gpu-nvml.sh builds from Debian's source,
-//! in a chroot the test bed's (`TestBed::stock_gpu_nvml`), with the
-//! stand-in's mig-minors where the driver has it (`Chroot::command`).
+//! cluster).  The NVML nodes need the test bed's stock gpu_nvml.so
+//! (`TestBed::stock_gpu_nvml`; on the host `GRES_RS_STOCK_GPU_NVML` may
+//! name another), with the stand-in's mig-minors where the driver has it
+//! (`Chroot::command`; on the host the bench's own mount namespace).
 //! `rss` and `check` run on the host's release only.
 //!
 //! Rows (each a ratio ours/stock; lower is better for ours):
 //! * `slurmd-g`: wall time of `slurmd -G` (median of many runs), on a
 //!   fake-GPU node (`fake_gpus.conf`, both sides), and on NVML stand-in
 //!   nodes (8 GPUs with NVLink; 8 GPUs x 7 MIG devices) where ours detects
-//!   through NVML, and so does stock on the NVLink node with the stock
-//!   gpu_nvml.so that benches/stock-gpu-nvml.sh builds from Debian's
-//!   source (Debian ships none; the MIG node's stock side reads the same
-//!   GPUs from `fake_gpus.conf`); plus the NVML calls of both sides
+//!   through NVML, and so does stock with the test bed's stock
+//!   gpu_nvml.so (Debian ships none; the host's is built from Debian's
+//!   source); plus the NVML calls of both sides
 //!   (stock's also derived from gpu_nvml.c of 22.05.8, see
 //!   `stock_nvml_calls`).
 //!   For the fake-GPU node also the instructions `slurmd -G` executes, as
@@ -534,26 +533,6 @@ fn fake_gpus_of(gpus: &[FixtureGpu], cpus: u32, mig_minors: &Path) -> (String, S
     (lines, gres)
 }
 
-/// The stock gpu/nvml plugin, which Debian does not ship: built from the
-/// Debian source of the installed slurmd against the NVML stand-in
-/// (benches/stock-gpu-nvml.sh), or taken from `GRES_RS_STOCK_GPU_NVML`.
-/// `None` (with the reason) when it cannot be had.
-fn stock_gpu_nvml() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("GRES_RS_STOCK_GPU_NVML") {
-        return Some(PathBuf::from(p));
-    }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let out =
-        Command::new("bash").arg(root.join("benches/stock-gpu-nvml.sh")).arg(root.join("target/stock-gpu-nvml")).arg(standin::library_dir()).output().ok()?;
-    if !out.status.success() {
-        eprintln!("bench: no stock gpu_nvml.so (benches/stock-gpu-nvml.sh failed); the NVML rows compare with fake_gpus.conf:\n{}", text(&out));
-        return None;
-    }
-    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    eprintln!("bench: stock gpu_nvml.so: {}", path.display());
-    Some(path)
-}
-
 /// Where the stock gpu/nvml plugin reads MIG minors (the only place; ours
 /// too, in a release build).
 const MIG_MINORS_PATH: &str = nvml_model::MIG_MINORS_PATH;
@@ -768,9 +747,9 @@ fn rows_slurmd_g(opts: &Opts, bed: &TestBed, build: &Result<testbed::OurBuild, S
     // (a2, a3) NVML stand-in nodes: the host's stock gpu_nvml.so built
     // from Debian's source, a chroot's from the test bed; in a chroot the
     // stand-in's mig-minors is where the driver has it, for both sides.
-    let stock_nvml = match &bed.chroot {
-        None => stock_gpu_nvml(),
-        Some(_) => bed.stock_gpu_nvml().map_err(|e| eprintln!("bench: {e}")).ok(),
+    let stock_nvml = match std::env::var_os("GRES_RS_STOCK_GPU_NVML") {
+        Some(p) if bed.chroot.is_none() => Some(PathBuf::from(p)),
+        _ => bed.stock_gpu_nvml().map_err(|e| eprintln!("bench: {e}")).ok(),
     };
     let mig_minors = mig_minors || bed.chroot.is_some();
     // The stock plugin reads MIG minors from MIG_MINORS_PATH only: without
@@ -785,7 +764,7 @@ fn rows_slurmd_g(opts: &Opts, bed: &TestBed, build: &Result<testbed::OurBuild, S
                 if bed.chroot.is_some() {
                     "AutoDetect=nvml on the NVML stand-in, both sides, timed inside the chroot; stock gpu_nvml.so of the test bed (TestBed::stock_gpu_nvml)"
                 } else {
-                    "AutoDetect=nvml on the NVML stand-in, both sides; stock gpu_nvml.so built from Debian's slurm-wlm source (Debian ships none)"
+                    "AutoDetect=nvml on the NVML stand-in, both sides; stock gpu_nvml.so of the test bed, built from Debian's slurm-wlm source (Debian ships none)"
                 },
             ),
             // Not like with like: no goal.

@@ -5,10 +5,12 @@
 //! gpu/nvml on the same stand-in.
 //!
 //! Debian ships no gpu_nvml.so; the test bed builds the stock one of every
-//! release but the host's 22.05.8 ([`testbed::TestBed::stock_gpu_nvml`]),
-//! where the oracle is the release's stock gres/gpu given the same node in
-//! `fake_gpus.conf` (read by stock gres_gpu.so up to 25.11, by slurmd's
-//! core from 26.05: `gpu_g_get_system_gpu_list`, src/interfaces/gpu.c).
+//! release ([`testbed::TestBed::stock_gpu_nvml`]; the host's 22.05.8 from
+//! Debian's source package).  Where it is missing outside CI,
+//! `autodetect_nvml_matches_fake_gpus_conf` compares with the release's
+//! stock gres/gpu given the same node in `fake_gpus.conf` (read by stock
+//! gres_gpu.so up to 25.11, by slurmd's core from 26.05:
+//! `gpu_g_get_system_gpu_list`, src/interfaces/gpu.c).
 //! gres/gpu is the release's or ours.  In a chroot the stand-in is bound
 //! at its host path ([`standin::chroot_binds`]).  Needs root, the Debian
 //! Slurm packages and `cargo build --workspace` (see crates/test-harness);
@@ -107,14 +109,14 @@ per_release! {
                 let mut stock = node(PluginSet::Stock);
                 stock.extra_stock_plugins = vec![stock_nvml];
                 stock.slurmd_env = env.clone();
-                stock.slurmd_env.push(("GRES_RS_TEST_MIG_MINORS".into(), standin::fixture("mig-minors").to_string_lossy().into_owned()));
+                stock.slurmd_env.push((gres_test_harness::MIG_MINORS_ENV.into(), standin::fixture("mig-minors").to_string_lossy().into_owned()));
                 let want = Cluster::slurmd_g(&stock);
                 assert!(want.normalized().contains("3 GPU system device(s) detected"), "stock gpu/nvml did not detect:\n{}", want.normalized());
                 let lines = gpu_lines(&want);
                 (want, lines)
             }
-            // None in the test bed (the host's 22.05.8): stock gres/gpu on
-            // the node written out in fake_gpus.conf.
+            // None (the test bed was not set up; never in CI): stock
+            // gres/gpu on the node written out in fake_gpus.conf.
             Err(why) => {
                 eprintln!("autodetect_nvml_matches_fake_gpus_conf [Slurm {}]: {why}; the oracle is fake_gpus.conf", bed.version);
                 let mut stock = node(PluginSet::Stock);
@@ -223,10 +225,10 @@ per_release! {
     /// the nominal size, a device NVML cannot name), `slurmd -G` of stock
     /// gpu/nvml + gres/gpu against all of ours.  The stock plugin reads
     /// the driver's `/proc/driver/nvidia-caps/mig-minors` only: the
-    /// fixture's is mounted there in the chroot (`GRES_RS_TEST_MIG_MINORS`).
+    /// fixture's is mounted there for slurmd (`MIG_MINORS_ENV`: in its
+    /// chroot, or its own mount namespace on the host).
     fn mig_types_as_stock_gpu_nvml(bed) {
         let name = format!("mig_types_as_stock_gpu_nvml [Slurm {}]", bed.version);
-        // None for the host's 22.05.8 (tests/nvml_detect.rs has its types).
         let Some(stock_nvml) = bed.stock_gpu_nvml_for("mig_types_as_stock_gpu_nvml") else { return };
         // Typed (slurmd keeps the detected types only then), with the
         // types this release's gpu/nvml gives (`tests/nvml_detect.rs`).
@@ -243,7 +245,7 @@ per_release! {
             c.slurmd_debug = "debug2".into();
             c.gres_types = "gpu".into();
             c.slurmd_env = standin::daemon_env(&standin::fixture("mig_profiles.conf"));
-            c.slurmd_env.push(("GRES_RS_TEST_MIG_MINORS".into(), standin::fixture("mig-minors").to_string_lossy().into_owned()));
+            c.slurmd_env.push((gres_test_harness::MIG_MINORS_ENV.into(), standin::fixture("mig-minors").to_string_lossy().into_owned()));
             bed.on(c)
         };
         let stock = ClusterConfig { extra_stock_plugins: vec![stock_nvml], ..node(PluginSet::Stock) };
@@ -279,7 +281,10 @@ per_release! {
         let want = Cluster::slurmd_g(&stock);
         let Some(ours) = bed.ours_config(node(PluginSet::Ours), "fake_gpus_cpu_masks_as_stock_gpu_nvml") else { return };
         let got = Cluster::slurmd_g(&ours);
-        got.assert_ours_loaded(&["gres_gpu", "gpu_nvml"]);
+        // 22.05's slurmd loads its gpu plugin for nothing but the `~`
+        // masks here, which our gres/gpu converts as gpu/nvml does
+        // without it: stdout and the GPUs below are the proof.
+        got.assert_ours_loaded(if bed.series == "22.05" { &["gres_gpu"] } else { &["gres_gpu", "gpu_nvml"] });
         let show = format!("---- stock gpu/nvml ----\n{}\n---- ours ----\n{}", want.normalized(), got.normalized());
         let masks = |g: &SlurmdG| g.output.stdout.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect::<Vec<_>>();
         let (want_masks, got_masks) = (masks(&want), masks(&got));
@@ -326,12 +331,13 @@ per_release! {
             eprintln!("{name} allow_ecores={allow}:\n{}", want_lines.join("\n"));
             assert!(want.normalized().contains("2 GPU system device(s) detected"), "stock gpu/nvml did not detect:\n{show}");
             assert!(want_lines.iter().any(|l| l.contains("Gres Name=gpu")), "stock gpu/nvml reported no GPU:\n{show}");
-            // slurmd read the hybrid topology (and left the E-cores out):
-            // CoreCnt is the count of CPUs it found.
-            let cpus = if allow { "CoreCnt=24 " } else { "CoreCnt=16 " };
+            // slurmd read the hybrid topology (and, from 23.02, left the
+            // E-cores out): CoreCnt is the count of CPUs it found.
+            let ecores_out = !allow && bed.ours_behaviour().gpu_affinity_enabled_cpus;
+            let cpus = if ecores_out { "CoreCnt=16 " } else { "CoreCnt=24 " };
             assert!(want_lines.iter().chain(&got_lines).all(|l| !l.contains("Gres Name=") || l.contains(cpus)), "slurmd did not see the hybrid CPU ({cpus}):\n{show}");
             assert_eq!(sorted(&got_lines), sorted(&want_lines), "{show}");
-            if !allow {
+            if ecores_out {
                 assert!(got_lines.iter().any(|l| l.contains("Cores=0-7")), "the GPUs keep the P-cores:\n{show}");
             }
         }
@@ -405,8 +411,7 @@ per_release! {
     /// plugin, which sets their clocks and puts the defaults back when the
     /// step ends (seen in the stand-in's call log): application clocks up
     /// to 25.11, locked clocks from 26.05.  The same calls as the release's
-    /// stock gpu/nvml, where the test bed has one (22.05.8: application
-    /// clocks as 22.05's source sets them).  Our gpu_nvml.so proven loaded
+    /// stock gpu/nvml.  Our gpu_nvml.so proven loaded
     /// in slurmd ([`Cluster::assert_ours_gpu_plugin_loaded`]: by its maps,
     /// or where slurmd unloads the gpu plugin by our init line) and in the
     /// step's slurmstepd by its maps.
@@ -446,23 +451,10 @@ per_release! {
         let Some((got, stderr)) = run(PluginSet::OursOnly(vec!["gpu_nvml".into()]), None) else { return };
         // `verbose`: the first GPU's clocks on the step's stderr, as Slurm does.
         assert!(stderr.contains("GpuFreq=memory_freq:2619,graphics_freq:345"), "{stderr}");
-        match bed.stock_gpu_nvml() {
-            Ok(stock_nvml) => {
-                let (want, stock_stderr) = run(PluginSet::Stock, Some(stock_nvml)).expect("the stock side always runs");
-                assert!(!want.is_empty(), "stock set no clocks:\n{stock_stderr}");
-                assert_eq!(got, want, "clock calls, ours vs stock gpu/nvml");
-                assert!(stock_stderr.contains("GpuFreq=memory_freq:2619,graphics_freq:345"), "{stock_stderr}");
-            }
-            Err(why) => {
-                eprintln!("gpu_freq_sets_and_resets_step_clocks [Slurm {}]: {why}; compared with 22.05's calls", bed.version);
-                let want = [
-                    "nvmlDeviceSetApplicationsClocks gpu0 2619 345",
-                    "nvmlDeviceSetApplicationsClocks gpu1 2619 345",
-                    "nvmlDeviceResetApplicationsClocks gpu0",
-                    "nvmlDeviceResetApplicationsClocks gpu1",
-                ];
-                assert_eq!(got, want, "clock calls");
-            }
-        }
+        let Some(stock_nvml) = bed.stock_gpu_nvml_for("gpu_freq_sets_and_resets_step_clocks") else { return };
+        let (want, stock_stderr) = run(PluginSet::Stock, Some(stock_nvml)).expect("the stock side always runs");
+        assert!(!want.is_empty(), "stock set no clocks:\n{stock_stderr}");
+        assert_eq!(got, want, "clock calls, ours vs stock gpu/nvml");
+        assert!(stock_stderr.contains("GpuFreq=memory_freq:2619,graphics_freq:345"), "{stock_stderr}");
     }
 }

@@ -11,7 +11,7 @@
 # releases, trixie (24.11) and sid (26.05), with tests/testbed/debian-chroot.sh
 # under /var/cache/slurm-gpu-gres/chroot (about a minute each the first
 # time, nothing when present; GRES_RS_NO_CHROOTS=1 skips them) with their
-# stock gpu_nvml.so (tests/testbed/stock-gpu-nvml.sh), and the
+# stock gpu_nvml.so and the host's (tests/testbed/stock-gpu-nvml.sh), and the
 # chroots of the releases built from source that GRES_RS_SLURM names, with
 # tests/testbed/slurm-source.sh.
 #
@@ -155,10 +155,12 @@ else
     for suite in trixie sid; do
         "${SUDO[@]}" bash "$(dirname "$0")/testbed/debian-chroot.sh" "$suite" >&2
     done
-    # Their stock gpu_nvml.so, which Debian does not ship (the NVML tests'
-    # stock side; a few seconds each the first time, nothing when present).
-    for suite in trixie sid; do
-        "${SUDO[@]}" bash "$(dirname "$0")/testbed/stock-gpu-nvml.sh" "$suite" >&2
+    # Their stock gpu_nvml.so and the host's, which Debian does not ship
+    # (the NVML tests' stock side; the host's from the Debian source
+    # fetched above; a few seconds each the first time, nothing when
+    # present).
+    for suite in bookworm trixie sid; do
+        "${SUDO[@]}" env GRES_RS_DEBIAN_SRC="$(dirname "$SRC_DIR")" bash "$(dirname "$0")/testbed/stock-gpu-nvml.sh" "$suite" >&2
     done
 fi
 

@@ -6,12 +6,18 @@
 # of the NVML tests detects, sets clocks and reads usage through NVML as
 # ours does (docs/compat.md, "Stock gpu/nvml").
 #
+#   tests/testbed/stock-gpu-nvml.sh bookworm   # for the host's slurmd
 #   tests/testbed/stock-gpu-nvml.sh trixie     # for the trixie chroot's slurmd
 #   tests/testbed/stock-gpu-nvml.sh sid        # for the sid chroot's slurmd
 #
-# The source is SchedMD's tarball of the chroot's series in
-# $GRES_RS_SLURM_SRC (default ../shared/slurm-src): Debian's own source
-# packages of trixie and sid cannot be fetched here.  Where the tarball is
+# The source of bookworm's (the host's 22.05.8) is Debian's own source
+# package of the installed slurmd, with Debian's patches, as
+# tests/setup-debian.sh fetched and unpacked it into
+# $GRES_RS_DEBIAN_SRC (default /var/cache/slurm-gpu-gres/src); it is
+# copied, never built in place.  The source of trixie's and sid's is
+# SchedMD's tarball of the chroot's series in $GRES_RS_SLURM_SRC (default
+# ../shared/slurm-src): Debian's own source packages of trixie and sid
+# cannot be fetched here.  Where the tarball is
 # another point release than the chroot's slurmd (sid: 26.05.5, tarball
 # 26.05.3), its META is given the chroot's version before configure, so
 # that the plugin carries the version slurmd loads (slurmd refuses a
@@ -24,27 +30,29 @@
 # sets locked clocks, HAVE_NVML_MEMORY_CLOCK), only
 # src/plugins/gpu/{common,nvml} built, inside the
 # build base chroot (tests/testbed/debian-chroot.sh build), whose compiler
-# and glibc (Debian 12's) every later release runs; the base itself is not
-# changed (the source is bind-mounted into it).
+# and glibc (Debian 12's) are the host's and every later release runs; the
+# base itself is not changed (the source is bind-mounted into it).
 #
 # The plugin goes to
 # ${GRES_RS_CHROOT_DIR:-/var/cache/slurm-gpu-gres/chroot}/stock-gpu-nvml-<suite>/<version>/gpu_nvml.so
-# with a stamp of the tarball and of this recipe; a present one is reused.
+# with a stamp of the source and of this recipe; a present one is reused.
 # Idempotent; needs root.  Prints the plugin's path as its last line.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SUITE="${1:-}"
 case "$SUITE" in
-    trixie | sid) ;;
+    bookworm | trixie | sid) ;;
     *)
-        echo "usage: $0 trixie|sid" >&2
+        echo "usage: $0 bookworm|trixie|sid" >&2
         exit 2
         ;;
 esac
 BASE="${GRES_RS_CHROOT_DIR:-/var/cache/slurm-gpu-gres/chroot}"
 SRC_DIR="${GRES_RS_SLURM_SRC:-$HERE/../../../shared/slurm-src}"
-ROOT="$BASE/$SUITE"
+DEBIAN_SRC="${GRES_RS_DEBIAN_SRC:-/var/cache/slurm-gpu-gres/src}"
+# bookworm is the host: its slurmd is the machine's own.
+if [ "$SUITE" = bookworm ]; then ROOT=/; else ROOT="$BASE/$SUITE"; fi
 BUILD_BASE="$BASE/build"
 export LC_ALL=C DEBIAN_FRONTEND=noninteractive
 log() { echo "stock-gpu-nvml[$SUITE]: $*" >&2; }
@@ -59,26 +67,40 @@ log() { echo "stock-gpu-nvml[$SUITE]: $*" >&2; }
 }
 
 # The upstream version of the chroot's slurmd, e.g. 24.11.5 (of 24.11.5-4+deb13u1).
-VERSION="$(dpkg-query --admindir="$ROOT/var/lib/dpkg" -W -f='${Version}' slurmd)"
-VERSION="${VERSION#*:}"
+DEB_VERSION="$(dpkg-query --admindir="$ROOT/var/lib/dpkg" -W -f='${Version}' slurmd)"
+VERSION="${DEB_VERSION#*:}"
 VERSION="${VERSION%-*}"
 major="${VERSION%%.*}" rest="${VERSION#*.}"
 minor="${rest%%.*}" micro="${rest#*.}"
-shopt -s nullglob
-found=("$SRC_DIR"/slurm-"$major"-"$minor"-*-1.tar.xz)
-shopt -u nullglob
-[ "${#found[@]}" -eq 1 ] || {
-    log "expected one slurm-$major-$minor-*-1.tar.xz in $SRC_DIR, found ${#found[@]} (set GRES_RS_SLURM_SRC)"
-    exit 1
-}
-TARBALL="${found[0]}"
-SUM="$(sha256sum "$TARBALL" | cut -c1-16)"
+if [ "$SUITE" = bookworm ]; then
+    # Debian's source of this very package version, unpacked (patches
+    # applied) by tests/setup-debian.sh; its .dsc names every file of it.
+    SOURCE="$DEBIAN_SRC/slurm-wlm-$VERSION"
+    DSC="$DEBIAN_SRC/slurm-wlm_${DEB_VERSION#*:}.dsc"
+    [ -f "$SOURCE/configure" ] && [ -f "$DSC" ] || {
+        log "no Debian source of slurm-wlm $VERSION in $DEBIAN_SRC (tests/setup-debian.sh fetches it; set GRES_RS_DEBIAN_SRC)"
+        exit 1
+    }
+    SUM="$(sha256sum "$DSC" | cut -c1-16)"
+    SOURCE_NAME="$(basename "$DSC")"
+else
+    shopt -s nullglob
+    found=("$SRC_DIR"/slurm-"$major"-"$minor"-*-1.tar.xz)
+    shopt -u nullglob
+    [ "${#found[@]}" -eq 1 ] || {
+        log "expected one slurm-$major-$minor-*-1.tar.xz in $SRC_DIR, found ${#found[@]} (set GRES_RS_SLURM_SRC)"
+        exit 1
+    }
+    SOURCE="${found[0]}"
+    SUM="$(sha256sum "$SOURCE" | cut -c1-16)"
+    SOURCE_NAME="$(basename "$SOURCE")"
+fi
 
-# The recipe (this file) and the tarball are the cache key.
+# The recipe (this file) and the source are the cache key.
 RECIPE="$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-16)"
 OUT="$BASE/stock-gpu-nvml-$SUITE/$VERSION"
 STAMP="$OUT/.stamp"
-if [ -f "$OUT/gpu_nvml.so" ] && grep -qx "recipe $RECIPE" "$STAMP" 2>/dev/null && grep -qx "tarball_sha256 $SUM" "$STAMP"; then
+if [ -f "$OUT/gpu_nvml.so" ] && grep -qx "recipe $RECIPE" "$STAMP" 2>/dev/null && grep -qx "source_sha256 $SUM" "$STAMP"; then
     log "reusing $OUT/gpu_nvml.so ($(grep '^built ' "$STAMP"))"
     echo "$OUT/gpu_nvml.so"
     exit 0
@@ -97,10 +119,14 @@ rm -rf --one-file-system "$BASE"/.stock-gpu-nvml-"$SUITE".tmp.*
 mkdir -p "$WORK/src/slurm"
 start=$(date +%s)
 
-tar -xf "$TARBALL" -C "$WORK/src/slurm" --strip-components=1
+if [ "$SUITE" = bookworm ]; then
+    cp -a "$SOURCE/." "$WORK/src/slurm/"
+else
+    tar -xf "$SOURCE" -C "$WORK/src/slurm" --strip-components=1
+fi
 from="$(sed -nE 's/^[[:space:]]*Version:[[:space:]]+([0-9.]+).*/\1/p' "$WORK/src/slurm/META")"
 if [ "$from" != "$VERSION" ]; then
-    log "$(basename "$TARBALL") is $from: building its gpu/nvml with version $VERSION (the chroot's slurmd)"
+    log "$SOURCE_NAME is $from: building its gpu/nvml with version $VERSION (the chroot's slurmd)"
     sed -i -E "s/^([[:space:]]*Micro:[[:space:]]+).*/\1$micro/; s/^([[:space:]]*Version:[[:space:]]+).*/\1$VERSION/" "$WORK/src/slurm/META"
 fi
 
@@ -122,7 +148,7 @@ printf "int nvmlInit(void) { return 0; }\nint nvmlDeviceSetMemoryLockedClocks(vo
 grep -q "^#define HAVE_NVML 1" config.h || { echo "configure did not find NVML ($nvml)"; exit 1; }
 { make -j"$1" -C src/plugins/gpu/common && make -j"$1" -C src/plugins/gpu/nvml; } >make.log 2>&1 || { tail -n 40 make.log; exit 1; }
 '
-log "building src/plugins/gpu/nvml of $(basename "$TARBALL") in the build base"
+log "building src/plugins/gpu/nvml of $SOURCE_NAME in the build base"
 setsid unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
     base=$1 src=$2 script=$3 jobs=$4
     mount --bind "$src" "$base/usr/src/slurm" 2>/dev/null || { mkdir -p "$base/usr/src/slurm"; mount --bind "$src" "$base/usr/src/slurm"; }
@@ -137,8 +163,8 @@ strip --strip-unneeded "$OUT/.gpu_nvml.so.tmp"
 mv "$OUT/.gpu_nvml.so.tmp" "$OUT/gpu_nvml.so"
 {
     echo "recipe $RECIPE"
-    echo "tarball_sha256 $SUM"
-    echo "source $(basename "$TARBALL") ($from), version $VERSION"
+    echo "source_sha256 $SUM"
+    echo "source $SOURCE_NAME ($from), version $VERSION"
     echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(($(date +%s) - start)) s"
 } >"$STAMP"
 log "built $OUT/gpu_nvml.so in $(($(date +%s) - start)) s"

@@ -1511,6 +1511,9 @@ impl Cluster {
             if let Some(ld) = &self.ld_library_path {
                 cmd.env("LD_LIBRARY_PATH", ld);
             }
+            if self.config.chroot.is_none() {
+                cmd = with_mig_minors(cmd);
+            }
             if self.config.is_multi() {
                 let child = self.spawn_daemon(&format!("slurmd-{name}"), cmd)?;
                 self.node_daemons.push((name, child));
@@ -2169,7 +2172,10 @@ impl Cluster {
         // LD_DEBUG goes to stderr: slurmd closes all other descriptors at
         // start, so LD_DEBUG_OUTPUT would lose the plugin dlopen()s.
         cmd.env("LD_DEBUG", "files");
-        let cmd = wrapped(cmd, &config.slurmd_g_wrapper);
+        let mut cmd = wrapped(cmd, &config.slurmd_g_wrapper);
+        if config.chroot.is_none() {
+            cmd = with_mig_minors(cmd);
+        }
         let (output, loaded_files) = split_ld_debug(process::run_with_timeout(cmd, Duration::from_secs(60), &l.capture));
         let r = SlurmdG {
             output,
@@ -2204,7 +2210,10 @@ impl Cluster {
             cmd.env("LD_LIBRARY_PATH", ld);
         }
         cmd.env("LD_DEBUG", "files");
-        let cmd = wrapped(cmd, &self.config.slurmd_g_wrapper);
+        let mut cmd = wrapped(cmd, &self.config.slurmd_g_wrapper);
+        if self.config.chroot.is_none() {
+            cmd = with_mig_minors(cmd);
+        }
         let (output, loaded_files) = split_ld_debug(process::run_with_timeout(cmd, Duration::from_secs(60), &self.layout.capture));
         SlurmdG {
             output,
@@ -2236,6 +2245,51 @@ fn wrapped(cmd: Command, wrapper: &[String]) -> Command {
         w.current_dir(d);
     }
     w
+}
+
+/// The environment variable that gives a daemon's slurmd the driver's
+/// `mig-minors` file (a host path): a chroot's commands mount it where the
+/// driver has it ([`chroot::Chroot::command`]), and so does
+/// [`with_mig_minors`] for the host's.
+pub const MIG_MINORS_ENV: &str = "GRES_RS_TEST_MIG_MINORS";
+
+/// Run by the host's `/bin/sh` in a mount namespace of its own: a tmpfs
+/// over `/proc/driver` with `$GRES_RS_TEST_MIG_MINORS` bound at
+/// `nvidia-caps/mig-minors`, then `exec` of the rest (same PID).
+const HOST_MIG_MINORS_SCRIPT: &str = r#"set -e
+mount -t tmpfs -o mode=755 gres-rs-test /proc/driver
+mkdir -p /proc/driver/nvidia-caps
+: >/proc/driver/nvidia-caps/mig-minors
+mount --bind "$GRES_RS_TEST_MIG_MINORS" /proc/driver/nvidia-caps/mig-minors
+exec "$@"
+"#;
+
+/// `cmd` (a slurmd on the host, not in a chroot) in a mount namespace of
+/// its own where `/proc/driver/nvidia-caps/mig-minors`, the one place the
+/// stock gpu/nvml reads MIG minors from (and ours in a release build), is
+/// the file its [`MIG_MINORS_ENV`] names, as the NVIDIA driver makes it;
+/// `cmd` itself where it has no such variable or the file is there
+/// already (a caller in such a namespace).  `unshare` without `--fork` and
+/// `exec`: the PID is the program's; the namespace and its mounts end with
+/// its last process (slurmd's slurmstepds inherit it).
+fn with_mig_minors(cmd: Command) -> Command {
+    let Some(file) = cmd.get_envs().find(|(k, _)| *k == MIG_MINORS_ENV).and_then(|(_, v)| v.map(PathBuf::from)) else { return cmd };
+    let driver = Path::new(slurm_gpu_gres::core::nvml_model::MIG_MINORS_PATH);
+    if fs::read(driver).ok().is_some_and(|have| fs::read(&file).ok() == Some(have)) {
+        return cmd;
+    }
+    let wrapper = [
+        tool("unshare").to_string_lossy().into_owned(),
+        "--mount".into(),
+        "--propagation".into(),
+        "private".into(),
+        "--".into(),
+        "/bin/sh".into(),
+        "-c".into(),
+        HOST_MIG_MINORS_SCRIPT.into(),
+        "host-mig-minors".into(),
+    ];
+    wrapped(cmd, &wrapper)
 }
 
 /// Splits the dynamic loader's LD_DEBUG=files lines off stderr: (the

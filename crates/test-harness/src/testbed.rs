@@ -422,15 +422,15 @@ impl TestBed {
 
     /// The stock gpu/nvml plugin of this release, as a host path, which
     /// Debian does not ship: for a release built from source, the one its
-    /// build set aside (`tests/testbed/slurm-source.sh`); for trixie and
-    /// sid, the one `tests/testbed/stock-gpu-nvml.sh` built from SchedMD's
-    /// tarball of the series.  Err says why there is none (the host's
-    /// 22.05.8: not built by the test bed).
+    /// build set aside (`tests/testbed/slurm-source.sh`); for the host's
+    /// (bookworm), trixie and sid, the one `tests/testbed/stock-gpu-nvml.sh`
+    /// built (bookworm's from Debian's source package of the host's
+    /// slurmd, the others from SchedMD's tarball of the series).  Err says
+    /// why there is none.
     pub fn stock_gpu_nvml(&self) -> Result<PathBuf, String> {
         let path = match (&self.chroot, self.release.origin) {
-            (None, _) => return Err(format!("no stock gpu_nvml.so for the host's Slurm {} in the test bed", self.version)),
             (Some(root), chroot::Origin::Source) => root.host_path(format!("/usr/lib/{}/slurm-stock-gpu-nvml/gpu_nvml.so", chroot::triplet())),
-            (Some(_), _) => chroot::chroot_base().join(format!("stock-gpu-nvml-{}", self.release.suite)).join(&self.version).join("gpu_nvml.so"),
+            _ => chroot::chroot_base().join(format!("stock-gpu-nvml-{}", self.release.suite)).join(&self.version).join("gpu_nvml.so"),
         };
         if path.is_file() {
             Ok(path)
@@ -445,18 +445,13 @@ impl TestBed {
     }
 
     /// [`TestBed::stock_gpu_nvml`] for a test that compares with it; `None`
-    /// (the test has nothing to compare with) where there is none: printed
-    /// for the host's release, which the test bed builds none for, else
+    /// (the test has nothing to compare with) where there is none, after
     /// [`skip_or_fail`] (a failure under `GRES_RS_REQUIRE_SLURM`/CI).
     #[track_caller]
     pub fn stock_gpu_nvml_for(&self, test: &str) -> Option<PathBuf> {
         let name = format!("{test} [Slurm {}]", self.version);
         match self.stock_gpu_nvml() {
             Ok(p) => Some(p),
-            Err(e) if self.chroot.is_none() => {
-                eprintln!("{name}: {e}; not compared");
-                None
-            }
             Err(e) => {
                 skip_or_fail(&name, &e);
                 None
