@@ -7,8 +7,12 @@
 //! node, and an unrelated process on one of them.  The stock side is the
 //! release's own gpu_nvml.so ([`TestBed::stock_gpu_nvml`]) under stock
 //! gres/gpu; ours is all of ours, proven loaded in slurmd and in the step's
-//! slurmstepd.  No slurmdbd: slurmctld makes the TRES of
-//! `AccountingStorageTRES` itself, and sstat asks the step.
+//! slurmstepd; sacct reads the step's record from a real slurmdbd over
+//! MariaDB.
+//!
+//! The same run has `AcctGatherEnergyType=acct_gather_energy/gpu`: stock gpu/nvml's `energy_read` is empty, so
+//! the step's `ConsumedEnergyRaw` is 0 with stock; ours reads the GPUs'
+//! power (docs/deviations.md, NVML 3), so it is not.
 //!
 //! Needs root, the test bed and `cc` (see crates/test-harness).
 
@@ -57,6 +61,8 @@ struct Seen {
     sstat_tot: (Option<u64>, Option<u64>),
     sacct_max: (Option<u64>, Option<u64>),
     sacct_ave: (Option<u64>, Option<u64>),
+    /// sacct's `ConsumedEnergyRaw` of the step, in joules.
+    energy: Option<u64>,
     show: String,
 }
 
@@ -70,8 +76,13 @@ fn run(bed: &testbed::TestBed, plugins: PluginSet, stock_nvml: &std::path::Path)
     // drains a node whose GPU cores split a socket).
     let mut cfg = ClusterConfig::gpus(plugins.clone(), 0).with_cpus(2, 1, 1).with_gres("gpu:nvidia_h100_80gb_hbm3:2", "AutoDetect=nvml\n");
     cfg.accounting = true;
-    cfg.extra_slurm_conf =
-        vec!["JobAcctGatherType=jobacct_gather/linux".into(), "JobAcctGatherFrequency=task=1".into(), "AccountingStorageTRES=gres/gpumem,gres/gpuutil".into()];
+    cfg.extra_slurm_conf = vec![
+        "JobAcctGatherType=jobacct_gather/linux".into(),
+        "JobAcctGatherFrequency=task=1,energy=1".into(),
+        "AccountingStorageTRES=gres/gpumem,gres/gpuutil".into(),
+        "AcctGatherEnergyType=acct_gather_energy/gpu".into(),
+        "AcctGatherNodeFreq=1".into(),
+    ];
     cfg.slurmd_env = vec![
         ("LD_LIBRARY_PATH".into(), standin::library_dir().to_string_lossy().into_owned()),
         ("GRES_RS_NVML_FIXTURE".into(), fixture_path.to_string_lossy().into_owned()),
@@ -120,7 +131,7 @@ fn run(bed: &testbed::TestBed, plugins: PluginSet, stock_nvml: &std::path::Path)
     let sacct = loop {
         let out = cluster.run(
             "sacct",
-            &["-j", &job.job_id.to_string(), "-n", "-P", "--noconvert", "-o", "JobID,TRESUsageInMax,TRESUsageInAve"],
+            &["-j", &job.job_id.to_string(), "-n", "-P", "--noconvert", "-o", "JobID,TRESUsageInMax,TRESUsageInAve,ConsumedEnergyRaw"],
             Duration::from_secs(20),
         );
         let row = out.stdout.lines().find(|l| l.starts_with(&format!("{step}|")) && l.contains("gres/gpu")).map(str::to_string);
@@ -133,20 +144,23 @@ fn run(bed: &testbed::TestBed, plugins: PluginSet, stock_nvml: &std::path::Path)
     let mut fields = sacct.split('|').skip(1);
     let sacct_max = gpu_tres(fields.next().unwrap_or_default());
     let sacct_ave = gpu_tres(fields.next().unwrap_or_default());
+    let energy = fields.next().and_then(|e| e.trim().parse().ok());
     if plugins != PluginSet::Stock {
         cluster.assert_stepd_ours_loaded(&["gpu_nvml"], &["--gres=gpu:1"]);
     }
     let _ = std::fs::remove_file(&pidfile);
     let _ = std::fs::remove_file(&done);
     let show = format!("job output:\n{}\nsacct: {sacct}\n{}", job.output, cluster.log_tails(30));
-    Some(Seen { sstat_max, sstat_tot, sacct_max, sacct_ave, show })
+    Some(Seen { sstat_max, sstat_tot, sacct_max, sacct_ave, energy, show })
 }
 
 per_release! {
     fn usage_shows_in_sstat_and_sacct_as_with_stock(bed) {
         let name = format!("usage_shows_in_sstat_and_sacct_as_with_stock [Slurm {}]", bed.version);
         if bed.series == "22.05" {
-            eprintln!("{name}: no gpu_p_usage_read before 23.02; nothing to compare");
+            // Its acct_gather_energy_gpu.so needs slurmd's `conf`:
+            // slurmctld cannot load it ("undefined symbol: conf") and exits.
+            eprintln!("{name}: no gpu_p_usage_read before 23.02, and 22.05's acct_gather_energy/gpu cannot load in slurmctld; nothing to compare");
             return;
         }
         let Some(stock_nvml) = bed.stock_gpu_nvml_for("usage_shows_in_sstat_and_sacct_as_with_stock") else { return };
@@ -158,8 +172,17 @@ per_release! {
         let Some(ours) = run(bed, PluginSet::Ours, &stock_nvml) else { return };
         let show = format!("---- stock ----\n{}\n---- ours ----\n{}", stock.show, ours.show);
         for (side, v) in [("stock", &stock), ("ours", &ours)] {
-            eprintln!("{name}: {side}: (gres/gpumem, gres/gpuutil) sstat max {:?} tot {:?}, sacct max {:?} ave {:?}", v.sstat_max, v.sstat_tot, v.sacct_max, v.sacct_ave);
+            eprintln!(
+                "{name}: {side}: (gres/gpumem, gres/gpuutil) sstat max {:?} tot {:?}, sacct max {:?} ave {:?}; ConsumedEnergyRaw {:?}",
+                v.sstat_max, v.sstat_tot, v.sacct_max, v.sacct_ave, v.energy
+            );
         }
+        // Energy: none from stock's empty energy_read; from ours the two
+        // GPUs' power (120 W + 130 W in the fixture) over the seconds the
+        // step ran (at least the 3 s of sstat's wait, at most 2 minutes).
+        assert_eq!(stock.energy, Some(0), "stock, ConsumedEnergyRaw\n{show}");
+        let joules = ours.energy.unwrap_or_default();
+        assert!((250..=250 * 120).contains(&joules), "ours, ConsumedEnergyRaw {joules} J: not 250 W over 1 s to 2 min\n{show}");
         // The task's own usage, its two GPUs summed, the other process not:
         // the same in every view (one task, one node).
         let want = (Some(1536 * MIB), Some(30 + 20));

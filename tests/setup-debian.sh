@@ -18,10 +18,10 @@
 # Prints, as its last line, `GRES_RS_SLURM_SRC=<dir of the unpacked source>`.
 set -euo pipefail
 
-# mariadb-server: the database of the accounting tests' slurmdbd (each
+# slurmdbd, mariadb-server: the accounting tests' slurmdbd and its database (each
 # test starts its own server in a temporary directory; the package's own
 # service is never started).
-PKGS=(slurmd slurmctld slurm-client munge iproute2 strace libslurm-dev libclang-dev clang pkg-config valgrind build-essential dpkg-dev time fakeroot man-db rpm rpmlint mariadb-server)
+PKGS=(slurmd slurmctld slurmdbd slurm-client munge iproute2 strace libslurm-dev libclang-dev clang pkg-config valgrind build-essential dpkg-dev time fakeroot man-db rpm rpmlint mariadb-server)
 SRC_CACHE="${GRES_RS_SLURM_SRC:-/var/cache/slurm-gpu-gres/src}"
 export DEBIAN_FRONTEND=noninteractive
 
