@@ -507,6 +507,46 @@ fn detect_with_given_library_and_files() {
     assert!(err.lines().any(|l| l.starts_with("gres-rs: detect: NVML counts 1 GPU; 7 listed (7 of them MIG devices)")), "{err}");
 }
 
+/// `detect --usage PID`: what gpu/nvml's usage_read accounts to a process
+/// (the stand-in reports PID 4242 with 1 GiB and 30% on GPU 0, 512 MiB in
+/// a graphics context and 20% on GPU 1, another process beside it): both
+/// GPUs summed, the other process not; a process on no GPU gets zeros.
+#[test]
+fn detect_usage_of_a_process() {
+    let lib = standin::library();
+    let fixture = standin::scratch_dir().join("cli-usage-h100x2.conf");
+    let mut text_out = String::new();
+    for line in fs::read_to_string(standin::fixture("h100x2.conf")).unwrap().lines() {
+        text_out.push_str(line);
+        text_out.push('\n');
+        if line.starts_with("uuid GPU-0") {
+            text_out.push_str("proc compute 4242 1024\nutil 4242 30 4\n");
+        } else if line.starts_with("uuid GPU-1") {
+            text_out.push_str("proc compute 999999 4096\nutil 999999 90 40\nproc graphics 4242 512\nutil 4242 20 2\n");
+        }
+    }
+    fs::write(&fixture, text_out).unwrap();
+    let run = |format: &str| {
+        let out = Command::new(GRES_RS)
+            .args(["detect", "--format", format, "--usage", "4242", "--usage", "31337", "--nvml-lib"])
+            .arg(&lib)
+            .env("GRES_RS_NVML_FIXTURE", &fixture)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
+        text(&out.stdout)
+    };
+    let table = run("table");
+    assert!(table.contains("# usage of pid 4242: gres/gpumem=1610612736 gres/gpuutil=50\n"), "{table}");
+    assert!(table.contains("# usage of pid 31337: gres/gpumem=0 gres/gpuutil=0\n"), "{table}");
+    let json: serde_json::Value = serde_json::from_str(&run("json")).unwrap();
+    assert_eq!(json["usage"][0], serde_json::json!({"pid": 4242, "gpumem_bytes": 1610612736u64, "gpuutil_percent": 50}), "{json}");
+    // Without --usage the JSON is as before (no "usage" key).
+    let out = Command::new(GRES_RS).args(["detect", "--format", "json", "--nvml-lib"]).arg(&lib).env("GRES_RS_NVML_FIXTURE", &fixture).output().unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert!(json.get("usage").is_none(), "{json}");
+}
+
 fn stock_dir() -> Option<PathBuf> {
     ["/usr/lib/x86_64-linux-gnu/slurm-wlm", "/usr/lib/aarch64-linux-gnu/slurm-wlm", "/usr/lib64/slurm", "/usr/lib/slurm"]
         .iter()

@@ -23,6 +23,32 @@ struct JsonDetect {
     device_count: u32,
     gpus: Vec<JsonRecord>,
     error: Option<String>,
+    /// `--usage`: one entry per PID asked for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    usage: Vec<JsonUsage>,
+}
+
+/// What gpu/nvml's `usage_read` accounts to one process now.
+#[derive(Serialize)]
+struct JsonUsage {
+    pid: u32,
+    /// `gres/gpumem`, bytes; `None` when NVML could not be used.
+    gpumem_bytes: Option<u64>,
+    /// `gres/gpuutil`, percent of one GPU's SMs.
+    gpuutil_percent: Option<u64>,
+}
+
+/// `--usage`: each PID's accounted usage, through the plugin's own path
+/// (`usage::process_usage`: one view of every GPU, shared by the PIDs).
+fn usage(args: &DetectArgs, log: &mut nvml::Log) -> Vec<JsonUsage> {
+    let paths = paths(args);
+    args.usage
+        .iter()
+        .map(|&pid| {
+            let u = nvml::usage::process_usage(pid, 0, &paths, log);
+            JsonUsage { pid, gpumem_bytes: u.map(|u| u.mem_bytes), gpuutil_percent: u.map(|u| u.sm_util) }
+        })
+        .collect()
 }
 
 fn level_name(level: LogLevel) -> &'static str {
@@ -38,8 +64,17 @@ fn level_name(level: LogLevel) -> &'static str {
 
 /// The text printed for a report in `format` (standard output), and
 /// whether GPUs were found.
-fn render(report: &DetectReport, args: &DetectArgs) -> (String, bool) {
+fn render(report: &DetectReport, args: &DetectArgs, usage: Vec<JsonUsage>) -> (String, bool) {
     let found = report.error.is_none() && !report.gpus.is_empty();
+    let mut usage_lines = String::new();
+    if args.format != DetectFormat::Json {
+        for u in &usage {
+            match (u.gpumem_bytes, u.gpuutil_percent) {
+                (Some(m), Some(p)) => usage_lines.push_str(&format!("# usage of pid {}: gres/gpumem={m} gres/gpuutil={p}\n", u.pid)),
+                _ => usage_lines.push_str(&format!("# usage of pid {}: NVML not available\n", u.pid)),
+            }
+        }
+    }
     let text = match args.format {
         DetectFormat::Json => {
             let json = JsonDetect {
@@ -53,6 +88,7 @@ fn render(report: &DetectReport, args: &DetectArgs) -> (String, bool) {
                 device_count: report.device_count,
                 gpus: report.gpus.iter().map(JsonRecord::new).collect(),
                 error: report.error.as_ref().map(ToString::to_string),
+                usage,
             };
             let mut s = serde_json::to_string_pretty(&json).unwrap_or_default();
             s.push('\n');
@@ -80,7 +116,7 @@ fn render(report: &DetectReport, args: &DetectArgs) -> (String, bool) {
             s
         }
     };
-    (text, found)
+    (text + &usage_lines, found)
 }
 
 /// Where NVML and the device files are: the system's places, or the
@@ -102,12 +138,18 @@ fn paths(args: &DetectArgs) -> nvml::Paths {
 pub fn run(args: &DetectArgs) -> u8 {
     let cpus = host::local_cpus().map_or(1, |c| c.cpus);
     let report = nvml::detect_report(&StandaloneHost::default(), NodeConfig { cpu_cnt: cpus, in_slurmd: true }, &paths(args));
+    let mut usage_log = nvml::Log::new(LogLevel::Debug3);
+    let usage = usage(args, &mut usage_log);
     if args.verbose {
-        for l in &report.log {
+        for l in report.log.iter().chain(usage_log.lines()) {
             eprintln!("gres-rs: {}: {}", level_name(l.level), l.message);
         }
+    } else {
+        for m in usage_log.at_most(LogLevel::Error) {
+            eprintln!("gres-rs: error: {m}");
+        }
     }
-    let (text, found) = render(&report, args);
+    let (text, found) = render(&report, args, usage);
     print!("{text}");
     if let Some(e) = &report.error {
         eprintln!("gres-rs: error: NVML is not available: {e}");
@@ -165,7 +207,7 @@ mod tests {
     use slurm_gpu_gres::nvml::DetectError;
 
     fn args(format: DetectFormat) -> DetectArgs {
-        DetectArgs { format, node_name: Some("gpu01".into()), verbose: false, nvml_lib: None, dev_dir: None, mig_minors: None }
+        DetectArgs { format, node_name: Some("gpu01".into()), verbose: false, nvml_lib: None, dev_dir: None, mig_minors: None, usage: Vec::new() }
     }
 
     fn report() -> DetectReport {
@@ -191,17 +233,17 @@ mod tests {
 
     #[test]
     fn formats() {
-        let (t, found) = render(&report(), &args(DetectFormat::GresConf));
+        let (t, found) = render(&report(), &args(DetectFormat::GresConf), Vec::new());
         assert!(found);
         assert!(t.contains("\nNodeName=gpu01 Name=gpu Type=nvidia_a100-sxm4-80gb File=/dev/nvidia0 Cores=0-3 Links=-1\n"), "{t}");
-        let (t, _) = render(&report(), &args(DetectFormat::Json));
+        let (t, _) = render(&report(), &args(DetectFormat::Json), Vec::new());
         let v: serde_json::Value = serde_json::from_str(&t).unwrap();
         assert_eq!(v["gpus"][0]["type"], "nvidia_a100-sxm4-80gb");
         assert_eq!(v["gpus"][0]["file"], "/dev/nvidia0");
         assert!(v["error"].is_null());
-        let (t, _) = render(&report(), &args(DetectFormat::Table));
+        let (t, _) = render(&report(), &args(DetectFormat::Table), Vec::new());
         assert!(t.contains("nvidia_a100-sxm4-80gb"), "{t}");
-        let (t, _) = render(&report(), &args(DetectFormat::SlurmConf));
+        let (t, _) = render(&report(), &args(DetectFormat::SlurmConf), Vec::new());
         assert!(t.ends_with("\nNodeName=gpu01 Gres=gpu:nvidia_a100-sxm4-80gb:1 Features=a100\n"), "{t}");
         assert_eq!(summary(&report(), 0), "NVML counts 1 GPU; 1 listed");
         assert_eq!(summary(&report(), 2), "NVML counts 1 GPU; 1 listed; 2 errors above: what it concerns is left out");
@@ -223,10 +265,10 @@ mod tests {
         let mut r = report();
         r.gpus.clear();
         r.error = Some(DetectError::Library { path: "libnvidia-ml.so.1".into(), reason: "not found".into() });
-        let (t, found) = render(&r, &args(DetectFormat::Table));
+        let (t, found) = render(&r, &args(DetectFormat::Table), Vec::new());
         assert!(!found);
         assert!(t.is_empty());
-        let (t, _) = render(&r, &args(DetectFormat::Json));
+        let (t, _) = render(&r, &args(DetectFormat::Json), Vec::new());
         assert!(t.contains("Cannot load the NVML library"), "{t}");
     }
 }

@@ -136,10 +136,16 @@ Ask NVML (libnvidia-ml.so.1, or the library given by --nvml-lib) for the
 GPUs of this host, with the same names, device files, CPU affinity and
 NVLinks as gres/gpu with AutoDetect=nvml sees them, MIG devices included.
 
+With --usage PID, also what ours' gpu/nvml accounts to that process at
+a poll of a step (sstat and sacct show it as gres/gpumem, in bytes
+summed over the GPUs, and gres/gpuutil, in percent of one GPU's SMs
+summed over the GPUs): the same NVML calls, the same rule.
+
 EXAMPLES
     gres-rs detect
     gres-rs detect --format gres-conf --node-name gpu07 >> gres.conf
     gres-rs detect --nvml-lib /opt/nvidia/lib64/libnvidia-ml.so.1
+    gres-rs detect --usage $(pgrep -n python)
 
 EXIT STATUS
     0   GPUs were detected
@@ -384,6 +390,9 @@ pub struct DetectArgs {
     /// The driver's mig-minors file [default: /proc/driver/nvidia-caps/mig-minors]
     #[arg(long, value_name = "FILE")]
     pub mig_minors: Option<PathBuf>,
+    /// Also print the gres/gpumem and gres/gpuutil that gpu/nvml accounts to process PID now (repeatable)
+    #[arg(long, value_name = "PID")]
+    pub usage: Vec<u32>,
 }
 
 #[derive(Args, Debug)]
