@@ -137,7 +137,10 @@ fn paths(args: &DetectArgs) -> nvml::Paths {
 
 pub fn run(args: &DetectArgs) -> u8 {
     let cpus = host::local_cpus().map_or(1, |c| c.cpus);
-    let report = nvml::detect_report(&StandaloneHost::default(), NodeConfig { cpu_cnt: cpus, in_slurmd: true }, &paths(args));
+    // As the release the plugins are built for detects (MIG type names,
+    // whole GPUs' UniqueId=), as `check` predicts it.
+    let host = StandaloneHost::new(*slurm_gpu_gres::ffi::behaviour::build());
+    let report = nvml::detect_report(&host, NodeConfig { cpu_cnt: cpus, in_slurmd: true }, &paths(args));
     let mut usage_log = nvml::Log::new(LogLevel::Debug3);
     let usage = usage(args, &mut usage_log);
     if args.verbose {
