@@ -1,7 +1,8 @@
 #!/bin/bash
 # The checks every commit passes before its tests (run by tests/run.sh):
 # formatting, clippy with warnings as errors (default features and the
-# test builds' features), the layers (each crate depends only on those
+# test builds' features), the documentation without a warning (broken
+# intra-doc links), the layers (each crate depends only on those
 # below it; unsafe code only in the ABI layer and nvml-extra), a build with
 # the rust-version the manifest declares (Debian's own rustc of that
 # version), and cargo-deny's license, ban and source checks (deny.toml).  cargo-deny is installed from crates.io into
@@ -21,6 +22,9 @@ echo "==> cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "==> cargo clippy (test features)"
 cargo clippy --workspace --all-targets --features fault-injection,test-hooks -- -D warnings
+
+echo "==> cargo doc --workspace --no-deps, warnings as errors (every intra-doc link resolves)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
 echo "==> the pure core depends on no build-time tool and no Slurm"
 core_deps="$(cargo tree -p gres-core -e normal,build --prefix none --format '{p}')"

@@ -688,7 +688,7 @@ pub fn slurmd_line(r: &GresRecord) -> String {
 /// [`slurmd_line`] as release `b` writes it: from 23.02
 /// ([`Behaviour::record_line_flags`]) `... Links=<links or (null)>
 /// Flags=<flags>`, the flags spelt as that release's `gres_flags2str()`
-/// ([`flags_to_string_as`]).
+/// ([`flags_to_string_as`](crate::model::flags_to_string_as)).
 ///
 /// [`Behaviour::record_line_flags`]: crate::behaviour::Behaviour::record_line_flags
 pub fn slurmd_line_as(r: &GresRecord, b: &crate::behaviour::Behaviour) -> String {

@@ -138,7 +138,7 @@ pub fn test_cpu_mask(keyword: &str) -> Option<String> {
 /// keyword.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TestCpuMask {
-    /// The line it prints on the daemon's stdout (see [`cpu_words_line`]).
+    /// The line it prints on the daemon's stdout (see `cpu_words_line`).
     pub stdout_line: String,
     /// The machine CPU range it returns (empty for `~zero`).
     pub range: String,

@@ -3,7 +3,7 @@
 //! file on its own to make the plugin files.
 
 /// Which interface a plugin file offers (its functions are listed in
-/// [`crate::ffi::entry_points`]).
+/// `entry_points` of the ABI layer, `crates/slurm-abi/src/entry_points.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Interface {
     /// `gres_p_*`: a generic resource.

@@ -2249,8 +2249,8 @@ fn wrapped(cmd: Command, wrapper: &[String]) -> Command {
 
 /// The environment variable that gives a daemon's slurmd the driver's
 /// `mig-minors` file (a host path): a chroot's commands mount it where the
-/// driver has it ([`chroot::Chroot::command`]), and so does
-/// [`with_mig_minors`] for the host's.
+/// driver has it ([`chroot::Chroot::command`]), and so does the host's
+/// slurmd's own mount namespace the harness makes.
 pub const MIG_MINORS_ENV: &str = "GRES_RS_TEST_MIG_MINORS";
 
 /// Run by the host's `/bin/sh` in a mount namespace of its own: a tmpfs

@@ -1,6 +1,6 @@
 //! The test bed's Slurm releases as tests iterate them: which releases a
 //! run selects (`GRES_RS_SLURM`), where each one's Slurm lives (the host
-//! or a [`chroot`](crate::chroot)), what stock does differently there
+//! or a [`chroot`]), what stock does differently there
 //! ([`Behaviour`], an explicit table), and our build for it
 //! ([`TestBed::our_build`]).
 //!
