@@ -270,7 +270,7 @@ fn install_dir(name: &str) -> Option<Dir> {
     fs::set_permissions(&d, fs::Permissions::from_mode(0o755)).unwrap();
     let safe = |a: &Path| fs::metadata(a).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0);
     if let Some(unsafe_dir) = d.ancestors().find(|a| !safe(a)) {
-        eprintln!("{name}: skipped ({} is not root's, or is writable by others: install would refuse it)", unsafe_dir.display());
+        gres_test_harness::ledger::skipped(name, &format!("{} is not root's, or is writable by others: install would refuse it", unsafe_dir.display()));
         return None;
     }
     Some(Dir(d))
@@ -409,7 +409,7 @@ fn install_leaves_a_directory_at_a_files_name() {
 #[test]
 fn install_refuses_the_package_managers_dir() {
     let Some(stock) = stock_dir() else {
-        eprintln!("install_refuses_the_package_managers_dir: skipped (no Slurm plugins installed)");
+        gres_test_harness::ledger::skipped("install_refuses_the_package_managers_dir", "no Slurm plugins installed");
         return;
     };
     let Some(package) = Command::new("dpkg")
@@ -420,7 +420,7 @@ fn install_refuses_the_package_managers_dir() {
         .filter(|o| o.status.success())
         .and_then(|o| text(&o.stdout).lines().find_map(|l| l.strip_suffix(&format!(": {}", stock.display())).map(str::to_string)))
     else {
-        eprintln!("install_refuses_the_package_managers_dir: skipped (dpkg does not know {})", stock.display());
+        gres_test_harness::ledger::skipped("install_refuses_the_package_managers_dir", &format!("dpkg does not know {}", stock.display()));
         return;
     };
     let snapshot = || -> Vec<(String, Vec<u8>, u32)> {
@@ -440,7 +440,7 @@ fn install_refuses_the_package_managers_dir() {
             .unwrap()
     };
     if !Command::new("unshare").args(["--mount", "true"]).status().is_ok_and(|s| s.success()) {
-        eprintln!("install_refuses_the_package_managers_dir: skipped (no unshare --mount: not root?)");
+        gres_test_harness::ledger::skipped("install_refuses_the_package_managers_dir", "no unshare --mount: not root?");
         return;
     }
     let before = snapshot();
@@ -557,7 +557,7 @@ fn stock_dir() -> Option<PathBuf> {
 #[test]
 fn install_plugins() {
     let Some(stock) = stock_dir() else {
-        eprintln!("install_plugins: skipped (no Slurm plugins installed)");
+        gres_test_harness::ledger::skipped("install_plugins", "no Slurm plugins installed");
         return;
     };
     // The plugin files are built into gres-rs; the library comes from
@@ -714,7 +714,7 @@ fn fake_devices(dir: &Dir) -> Option<PathBuf> {
     for minor in 0..2 {
         let st = Command::new("mknod").arg(dev.join(format!("nvidia{minor}"))).args(["c", "195", &minor.to_string()]).status().ok()?;
         if !st.success() {
-            eprintln!("skipped: mknod failed (not root?)");
+            gres_test_harness::ledger::skipped("fake device files", "mknod failed (not root?)");
             return None;
         }
     }
@@ -1022,7 +1022,7 @@ fn check_predicts_which_plugin_file_slurmd_loads() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stock = "/usr/lib/x86_64-linux-gnu/slurm-wlm";
     if !Path::new(stock).join("gres_gpu.so").is_file() {
-        eprintln!("check_predicts_which_plugin_file_slurmd_loads: no stock plugins in {stock}: skipped");
+        gres_test_harness::ledger::skipped("check_predicts_which_plugin_file_slurmd_loads", &format!("no stock plugins in {stock}"));
         return;
     }
     let o = ours.0.display().to_string();
@@ -1109,7 +1109,7 @@ fn autodetect_nvml_and_gpu_energy_without_a_driver() {
     let host = Command::new("hostname").arg("-s").output().map(|o| text(&o.stdout).trim().to_string()).unwrap_or_default();
     let have_driver = Path::new("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1").exists() || Path::new("/usr/lib64/libnvidia-ml.so.1").exists();
     if host.is_empty() || have_driver {
-        eprintln!("autodetect_nvml_and_gpu_energy_without_a_driver: needs a host without the NVIDIA driver: skipped");
+        gres_test_harness::ledger::skipped("autodetect_nvml_and_gpu_energy_without_a_driver", "needs a host without the NVIDIA driver");
         return;
     }
     let d = conf(
@@ -1223,7 +1223,7 @@ fn check_nvml_host(name: &str, dirs: &str, lib_dir: &Dir, slurmd: &str, extra: &
 fn gpu_plugin_slurmd_picks_and_its_file() {
     let stock = "/usr/lib/x86_64-linux-gnu/slurm-wlm";
     if host_has_nvml() || !Path::new(stock).join("gpu_generic.so").is_file() || Path::new(stock).join("gpu_nvml.so").exists() {
-        eprintln!("gpu_plugin_slurmd_picks_and_its_file: needs Debian's stock plugins (no gpu_nvml.so) and no NVIDIA driver: skipped");
+        gres_test_harness::ledger::skipped("gpu_plugin_slurmd_picks_and_its_file", "needs Debian's stock plugins (no gpu_nvml.so) and no NVIDIA driver");
         return;
     }
     let Some(ours) = install_dir("gpu-plugin") else { return };
@@ -1297,7 +1297,7 @@ fn gpu_plugin_slurmd_picks_and_its_file() {
 fn autodetect_nvml_with_the_driver_but_no_development_link() {
     let stock = "/usr/lib/x86_64-linux-gnu/slurm-wlm";
     if host_has_nvml() || !Path::new(stock).join("gpu_generic.so").is_file() {
-        eprintln!("autodetect_nvml_with_the_driver_but_no_development_link: needs Debian's stock plugins and no NVIDIA driver: skipped");
+        gres_test_harness::ledger::skipped("autodetect_nvml_with_the_driver_but_no_development_link", "needs Debian's stock plugins and no NVIDIA driver");
         return;
     }
     let Some(ours) = install_dir("nvml-so1-only") else { return };
@@ -1367,7 +1367,7 @@ fn autodetect_nvml_with_the_driver_but_no_development_link() {
 #[test]
 fn detect_warns_when_slurmd_would_not_pick_gpu_nvml() {
     if host_has_nvml() {
-        eprintln!("detect_warns_when_slurmd_would_not_pick_gpu_nvml: this host has an NVIDIA driver: skipped");
+        gres_test_harness::ledger::skipped("detect_warns_when_slurmd_would_not_pick_gpu_nvml", "this host has an NVIDIA driver");
         return;
     }
     let fixture = standin::scratch_dir().join("cli-detect-a100.conf");
@@ -1413,11 +1413,11 @@ fn detect_warns_when_slurmd_would_not_pick_gpu_nvml() {
 fn check_searches_slurmds_default_plugin_dir_even_with_dangling_links() {
     let name = "check_searches_slurmds_default_plugin_dir_even_with_dangling_links";
     let Some(stock) = stock_dir() else {
-        eprintln!("{name}: skipped (no Slurm plugins installed)");
+        gres_test_harness::ledger::skipped(name, "no Slurm plugins installed");
         return;
     };
     if !Command::new("unshare").args(["--mount", "true"]).status().is_ok_and(|s| s.success()) {
-        eprintln!("{name}: skipped (no unshare --mount: not root?)");
+        gres_test_harness::ledger::skipped(name, "no unshare --mount: not root?");
         return;
     }
     // The stock directory as the rollback leaves it: Slurm's library, and

@@ -148,11 +148,11 @@ fn run_valgrind(c: &Cluster) -> String {
 per_release! {
     fn merging_leaks_nothing_of_ours(bed) {
     if !valgrind_available(bed) {
-        let msg = format!("merging_leaks_nothing_of_ours: no valgrind for {} (apt-get install valgrind)", bed.label());
+        let why = format!("no valgrind for {} (apt-get install valgrind)", bed.label());
         if strict_mode() {
-            panic!("{msg}");
+            panic!("merging_leaks_nothing_of_ours: {why}");
         }
-        eprintln!("{msg}; skipped");
+        harness::ledger::skipped("merging_leaks_nothing_of_ours", &why);
         return;
     }
     let start = Instant::now();

@@ -254,7 +254,8 @@ per_release! {
         scn.config = bed.on(scn.config);
         let stock = run_scenario(&scn, PluginSet::Stock);
         if !stock.runs[0].ok {
-            eprintln!("gpu_constrained_devices_local_index: task/cgroup does not work here; skipped:\n{}", stock.runs[0].output);
+            eprintln!("{}", stock.runs[0].output);
+            harness::ledger::skipped("gpu_constrained_devices_local_index", "task/cgroup does not work here");
             return;
         }
         let mut ours_cfg = scn.config.clone();

@@ -575,7 +575,7 @@ fn the_rpm_spec_parses_lints_and_makes_a_source_package() {
     let have = |tool: &str| Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
     if !have("rpmspec") || !have("rpmbuild") {
         assert!(!strict_mode(), "rpmspec/rpmbuild missing (tests/setup-debian.sh installs rpm)");
-        eprintln!("the_rpm_spec_parses_lints_and_makes_a_source_package: no rpmspec/rpmbuild: skipped");
+        harness::ledger::skipped("the_rpm_spec_parses_lints_and_makes_a_source_package", "no rpmspec/rpmbuild");
         return;
     }
     let spec = workspace_root().join("packaging/rpm/slurm-gpu-gres.spec");

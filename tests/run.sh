@@ -50,6 +50,26 @@ cargo build --release --workspace
 echo "==> cargo build --workspace --features fault-injection,test-hooks (target/test-build)"
 cargo build --workspace --features fault-injection,test-hooks --target-dir "${CARGO_TARGET_DIR:-target}/test-build"
 
+# Every test that needs a real Slurm (or a host of some kind) says in
+# this file whether it ran or was skipped, and why (gres-test-harness
+# ledger); the last line of the run counts them.
+GRES_RS_TEST_LEDGER="$(pwd)/${CARGO_TARGET_DIR:-target}/test-ledger.tsv"
+export GRES_RS_TEST_LEDGER
+: >"$GRES_RS_TEST_LEDGER"
+ledger_summary() {
+    local rc=$? ran skipped releases
+    [ -f "$GRES_RS_TEST_LEDGER" ] || return "$rc"
+    echo "==> tests skipped, by reason:"
+    awk -F'\t' '$1 == "skipped" { print $3 }' "$GRES_RS_TEST_LEDGER" | sort | uniq -c | sort -rn
+    ran=$(grep -c '^ran' "$GRES_RS_TEST_LEDGER" || true)
+    skipped=$(grep -c '^skipped' "$GRES_RS_TEST_LEDGER" || true)
+    releases=$(sed -n 's/^ran\t.*\[Slurm \([0-9.]*\)\].*/\1/p' "$GRES_RS_TEST_LEDGER" | sort -V | uniq -c |
+        awk '{ printf "%s%s: %s", (NR > 1 ? ", " : ""), $2, $1 }')
+    echo "==> real-Slurm tests (GRES_RS_SLURM=$GRES_RS_SLURM): $ran ran (${releases:-none}), $skipped skipped (reasons above)"
+    return "$rc"
+}
+trap ledger_summary EXIT
+
 echo "==> cargo test --workspace --no-fail-fast"
 cargo test --workspace --no-fail-fast "$@"
 

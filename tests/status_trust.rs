@@ -124,15 +124,15 @@ fn other_daemons(text: &str, pid: u32) -> bool {
 
 fn setup(name: &str) -> Option<(PathBuf, (u32, u32))> {
     if !root() {
-        eprintln!("{name}: skipped (not root: it starts a process as nobody)");
+        gres_test_harness::ledger::skipped(name, "not root: it starts a process as nobody");
         return None;
     }
     if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("{name}: skipped (no setpriv)");
+        gres_test_harness::ledger::skipped(name, "no setpriv");
         return None;
     }
     let Some(lib) = small_library() else {
-        eprintln!("{name}: skipped (no librt.so.1 beside libc.so.6)");
+        gres_test_harness::ledger::skipped(name, "no librt.so.1 beside libc.so.6");
         return None;
     };
     let passwd = fs::read_to_string("/etc/passwd").unwrap();
@@ -142,7 +142,7 @@ fn setup(name: &str) -> Option<(PathBuf, (u32, u32))> {
         .find(|f| f.len() > 3 && f[0] == "nobody")
         .map(|f| (f[2].parse().unwrap(), f[3].parse().unwrap()));
     let Some(nobody) = nobody else {
-        eprintln!("{name}: skipped (no user nobody)");
+        gres_test_harness::ledger::skipped(name, "no user nobody");
         return None;
     };
     Some((lib, nobody))

@@ -43,7 +43,7 @@ fn open_or_skip(test: &str, rel: &Release) -> Option<Chroot> {
     if harness::strict_mode() {
         panic!("{msg}\n(GRES_RS_REQUIRE_SLURM/CI is set, so this is a failure; run tests/testbed/debian-chroot.sh {} as root)", rel.suite);
     }
-    eprintln!("{msg}\n{test}: skipped (build it with tests/testbed/debian-chroot.sh {})", rel.suite);
+    harness::ledger::skipped(test, &format!("{msg}; build it with tests/testbed/debian-chroot.sh {}", rel.suite));
     None
 }
 

@@ -687,7 +687,7 @@ mod tests {
     #[test]
     fn overlay_over_a_chroot() {
         let Some(lower) = chroot_releases().find_map(|r| r.chroot()).filter(|r| r.problems().is_empty()) else {
-            eprintln!("overlay_over_a_chroot: no usable test-bed chroot; skipped");
+            crate::ledger::skipped("overlay_over_a_chroot", "no usable test-bed chroot");
             return;
         };
         let dir = crate::fsutil::make_unique_dir("gres-rs-ovl-test").expect("temp dir");
@@ -714,7 +714,7 @@ mod tests {
     #[test]
     fn timed_runs_in_a_chroot() {
         let Some(root) = chroot_releases().find_map(|r| r.chroot()).filter(|r| r.problems().is_empty()) else {
-            eprintln!("timed_runs_in_a_chroot: no usable test-bed chroot; skipped");
+            crate::ledger::skipped("timed_runs_in_a_chroot", "no usable test-bed chroot");
             return;
         };
         let dir = crate::TempDir::new(&format!("gres-rs-timed-{}", std::process::id()));

@@ -613,7 +613,7 @@ pub fn skip_or_fail(test: &str, why: &str) {
     if crate::strict_mode() {
         panic!("{test}: {why}\n(GRES_RS_REQUIRE_SLURM/CI is set, so this is a failure)");
     }
-    eprintln!("{test}: {why}\n{test}: skipped");
+    crate::ledger::skipped(test, why);
 }
 
 /// Our files for one release.
@@ -707,7 +707,7 @@ pub fn run_test(test: &str, series: &str, body: impl FnOnce(&TestBed)) {
     let name = format!("{test} [Slurm {series}]");
     let sel = Selection::from_env().unwrap_or_else(|e| panic!("{e}"));
     if !sel.selects(series) {
-        eprintln!("{name}: not selected by GRES_RS_SLURM; skipped");
+        crate::ledger::skipped(&name, "not selected by GRES_RS_SLURM");
         return;
     }
     if series == series_of(chroot::RELEASES[0].slurm) && !crate::require_slurm(&name) {
@@ -722,7 +722,7 @@ pub fn run_test(test: &str, series: &str, body: impl FnOnce(&TestBed)) {
             // of the test bed must be there; otherwise `all` means the ones
             // that exist.
             if sel == Selection::All && !crate::strict_mode() {
-                eprintln!("{name}: {why}\n{name}: skipped (GRES_RS_SLURM=all runs the releases that exist)");
+                crate::ledger::skipped(&name, &format!("{why}; GRES_RS_SLURM=all runs the releases that exist"));
             } else {
                 skip_or_fail(&name, &why);
             }
@@ -748,6 +748,7 @@ pub fn run_test(test: &str, series: &str, body: impl FnOnce(&TestBed)) {
         }
     }
     eprintln!("testbed: {name} on {} passed in {:.1?}", bed.label(), t0.elapsed());
+    crate::ledger::ran(&name);
     record_time(test, &bed.version, t0.elapsed());
 }
 
