@@ -3,18 +3,9 @@
 //! This package is the admin tool `gres-rs`; its library re-exports every
 //! layer under one name for the tool, the tests and the benches.
 //!
-//! Layers, from the bottom (CONTRIBUTING.md), each a crate of its own:
-//! - [`core`] (`gres-core`): pure Rust, knows nothing of Slurm's memory
-//!   (model, parsers, merging, environment rules, wire format).
-//! - [`log`] (`gres-log`): the core's log lines as `tracing` events.
-//! - [`nvml`] (`gres-nvml`): GPU detection through `nvml-wrapper`,
-//!   producing core types (over `nvml-extra`, four NVML calls the wrapper
-//!   lacks).
-//! - [`plugins`] (`gres-plugins`): what each plugin file does, in safe
-//!   Rust.
-//! - [`ffi`] (`gres-slurm-abi`): Slurm's ABI and the exported symbols;
-//!   with `nvml-extra` the only `unsafe` code.
-//! - `crates/gres_rs`: the cdylib `libgres_rs.so`.
+//! The layers, each a crate of its own and re-exported here under a short
+//! name (`core`, `predict`, `log`, `nvml`, `plugins`, `ffi`), are mapped
+//! in CONTRIBUTING.md ("How the tree is laid out").
 
 #![deny(unsafe_code)]
 
@@ -22,6 +13,7 @@ pub use gres_core as core;
 pub use gres_log as log;
 pub use gres_nvml as nvml;
 pub use gres_plugins as plugins;
+pub use gres_predict as predict;
 pub use gres_slurm_abi as ffi;
 
 pub use ffi::{plugin_file_bytes, SLURM_VERSION, SLURM_VERSION_NUMBER};

@@ -35,7 +35,7 @@ fi
 
 echo "==> the layers: each crate depends only on the crates below it"
 # From the bottom; a crate may depend on those before it, never after.
-layers=(gres-core gres-log nvml-extra gres-nvml gres-plugins gres-slurm-abi gres_rs slurm-gpu-gres)
+layers=(gres-core gres-predict gres-log nvml-extra gres-nvml gres-plugins gres-slurm-abi gres_rs slurm-gpu-gres)
 for i in "${!layers[@]}"; do
     deps="$(cargo tree -p "${layers[$i]}" -e normal,build --prefix none --format '{p}' | awk '{print $1}' | sort -u)"
     for above in "${layers[@]:$((i + 1))}"; do
@@ -46,7 +46,7 @@ for i in "${!layers[@]}"; do
     done
 done
 echo "==> unsafe code only in the ABI layer and nvml-extra"
-for root in crates/gres-core/src/lib.rs crates/gres-log/src/lib.rs crates/gres-nvml/src/lib.rs \
+for root in crates/gres-core/src/lib.rs crates/gres-predict/src/lib.rs crates/gres-log/src/lib.rs crates/gres-nvml/src/lib.rs \
     crates/gres-plugins/src/lib.rs src/lib.rs src/bin/gres-rs/main.rs; do
     if ! grep -qxF '#![deny(unsafe_code)]' "$root"; then
         echo "lint: $root lacks #![deny(unsafe_code)]: unsafe belongs in crates/slurm-abi or crates/nvml-extra" >&2

@@ -29,12 +29,12 @@ use std::path::{Path, PathBuf};
 
 use self::rules::{is_shared_name, later_flag_words, links_validate, parse_flags_for, unknown_flag_words};
 use self::syntax::{
-    closest_key, leftover_error, parse_count, unknown_key, ConfError, ConfErrors, ConfReader, Diagnostic, ErrorKind, FsReader, LineSink, Location, Pair,
-    ParsedLine, Spanned,
+    leftover_error, unknown_key, ConfError, ConfErrors, ConfReader, Diagnostic, ErrorKind, FsReader, LineSink, Location, Pair, ParsedLine, Spanned,
 };
 use super::behaviour::{Behaviour, Feature};
 use super::hostlist;
 use super::model::{gres_build_id, Bitmap, ConfFlags, GresRecord, LogLevel};
+use super::text::{closest_key, parse_count};
 
 /// `NO_VAL64`: counts must stay below it.
 const NO_VAL64: u64 = 0xffff_ffff_ffff_fffe;

@@ -5,6 +5,8 @@
 
 use thiserror::Error;
 
+use crate::sort::strnatcmp;
+
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum HostlistError {
     #[error("unbalanced brackets in \"{0}\"")]
@@ -151,6 +153,110 @@ pub fn expand(expr: &str) -> Result<Vec<String>, HostlistError> {
     Ok(out)
 }
 
+// ---------------------------------------------------------------------------
+// Compression: names back to a hostlist expression
+// ---------------------------------------------------------------------------
+
+/// A run of names `prefix<lo>..prefix<hi>` (Slurm's `hostrange`); `width`
+/// is the number of digits written, `single` a name without a number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct HostRange {
+    prefix: String,
+    lo: u64,
+    hi: u64,
+    width: usize,
+    single: bool,
+}
+
+fn host_range(name: &str) -> HostRange {
+    let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
+    let (prefix, number) = name.split_at(name.len() - digits);
+    match number.parse::<u64>() {
+        Ok(n) if digits > 0 => HostRange { prefix: prefix.to_string(), lo: n, hi: n, width: digits, single: false },
+        _ => HostRange { prefix: name.to_string(), lo: 0, hi: 0, width: 0, single: true },
+    }
+}
+
+fn same_prefix(a: &HostRange, b: &HostRange) -> bool {
+    strnatcmp(&a.prefix, &b.prefix).is_eq() && a.single == b.single
+}
+
+/// Leading zeros of `n` written `width` wide.
+fn zero_padded(n: u64, width: usize) -> usize {
+    let digits = n.checked_ilog10().map_or(1, |l| l as usize + 1);
+    width.saturating_sub(digits)
+}
+
+/// Slurm's `_width_equiv()`: whether numbers `n` (written `wn` wide) and
+/// `m` (`wm` wide) can share a range, adjusting one width when they can.
+fn width_equiv(n: u64, wn: &mut usize, m: u64, wm: &mut usize) -> bool {
+    if *wn == *wm {
+        return true;
+    }
+    let (npad, nmpad) = (zero_padded(n, *wn), zero_padded(n, *wm));
+    let (mpad, mnpad) = (zero_padded(m, *wm), zero_padded(m, *wn));
+    if npad != nmpad && mpad != mnpad {
+        return false;
+    }
+    if npad != nmpad {
+        *wm = *wn;
+    } else {
+        *wn = *wm;
+    }
+    true
+}
+
+fn number(n: u64, width: usize) -> String {
+    format!("{n:0width$}")
+}
+
+/// Slurm's ranged hostlist string of `names`, in order: consecutive numbers
+/// with the same prefix become ranges, and ranges of the same prefix next
+/// to each other share one bracket (`nvidia[0-1,3]`, `a,b`, `n[01-02]`).
+pub fn ranged_string(names: &[String]) -> String {
+    let mut ranges: Vec<HostRange> = Vec::new();
+    for name in names {
+        let mut r = host_range(name);
+        if let Some(tail) = ranges.last_mut() {
+            if !tail.single
+                && !r.single
+                && tail.hi.checked_add(1) == Some(r.lo)
+                && same_prefix(tail, &r)
+                && width_equiv(tail.lo, &mut tail.width, r.lo, &mut r.width)
+            {
+                tail.hi = r.hi;
+                continue;
+            }
+        }
+        ranges.push(r);
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ranges.len() {
+        let first = &ranges[i];
+        if first.single {
+            out.push(first.prefix.clone());
+            i += 1;
+            continue;
+        }
+        let mut j = i + 1;
+        while j < ranges.len() && !ranges[j].single && same_prefix(&ranges[j], &ranges[j - 1]) {
+            j += 1;
+        }
+        let items: Vec<String> = ranges[i..j]
+            .iter()
+            .map(|r| if r.lo == r.hi { number(r.lo, r.width) } else { format!("{}-{}", number(r.lo, r.width), number(r.hi, r.width)) })
+            .collect();
+        if j - i == 1 && first.lo == first.hi {
+            out.push(format!("{}{}", first.prefix, items[0]));
+        } else {
+            out.push(format!("{}[{}]", first.prefix, items.join(",")));
+        }
+        i = j;
+    }
+    out.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,5 +307,20 @@ mod tests {
         assert!(matches!(expand(&long), Err(HostlistError::TooLong { .. })));
         let product = format!("{}[0-1023]x[0-1023]", "n".repeat(40));
         assert!(matches!(expand(&product), Err(HostlistError::TooLong { .. })));
+    }
+
+    #[test]
+    fn ranged_strings() {
+        let s = |names: &[&str]| ranged_string(&names.iter().map(|n| n.to_string()).collect::<Vec<_>>());
+        assert_eq!(s(&["/dev/nvidia0"]), "/dev/nvidia0");
+        assert_eq!(s(&["/dev/nvidia0", "/dev/nvidia1"]), "/dev/nvidia[0-1]");
+        assert_eq!(s(&["n0", "n1", "n3", "m1"]), "n[0-1,3],m1");
+        assert_eq!(s(&["gpu08", "gpu09", "gpu10"]), "gpu[08-10]");
+        assert_eq!(s(&["n9", "n10", "n11"]), "n[9-11]");
+        assert_eq!(s(&["n09", "n9"]), "n[09,9]");
+        assert_eq!(s(&["a", "b", "a"]), "a,b,a");
+        assert_eq!(s(&["x1", "y", "x2"]), "x1,y,x2");
+        assert_eq!(s(&["n3", "n1"]), "n[3,1]");
+        assert_eq!(s(&[]), "");
     }
 }

@@ -14,9 +14,10 @@ use slurm_gpu_gres::core::gres_conf::{AutoDetect, GresConf, NodeContext};
 use slurm_gpu_gres::core::host::NodeConfig;
 use slurm_gpu_gres::core::host::StandaloneHost;
 use slurm_gpu_gres::core::hostlist;
-use slurm_gpu_gres::core::node_conf::{self, CpuMap, NodeInput, Prediction, Problem, Severity};
-use slurm_gpu_gres::core::slurm_conf::SlurmConf;
+use slurm_gpu_gres::core::hostlist::ranged_string;
 use slurm_gpu_gres::ffi::behaviour as abi;
+use slurm_gpu_gres::predict::slurm_conf::SlurmConf;
+use slurm_gpu_gres::predict::{self, CpuMap, NodeInput, Prediction, Problem, Severity};
 
 use crate::host::{self, LocalCpus};
 use crate::plugin_dir::GpuPick;
@@ -255,7 +256,7 @@ fn check_as(args: &CheckArgs, behaviour: &Behaviour, report: &mut Report) -> Res
                 Some(_) => {}
                 None => {
                     let known: Vec<&str> = nodes.entries.iter().map(|e| e.name.as_str()).collect();
-                    let hint = slurm_gpu_gres::core::gres_conf::syntax::closest_key(name, &known).map(|k| format!(" (did you mean {k}?)")).unwrap_or_default();
+                    let hint = slurm_gpu_gres::core::text::closest_key(name, &known).map(|k| format!(" (did you mean {k}?)")).unwrap_or_default();
                     tool_error(format!("node {name} is not in {}{hint}", slurm_path.display()));
                     return Err(EXIT_USAGE);
                 }
@@ -447,7 +448,7 @@ impl Env<'_> {
 
     fn evaluate(&self, entry: &NodeEntry, lines: &[usize], local: bool) -> (Outcome, Vec<ConfError>) {
         let line = &self.slurm.nodes()[entry.line];
-        let (hw, mut problems) = node_conf::node_hw(line);
+        let (hw, mut problems) = predict::node_hw(line);
         let actual = if local { self.local_cpus.map(|c| (c.cpus, c.cores)) } else { None };
         let cpus = hw.cpus.max(actual.map_or(0, |(c, _)| c));
         let map = CpuMap::for_node(&hw, actual, self.config_overrides);
@@ -465,7 +466,7 @@ impl Env<'_> {
             Some(Err(SliceError::Syntax(errors))) => return (outcome, errors),
         };
         let gres_value = line.gres();
-        let (slurm_gres, gres_problems) = node_conf::node_slurm_gres(&entry.name, gres_value.map(|g| (g.value.as_str(), &g.location)), self.types);
+        let (slurm_gres, gres_problems) = predict::node_slurm_gres(&entry.name, gres_value.map(|g| (g.value.as_str(), &g.location)), self.types);
         problems.extend(gres_problems);
         let autodetect = gres_node.as_ref().map_or(AutoDetect::Unset, |g| g.autodetect);
         let mut system = None;
@@ -520,7 +521,7 @@ impl Env<'_> {
         };
         let stat = |p: &str| -> Result<DevStat, String> { stat_device(p) };
         let device_check = local && !self.args.no_device_check;
-        let mut prediction = node_conf::predict(NodeInput {
+        let mut prediction = predict::predict(NodeInput {
             gres_types: self.types,
             slurm: Some(&slurm_gres),
             cpu_cnt: cpus,
@@ -531,19 +532,19 @@ impl Env<'_> {
         });
         // The GRES lines as the release checked for writes them (23.02+:
         // `Links=... Flags=...`).
-        prediction.lines = prediction.records.iter().map(|r| node_conf::slurmd_line_as(r, self.behaviour)).collect();
+        prediction.lines = prediction.records.iter().map(|r| predict::slurmd_line_as(r, self.behaviour)).collect();
         // slurmd's log lines are not shown (problems are); with many nodes
         // they would only take memory.
         prediction.log = Vec::new();
         problems.extend(std::mem::take(&mut prediction.problems));
         if problems.iter().all(|p| p.severity != Severity::Fatal) {
-            problems.extend(node_conf::registration_problems(&slurm_gres, &prediction.records, gres_value.map(|g| &g.location), detection_pending));
+            problems.extend(predict::registration_problems(&slurm_gres, &prediction.records, gres_value.map(|g| &g.location), detection_pending));
         }
-        if let Some((mut mismatch, name)) = gres_node.as_ref().and_then(|g| node_conf::type_mismatch(&slurm_gres, g, gres_value.map(|v| &v.location))) {
-            if problems.iter().any(|p| node_conf::follows_from_type_mismatch(p, &name) && p.message.contains("drains the node")) {
+        if let Some((mut mismatch, name)) = gres_node.as_ref().and_then(|g| predict::type_mismatch(&slurm_gres, g, gres_value.map(|v| &v.location))) {
+            if problems.iter().any(|p| predict::follows_from_type_mismatch(p, &name) && p.message.contains("drains the node")) {
                 mismatch.message.push_str(", and slurmctld drains it");
             }
-            problems.retain(|p| !node_conf::follows_from_type_mismatch(p, &name));
+            problems.retain(|p| !predict::follows_from_type_mismatch(p, &name));
             problems.push(mismatch);
         }
         if !local && !self.args.no_device_check && prediction.records.iter().any(|r| r.file.is_some()) {
@@ -699,7 +700,7 @@ fn output(args: &CheckArgs, report: &Report) -> u8 {
                     .iter()
                     .map(|g| {
                         let names = names(g);
-                        let hostlist = node_conf::ranged_string(&names);
+                        let hostlist = ranged_string(&names);
                         let o = &g.outcome;
                         JsonNodes {
                             hostlist: hostlist.clone(),
@@ -731,7 +732,7 @@ fn output(args: &CheckArgs, report: &Report) -> u8 {
             let mut r = Ok(());
             for g in &report.groups {
                 let names = names(g);
-                let hostlist = node_conf::ranged_string(&names);
+                let hostlist = ranged_string(&names);
                 let o = &g.outcome;
                 if !args.quiet {
                     // People's tables: a blank line between two nodes.

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use slurm_gpu_gres::core::behaviour::Behaviour;
 use slurm_gpu_gres::core::gres_conf::AutoDetect;
-use slurm_gpu_gres::core::node_conf::{Problem, Severity};
-use slurm_gpu_gres::core::slurm_conf::SlurmConf;
+use slurm_gpu_gres::predict::slurm_conf::SlurmConf;
+use slurm_gpu_gres::predict::{Problem, Severity};
 use slurm_gpu_gres::LIBRARY_FILE;
 
 use crate::install::{library_exports, plugin_info};

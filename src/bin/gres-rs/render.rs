@@ -10,7 +10,7 @@ use serde::Serialize;
 use slurm_gpu_gres::core::files::{read_bounded, MAX_FILE_LEN};
 use slurm_gpu_gres::core::gres_conf::syntax::Location;
 use slurm_gpu_gres::core::model::{flags_to_string, ConfFlags, GresRecord};
-use slurm_gpu_gres::core::node_conf::{Problem, Severity};
+use slurm_gpu_gres::predict::{Problem, Severity};
 
 /// The lines of the configuration files, read once each.
 #[derive(Default)]
@@ -275,7 +275,7 @@ pub fn gres_table(records: &[GresRecord]) -> String {
     }
     let mut rows: Vec<Vec<String>> = vec![head.iter().map(|h| h.to_string()).collect()];
     for (r, f) in records.iter().zip(&flags) {
-        let index = r.file.is_some().then(|| slurm_gpu_gres::core::node_conf::line_index(r.file.as_deref()).to_string());
+        let index = r.file.is_some().then(|| slurm_gpu_gres::predict::line_index(r.file.as_deref()).to_string());
         let mut row =
             vec![r.name.clone(), dash(r.type_name.as_deref()), r.count.to_string(), dash(index.as_deref()), dash(r.file.as_deref()), dash(r.cpus.as_deref())];
         if links {
@@ -329,7 +329,7 @@ impl JsonRecord {
             name: r.name.clone(),
             type_name: r.type_name.clone(),
             count: r.count,
-            index: r.file.is_some().then(|| slurm_gpu_gres::core::node_conf::line_index(r.file.as_deref())),
+            index: r.file.is_some().then(|| slurm_gpu_gres::predict::line_index(r.file.as_deref())),
             id: r.plugin_id,
             file: r.file.clone(),
             cores: r.cpus.clone(),

@@ -23,8 +23,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use slurm_gpu_gres::core::files::{read_bounded, ReadError, MAX_FILE_LEN};
-use slurm_gpu_gres::core::slurm_conf::SlurmConf;
 use slurm_gpu_gres::is_library_file;
+use slurm_gpu_gres::predict::slurm_conf::SlurmConf;
 
 use crate::install::plugin_info;
 use crate::installed::{uids_of, version_text};

@@ -91,7 +91,7 @@ pub fn unknown_flag_words(input: &str) -> Vec<(usize, &str, Option<&'static str>
             let lower = trimmed.to_ascii_lowercase();
             let lowered: Vec<String> = known.iter().map(|k| k.to_ascii_lowercase()).collect();
             let candidates: Vec<&str> = lowered.iter().map(String::as_str).collect();
-            let close = super::syntax::closest_key(&lower, &candidates).and_then(|c| known.iter().find(|k| k.eq_ignore_ascii_case(c)).copied());
+            let close = crate::text::closest_key(&lower, &candidates).and_then(|c| known.iter().find(|k| k.eq_ignore_ascii_case(c)).copied());
             out.push((at + lead, trimmed, close));
         }
         at += word.len() + 1;
@@ -125,7 +125,7 @@ pub enum LinksError {
 /// `strtol()` of a whole token: optional leading blanks and sign, then
 /// digits to the end.
 fn parse_link_token(token: &str) -> Option<i64> {
-    let t = token.trim_start_matches(|c: char| c.is_ascii() && super::syntax::is_c_space(c as u8));
+    let t = token.trim_start_matches(|c: char| c.is_ascii() && crate::text::is_c_space(c as u8));
     let (negative, digits) = match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),
         Some(b'+') => (false, &t[1..]),

@@ -4,7 +4,7 @@
 //! (for `Include %c`), and the `Gres=` specification syntax
 //! (`gpu:tesla:2,mps:400,bandwidth:lustre:no_consume:4G`).
 //!
-//! The line syntax is Slurm's (see [`crate::gres_conf::syntax`]).  As
+//! The line syntax is Slurm's (see [`gres_core::gres_conf::syntax`]).  As
 //! in Slurm, `NodeName`, `PartitionName`, `DownNodes`, `FrontendName`,
 //! `NodeSet` and `SlurmctldHost` lines hold several pairs; any other key
 //! must be alone on its line.  Keys of `NodeName` lines are checked (with a
@@ -14,13 +14,13 @@
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
-use super::gres_conf::rules::is_shared_name;
-use super::gres_conf::syntax::{
-    self, leftover_error, suffix_mult, unknown_key, ConfError, ConfErrors, ConfReader, Diagnostic, ErrorKind, FsReader, LineSink, Location, Pair, ParsedLine,
-    Spanned,
+use gres_core::gres_conf::rules::is_shared_name;
+use gres_core::gres_conf::syntax::{
+    self, leftover_error, unknown_key, ConfError, ConfErrors, ConfReader, Diagnostic, ErrorKind, FsReader, LineSink, Location, Pair, ParsedLine, Spanned,
 };
-use super::hostlist;
-use super::model::{gres_build_id, LogLevel};
+use gres_core::hostlist;
+use gres_core::model::{gres_build_id, LogLevel};
+use gres_core::text::suffix_mult;
 
 /// Top-level keys whose line carries more pairs.
 const MULTI_PAIR_KEYS: [&str; 6] = ["DownNodes", "FrontendName", "NodeName", "NodeSet", "PartitionName", "SlurmctldHost"];
@@ -477,7 +477,7 @@ pub fn gres_count(specs: &[GresSpec], name: &str) -> GresCount {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gres_conf::syntax::MemReader;
+    use gres_core::gres_conf::syntax::MemReader;
 
     fn conf(text: &str) -> SlurmConf {
         SlurmConf::parse_str(text, Path::new("/etc/slurm/slurm.conf"), &MemReader::new()).unwrap()

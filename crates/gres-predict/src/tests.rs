@@ -4,11 +4,13 @@
 
 use std::path::Path;
 
-use super::*;
-use crate::gres_conf::syntax::MemReader;
-use crate::gres_conf::{GresConf, NodeContext};
-use crate::model::{Bitmap, DevType};
-use crate::slurm_conf::SlurmConf;
+use crate::slurm_conf::{NodeLine, SlurmConf};
+use crate::*;
+use gres_core::devices::{self, DevStat};
+use gres_core::gres_conf::syntax::MemReader;
+use gres_core::gres_conf::syntax::{ConfError, Location};
+use gres_core::gres_conf::{GresConf, NodeContext};
+use gres_core::model::{gres_build_id, Bitmap, ConfFlags, DevType, GresRecord, LogLevel};
 
 const ENV_DEFAULT: u32 = ConfFlags::ENV_SET | ConfFlags::ENV_DEF;
 
@@ -192,21 +194,6 @@ fn slurmd_lines() {
 }
 
 #[test]
-fn ranged_strings() {
-    let s = |names: &[&str]| ranged_string(&names.iter().map(|n| n.to_string()).collect::<Vec<_>>());
-    assert_eq!(s(&["/dev/nvidia0"]), "/dev/nvidia0");
-    assert_eq!(s(&["/dev/nvidia0", "/dev/nvidia1"]), "/dev/nvidia[0-1]");
-    assert_eq!(s(&["n0", "n1", "n3", "m1"]), "n[0-1,3],m1");
-    assert_eq!(s(&["gpu08", "gpu09", "gpu10"]), "gpu[08-10]");
-    assert_eq!(s(&["n9", "n10", "n11"]), "n[9-11]");
-    assert_eq!(s(&["n09", "n9"]), "n[09,9]");
-    assert_eq!(s(&["a", "b", "a"]), "a,b,a");
-    assert_eq!(s(&["x1", "y", "x2"]), "x1,y,x2");
-    assert_eq!(s(&["n3", "n1"]), "n[3,1]");
-    assert_eq!(s(&[]), "");
-}
-
-#[test]
 fn cores_to_machine_cpus() {
     let conf = NodeHw { cpus: 4, boards: 1, sockets: 1, cores_per_socket: 4, threads_per_core: 1 };
     // Configured for 4, running on 2: ids wrap around.
@@ -382,7 +369,7 @@ fn env_flags_that_differ() {
 }
 
 fn fake(type_name: &str, file: &str, cpus: &str, links: &str) -> GresRecord {
-    crate::gres_conf::rules::add_gres_record(GresRecord {
+    gres_core::gres_conf::rules::add_gres_record(GresRecord {
         name: "gpu".into(),
         count: 1,
         cpu_cnt: 4,
@@ -447,7 +434,7 @@ fn problems_from_logs() {
     assert_eq!(Problem::from_log(LogLevel::Error, None, "z").severity, Severity::Error);
     assert_eq!(Severity::Fatal.as_str(), "fatal");
     let e = ConfError {
-        kind: crate::gres_conf::syntax::ErrorKind::UnknownKey,
+        kind: gres_core::gres_conf::syntax::ErrorKind::UnknownKey,
         location: Location::line(Path::new("/g"), 2),
         message: "m".into(),
         suggestion: Some("Type".into()),
@@ -540,8 +527,8 @@ fn sharing_lacks_file_blames_the_gpus_on_a_node_without_sharing() {
 
 #[test]
 fn slurmd_line_per_release() {
-    use crate::behaviour::{Behaviour, ConfBit14};
-    use crate::model::ConfFlags;
+    use gres_core::behaviour::{Behaviour, ConfBit14};
+    use gres_core::model::ConfFlags;
     let mut r = GresRecord { name: "gpu".into(), count: 1, plugin_id: 7696487, file: Some("/dev/nvidia3".into()), ..Default::default() };
     r.flags = ConfFlags(ConfFlags::HAS_FILE | ConfFlags::ENV_NVML | ConfFlags::EXPLICIT | ConfFlags::BIT14);
     // 22.05: no flags, a bare (null) for no links.
