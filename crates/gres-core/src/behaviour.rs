@@ -269,15 +269,6 @@ impl Behaviour {
     pub fn nvml_mig_bit14(&self) -> bool {
         self.conf_bit14 != ConfBit14::Unused
     }
-
-    /// The `Flags=` words of this release and their bits, in the order
-    /// `gres_flags_parse()` tests them (each word anywhere in the value, in
-    /// any case).
-    pub fn flag_words(&self) -> Vec<(&'static str, u32)> {
-        let mut words = crate::gres_conf::rules::FLAG_WORDS.to_vec();
-        words.extend(crate::gres_conf::rules::LATER_FLAG_WORDS.iter().filter(|(_, _, f)| self.has(*f)).map(|(w, bit, _)| (*w, *bit)));
-        words
-    }
 }
 
 #[cfg(test)]
@@ -289,16 +280,7 @@ mod tests {
         let b = Behaviour::default();
         assert!(Feature::ALL.iter().all(|f| !b.has(*f)));
         assert!(!b.nvml_mig_bit14());
-        assert_eq!(b.flag_words().len(), 6);
         assert_eq!(b.nvml_probe_libs(), ["libnvidia-ml.so"]);
         assert_eq!(Behaviour { nvml_versioned_lib: true, ..b }.nvml_probe_libs(), ["libnvidia-ml.so", "libnvidia-ml.so.1"]);
-    }
-
-    #[test]
-    fn flag_words_follow_the_behaviour() {
-        let b = Behaviour { flag_explicit: true, flag_env_uuid: true, ..Default::default() };
-        let words: Vec<&str> = b.flag_words().iter().map(|(w, _)| *w).collect();
-        assert_eq!(words, ["CountOnly", "nvidia_gpu_env", "amd_gpu_env", "intel_gpu_env", "opencl_env", "one_sharing", "explicit", "env_uuid"]);
-        assert!(b.has(Feature::FlagEnvUuid) && !b.has(Feature::AutoDetectFull));
     }
 }

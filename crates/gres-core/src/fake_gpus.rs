@@ -32,7 +32,8 @@ use std::path::Path;
 use thiserror::Error;
 
 use super::files::{read_bounded, MAX_FILE_LEN};
-use super::gres_conf::rules::{add_gres_record, parse_flags, AffinityError};
+use super::flags::parse_flags;
+use super::gres_conf::rules::{add_gres_record, AffinityError};
 use super::gres_conf::syntax::{Diagnostic, Location};
 use super::model::{flags_to_string, Bitmap, ConfFlags, GresRecord, LogLevel, RangeError};
 

@@ -27,11 +27,12 @@ pub mod syntax;
 
 use std::path::{Path, PathBuf};
 
-use self::rules::{is_shared_name, later_flag_words, links_validate, parse_flags_for, unknown_flag_words};
+use self::rules::{is_shared_name, links_validate};
 use self::syntax::{
     leftover_error, unknown_key, ConfError, ConfErrors, ConfReader, Diagnostic, ErrorKind, FsReader, LineSink, Location, Pair, ParsedLine, Spanned,
 };
 use super::behaviour::{Behaviour, Feature};
+use super::flags::{later_flag_words, parse_flags_for, unknown_flag_words};
 use super::hostlist;
 use super::model::{gres_build_id, Bitmap, ConfFlags, GresRecord, LogLevel};
 use super::text::{closest_key, parse_count};
@@ -125,7 +126,7 @@ impl AutoDetect {
     /// `oneapi`, `nrt`, `nvidia`, those it knows) found anywhere in the
     /// value (any case), else exactly `off` (any case); `None` when unknown.
     pub fn parse_for(value: &str, behaviour: &Behaviour) -> Option<AutoDetect> {
-        let has = |word| rules::contains_ignore_case(Some(value), Some(word));
+        let has = |word| super::text::contains_ignore_case(Some(value), Some(word));
         let known = |f: &Option<Feature>| f.is_none_or(|f| behaviour.has(f));
         AUTODETECT_WORDS
             .iter()
@@ -140,7 +141,7 @@ impl AutoDetect {
         if AutoDetect::parse_for(value, behaviour).is_some() {
             return None;
         }
-        let has = |word| rules::contains_ignore_case(Some(value), Some(word));
+        let has = |word| super::text::contains_ignore_case(Some(value), Some(word));
         AUTODETECT_WORDS.iter().filter(|(word, _, _)| has(word)).find_map(|(_, _, f)| *f)
     }
 

@@ -8,6 +8,7 @@ pub mod env;
 pub mod env_array;
 pub mod fake_gpus;
 pub mod files;
+pub mod flags;
 pub mod gpu_freq;
 pub mod gpu_usage;
 pub mod gres_conf;

@@ -29,10 +29,11 @@ use std::cmp::Ordering;
 use thiserror::Error;
 
 use super::fake_gpus::to_log_line;
-use super::gres_conf::rules::{add_gres_record, contains_ignore_case, links_validate, AffinityError};
+use super::gres_conf::rules::{add_gres_record, links_validate, AffinityError};
 use super::hostlist;
 use super::model::{ConfFlags, GresRecord, Log, LogLevel, LogLine};
 use super::sort::{merge_sort_by, strnatcmp};
+use super::text::contains_ignore_case;
 
 /// Most single-GPU records one configured record may be cut into (a
 /// `Count` without `File`); Slurm has no limit and would try to allocate

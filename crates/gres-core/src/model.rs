@@ -75,38 +75,6 @@ pub fn flags_to_string(flags: ConfFlags) -> String {
     names.join(",")
 }
 
-/// [`flags_to_string`] as release `b`'s `gres_flags2str()` spells them
-/// (`src/interfaces/gres.c`): `Explicit` after `CountOnly` where the
-/// release has the flag (23.02+), `UUID` after `ENV_NVML` where bit 14 is
-/// `GRES_CONF_UUID` (26.05+), `MIG` last where the release has it
-/// (25.11+).
-pub fn flags_to_string_as(flags: ConfFlags, b: &crate::behaviour::Behaviour) -> String {
-    let explicit = b.flag_explicit && flags.has(ConfFlags::EXPLICIT);
-    let uuid = b.conf_bit14 == crate::behaviour::ConfBit14::Uuid && flags.has(ConfFlags::BIT14);
-    let mig = b.mig_conf_flag && flags.has(ConfFlags::MIG);
-    let names: Vec<&str> = [
-        (flags.has(ConfFlags::COUNT_ONLY), "CountOnly"),
-        (explicit, "Explicit"),
-        (flags.has(ConfFlags::HAS_FILE), "HAS_FILE"),
-        (flags.has(ConfFlags::LOADED), "LOADED"),
-        (flags.has(ConfFlags::HAS_TYPE), "HAS_TYPE"),
-        (flags.has(ConfFlags::ENV_NVML), "ENV_NVML"),
-        (uuid, "UUID"),
-        (flags.has(ConfFlags::ENV_RSMI), "ENV_RSMI"),
-        (flags.has(ConfFlags::ENV_ONEAPI), "ENV_ONEAPI"),
-        (flags.has(ConfFlags::ENV_OPENCL), "ENV_OPENCL"),
-        (flags.has(ConfFlags::ENV_DEF), "ENV_DEFAULT"),
-        (flags.has(ConfFlags::SHARED), "SHARED"),
-        (flags.has(ConfFlags::ONE_SHARING), "ONE_SHARING"),
-        (mig, "MIG"),
-    ]
-    .into_iter()
-    .filter(|(on, _)| *on)
-    .map(|(_, n)| n)
-    .collect();
-    names.join(",")
-}
-
 /// Slurm's `gres_build_id()`: the plugin id of a GRES name (a shifted sum of
 /// its bytes, read as C `char`, so the result matches slurmd's on this
 /// platform even for non-ASCII names).

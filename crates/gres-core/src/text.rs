@@ -1,6 +1,6 @@
 //! Small text rules of Slurm's C code that parsers, the merge and the
-//! tool share: C's whitespace, count suffixes (`suffix_mult()`), and the
-//! closest valid key to a misspelt one.  A leaf: it imports nothing of
+//! tool share: C's whitespace, `xstrcasestr()`, count suffixes
+//! (`suffix_mult()`), and the closest valid key to a misspelt one.  A leaf: it imports nothing of
 //! the crate.
 
 /// C's `isspace()` in the C locale.
@@ -67,6 +67,20 @@ pub fn parse_count(text: &str) -> Option<u64> {
     number.checked_mul(suffix_mult(&body[digits..])?)
 }
 
+/// Slurm's `xstrcasestr()`: whether `needle` occurs in `haystack`, ignoring
+/// ASCII case.  Either one missing never matches, and an empty needle only
+/// matches a non-empty haystack.
+pub fn contains_ignore_case(haystack: Option<&str>, needle: Option<&str>) -> bool {
+    let (Some(hay), Some(needle)) = (haystack, needle) else {
+        return false;
+    };
+    let (hay, needle) = (hay.as_bytes(), needle.as_bytes());
+    let Some(first) = needle.first().map(u8::to_ascii_lowercase) else {
+        return !hay.is_empty();
+    };
+    needle.len() <= hay.len() && hay.windows(needle.len()).any(|w| w[0].to_ascii_lowercase() == first && w.eq_ignore_ascii_case(needle))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +107,15 @@ mod tests {
         assert_eq!(parse_count("99999999999999999999"), None);
         assert_eq!(suffix_mult("MB"), Some(1_000_000));
         assert_eq!(suffix_mult("q"), None);
+    }
+
+    #[test]
+    fn strcasestr_semantics() {
+        assert!(contains_ignore_case(Some("tesla_V100-pcie"), Some("v100")));
+        assert!(contains_ignore_case(Some("abc"), Some("")));
+        assert!(!contains_ignore_case(Some(""), Some("")));
+        assert!(!contains_ignore_case(None, Some("a")));
+        assert!(!contains_ignore_case(Some("a"), None));
+        assert!(!contains_ignore_case(Some("k20"), Some("k20m")));
     }
 }

@@ -244,7 +244,7 @@ pub fn slurmd_line(r: &GresRecord) -> String {
 /// [`slurmd_line`] as release `b` writes it: from 23.02
 /// ([`Behaviour::record_line_flags`]) `... Links=<links or (null)>
 /// Flags=<flags>`, the flags spelt as that release's `gres_flags2str()`
-/// ([`flags_to_string_as`](gres_core::model::flags_to_string_as)).
+/// ([`flags_to_string_as`](gres_core::flags::flags_to_string_as)).
 ///
 /// [`Behaviour::record_line_flags`]: gres_core::behaviour::Behaviour::record_line_flags
 pub fn slurmd_line_as(r: &GresRecord, b: &gres_core::behaviour::Behaviour) -> String {
@@ -253,7 +253,7 @@ pub fn slurmd_line_as(r: &GresRecord, b: &gres_core::behaviour::Behaviour) -> St
     }
     let null = |s: &Option<String>| s.clone().unwrap_or_else(|| "(null)".into());
     let type_name = null(&r.type_name);
-    let tail = format!("Links={} Flags={}", null(&r.links), gres_core::model::flags_to_string_as(r.flags, b));
+    let tail = format!("Links={} Flags={}", null(&r.links), gres_core::flags::flags_to_string_as(r.flags, b));
     let index = line_index(r.file.as_deref());
     let head = format!("Gres Name={} Type={type_name} Count={}", r.name, r.count);
     match (&r.cpus, &r.file) {

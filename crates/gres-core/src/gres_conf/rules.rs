@@ -1,103 +1,12 @@
 //! The record rules of Slurm's common GRES code that gres.conf parsing,
-//! fake_gpus.conf and the gres/gpu merge all use: the `Flags=` words, the
-//! `Links=` check, and what adding a record to a list sets on it.
+//! fake_gpus.conf and the gres/gpu merge all use: shared GRES names, the
+//! `Links=` check, and what adding a record to a list sets on it (the
+//! `Flags=` words are [`crate::flags`]).
 
 use thiserror::Error;
 
-use super::super::behaviour::{Behaviour, Feature};
 use super::super::hostlist;
 use super::super::model::{gres_build_id, ConfFlags, GresRecord};
-
-/// Slurm's `xstrcasestr()`: whether `needle` occurs in `haystack`, ignoring
-/// ASCII case.  Either one missing never matches, and an empty needle only
-/// matches a non-empty haystack.
-pub fn contains_ignore_case(haystack: Option<&str>, needle: Option<&str>) -> bool {
-    let (Some(hay), Some(needle)) = (haystack, needle) else {
-        return false;
-    };
-    let (hay, needle) = (hay.as_bytes(), needle.as_bytes());
-    let Some(first) = needle.first().map(u8::to_ascii_lowercase) else {
-        return !hay.is_empty();
-    };
-    needle.len() <= hay.len() && hay.windows(needle.len()).any(|w| w[0].to_ascii_lowercase() == first && w.eq_ignore_ascii_case(needle))
-}
-
-/// What a `Flags=` value says (`gres_flags_parse()`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ParsedFlags {
-    /// `CountOnly`, the `*_env` words and `one_sharing`.
-    pub flags: ConfFlags,
-    /// `no_gpu_env`: no GPU environment variable at all.
-    pub no_gpu_env: bool,
-    /// `one_sharing` or `all_sharing` was written.
-    pub sharing_mentioned: bool,
-}
-
-/// The flag words and their bits.  Like Slurm, each word is looked for
-/// anywhere in the value, in any case, so `Flags=nvidia_gpu_env,CountOnly`,
-/// `flags=COUNTONLY` and even `Flags=xCountOnlyx` all count.
-pub const FLAG_WORDS: [(&str, u32); 6] = [
-    ("CountOnly", ConfFlags::COUNT_ONLY),
-    ("nvidia_gpu_env", ConfFlags::ENV_NVML),
-    ("amd_gpu_env", ConfFlags::ENV_RSMI),
-    ("intel_gpu_env", ConfFlags::ENV_ONEAPI),
-    ("opencl_env", ConfFlags::ENV_OPENCL),
-    ("one_sharing", ConfFlags::ONE_SHARING),
-];
-
-/// The flag words of later releases, with their bits and what says
-/// whether a release has them ([`Behaviour::flag_words`]).
-pub const LATER_FLAG_WORDS: [(&str, u32, Feature); 2] =
-    [("explicit", ConfFlags::EXPLICIT, Feature::FlagExplicit), ("env_uuid", ConfFlags::BIT14, Feature::FlagEnvUuid)];
-
-/// Slurm's `gres_flags_parse()` (of the baseline release).
-pub fn parse_flags(input: &str) -> ParsedFlags {
-    parse_flags_for(input, &Behaviour::BASELINE)
-}
-
-/// `gres_flags_parse()` of the release that behaves as `behaviour`.
-pub fn parse_flags_for(input: &str, behaviour: &Behaviour) -> ParsedFlags {
-    let has = |word: &str| contains_ignore_case(Some(input), Some(word));
-    let mut flags = ConfFlags::default();
-    for (word, bit) in behaviour.flag_words() {
-        if has(word) {
-            flags.set(bit);
-        }
-    }
-    ParsedFlags { flags, no_gpu_env: has("no_gpu_env"), sharing_mentioned: flags.has(ConfFlags::ONE_SHARING) || has("all_sharing") }
-}
-
-/// The words of a `Flags=` value that only later releases than
-/// `behaviour`'s know (which ignores them): each with its byte offset in
-/// `input` and its feature.
-pub fn later_flag_words(input: &str, behaviour: &Behaviour) -> Vec<(usize, &'static str, Feature)> {
-    let lower = input.to_ascii_lowercase();
-    LATER_FLAG_WORDS.iter().filter(|(_, _, f)| !behaviour.has(*f)).filter_map(|(word, _, f)| lower.find(word).map(|at| (at, *word, *f))).collect()
-}
-
-/// The comma-separated words of a `Flags=` value in which Slurm finds no
-/// word it knows (of any release: [`later_flag_words`] reports those of
-/// later ones), so that it ignores them without a word: each with its byte
-/// offset in `input` and the closest known word, if one is close.
-pub fn unknown_flag_words(input: &str) -> Vec<(usize, &str, Option<&'static str>)> {
-    let known: Vec<&'static str> =
-        FLAG_WORDS.iter().map(|(w, _)| *w).chain(LATER_FLAG_WORDS.iter().map(|(w, _, _)| *w)).chain(["no_gpu_env", "all_sharing"]).collect();
-    let mut out = Vec::new();
-    let mut at = 0;
-    for word in input.split(',') {
-        let trimmed = word.trim();
-        let lead = word.len() - word.trim_start().len();
-        if !trimmed.is_empty() && !known.iter().any(|k| contains_ignore_case(Some(trimmed), Some(k))) {
-            let lower = trimmed.to_ascii_lowercase();
-            let lowered: Vec<String> = known.iter().map(|k| k.to_ascii_lowercase()).collect();
-            let candidates: Vec<&str> = lowered.iter().map(String::as_str).collect();
-            let close = crate::text::closest_key(&lower, &candidates).and_then(|c| known.iter().find(|k| k.eq_ignore_ascii_case(c)).copied());
-            out.push((at + lead, trimmed, close));
-        }
-        at += word.len() + 1;
-    }
-    out
-}
 
 /// Whether a GRES name is one of the shared kinds (`mps`, `shard`: exact,
 /// lower case, as Slurm compares).
@@ -203,31 +112,6 @@ pub fn add_gres_record(mut rec: GresRecord) -> Result<GresRecord, AffinityError>
 mod tests {
     use super::*;
     use crate::model::Bitmap;
-
-    #[test]
-    fn strcasestr_semantics() {
-        assert!(contains_ignore_case(Some("tesla_V100-pcie"), Some("v100")));
-        assert!(contains_ignore_case(Some("abc"), Some("")));
-        assert!(!contains_ignore_case(Some(""), Some("")));
-        assert!(!contains_ignore_case(None, Some("a")));
-        assert!(!contains_ignore_case(Some("a"), None));
-        assert!(!contains_ignore_case(Some("k20"), Some("k20m")));
-    }
-
-    #[test]
-    fn flag_words_any_case_anywhere() {
-        let f = parse_flags("NVIDIA_GPU_ENV,countonly");
-        assert_eq!(f.flags, ConfFlags(ConfFlags::ENV_NVML | ConfFlags::COUNT_ONLY));
-        assert!(!f.no_gpu_env && !f.sharing_mentioned);
-        let f = parse_flags("no_gpu_env");
-        assert_eq!(f.flags, ConfFlags(0));
-        assert!(f.no_gpu_env);
-        assert!(parse_flags("All_Sharing").sharing_mentioned);
-        let f = parse_flags("one_sharing,amd_gpu_env,intel_gpu_env,opencl_env");
-        assert!(f.sharing_mentioned);
-        assert_eq!(f.flags, ConfFlags(ConfFlags::ONE_SHARING | ConfFlags::ENV_RSMI | ConfFlags::ENV_ONEAPI | ConfFlags::ENV_OPENCL));
-        assert_eq!(parse_flags("").flags, ConfFlags(0));
-    }
 
     #[test]
     fn links() {
