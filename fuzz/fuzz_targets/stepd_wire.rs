@@ -1,12 +1,12 @@
 //! The slurmd-to-slurmstepd messages (`recv_stepd`): gres/gpu's
 //! (`read_gpu`), the bare device list (`read_devices`), and gres/mps's and
-//! gres/shard's (`sharing::read_stepd`), from untrusted bytes.  Whatever
+//! gres/shard's (`wire::read_shared`), from untrusted bytes.  Whatever
 //! decodes must encode into a message that decodes the same.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use slurm_gpu_gres::core::sharing::{read_stepd, write_stepd, SharedKind};
-use slurm_gpu_gres::core::wire::{read_devices, read_gpu, write_devices, write_gpu, MemWire, WireReader};
+use slurm_gpu_gres::core::sharing::SharedKind;
+use slurm_gpu_gres::core::wire::{read_devices, read_gpu, read_shared, write_devices, write_gpu, write_shared, MemWire, WireReader};
 
 fn reader(data: &[u8]) -> MemWire {
     MemWire { bytes: data.to_vec(), pos: 0 }
@@ -31,12 +31,12 @@ fuzz_target!(|data: &[u8]| {
     }
     for kind in [SharedKind::Mps, SharedKind::Shard] {
         let mut r = reader(data);
-        if let Ok(info) = read_stepd(&mut r, kind) {
+        if let Ok(info) = read_shared(&mut r, kind) {
             assert!(r.pos <= data.len());
             let mut w = MemWire::default();
-            write_stepd(&mut w, kind, &info);
+            write_shared(&mut w, kind, &info);
             let mut again = reader(&w.bytes);
-            assert_eq!(read_stepd(&mut again, kind), Ok(info));
+            assert_eq!(read_shared(&mut again, kind), Ok(info));
             assert_eq!(again.remaining(), 0);
         }
     }

@@ -6,6 +6,7 @@
 
 use super::behaviour::Behaviour;
 use super::model::{ConfFlags, DevType, GresDevice};
+use super::sharing::{SharedDev, SharedKind};
 use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -23,6 +24,11 @@ pub trait WireWriter {
     fn u32(&mut self, v: u32);
     /// `packstr`: a string, or `None` for NULL.
     fn string(&mut self, s: Option<&str>);
+    /// `pack64`: big-endian, the high half then the low half.
+    fn u64(&mut self, v: u64) {
+        self.u32((v >> 32) as u32);
+        self.u32(v as u32);
+    }
 }
 
 /// Reads Slurm's packed forms, failing on a short buffer.
@@ -31,6 +37,12 @@ pub trait WireReader {
     fn string(&mut self, what: &'static str) -> Result<Option<String>, WireError>;
     /// Bytes not yet read (bounds the device count before allocating).
     fn remaining(&self) -> usize;
+    /// `unpack64`.
+    fn u64(&mut self, what: &'static str) -> Result<u64, WireError> {
+        let hi = u64::from(self.u32(what)?);
+        let lo = u64::from(self.u32(what)?);
+        Ok((hi << 32) | lo)
+    }
 }
 
 /// Smallest packed size of one device: five u32 and two empty strings.
@@ -156,6 +168,66 @@ impl WireReader for MemWire {
     }
 }
 
+// ---------------------------------------------------------------------------
+// gres/mps and gres/shard
+// ---------------------------------------------------------------------------
+
+/// What slurmd hands to slurmstepd for a shared GRES (gres/mps,
+/// gres/shard).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SharedStepd {
+    pub devices: Vec<GresDevice>,
+    /// Sent by gres/shard only (gres/mps sets CUDA variables only).
+    pub node_flags: ConfFlags,
+    pub counts: Vec<SharedDev>,
+}
+
+/// Packed size of one per-GPU count: two 64-bit numbers.
+const SHARED_DEV_BYTES: usize = 16;
+
+/// The stock plugins' message: the devices, the node's flags (shard only),
+/// then the count and the device number of each GPU.
+pub fn write_shared(w: &mut dyn WireWriter, kind: SharedKind, info: &SharedStepd) {
+    write_shared_as(w, kind, info, &Behaviour::BASELINE)
+}
+
+/// [`write_shared`] in the layout of the release that behaves as `behaviour`.
+pub fn write_shared_as(w: &mut dyn WireWriter, kind: SharedKind, info: &SharedStepd, behaviour: &Behaviour) {
+    write_devices_as(w, &info.devices, behaviour);
+    if kind == SharedKind::Shard {
+        w.u32(info.node_flags.0);
+    }
+    w.u32(info.counts.len() as u32);
+    for c in &info.counts {
+        w.u64(c.count);
+        // A C int widened to 64 bits: -1 travels as all ones.
+        w.u64(c.id as i64 as u64);
+    }
+}
+
+/// What [`write_shared`] wrote, every value checked.
+pub fn read_shared(r: &mut dyn WireReader, kind: SharedKind) -> Result<SharedStepd, WireError> {
+    read_shared_as(r, kind, &Behaviour::BASELINE)
+}
+
+/// [`read_shared`] in the layout of the release that behaves as `behaviour`.
+pub fn read_shared_as(r: &mut dyn WireReader, kind: SharedKind, behaviour: &Behaviour) -> Result<SharedStepd, WireError> {
+    let devices = read_devices_as(r, behaviour)?;
+    let node_flags = if kind == SharedKind::Shard { ConfFlags(r.u32("node flags")?) } else { ConfFlags(0) };
+    let n = r.u32("shared device count")?;
+    if (n as usize).saturating_mul(SHARED_DEV_BYTES) > r.remaining() {
+        return Err(WireError::TooMany(n));
+    }
+    let mut counts = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let count = r.u64("shared device count value")?;
+        let raw = r.u64("shared device id")?;
+        let id = i32::try_from(raw as i64).map_err(|_| WireError::Invalid { what: "shared device id", value: raw })?;
+        counts.push(SharedDev { id, count });
+    }
+    Ok(SharedStepd { devices, node_flags, counts })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,5 +299,66 @@ mod tests {
         write_devices(&mut w, &sample());
         w.bytes[4 + 8 + 3] = 9; // type of the first device
         assert!(matches!(read_devices(&mut w), Err(WireError::Invalid { .. })));
+    }
+
+    // -- gres/mps and gres/shard ------------------------------------------
+
+    fn shared_sample() -> SharedStepd {
+        let mut devices = crate::model::test_devices(2);
+        devices[1].unique_id = Some("MIG-1".into());
+        SharedStepd {
+            devices,
+            node_flags: ConfFlags(ConfFlags::ENV_NVML),
+            counts: vec![SharedDev { id: 0, count: 1300 }, SharedDev { id: -1, count: u64::MAX }],
+        }
+    }
+
+    #[test]
+    fn stepd_round_trip() {
+        for kind in [SharedKind::Mps, SharedKind::Shard] {
+            let mut w = MemWire::default();
+            write_shared(&mut w, kind, &shared_sample());
+            let got = read_shared(&mut w, kind).unwrap();
+            let mut want = shared_sample();
+            if kind == SharedKind::Mps {
+                want.node_flags = ConfFlags(0);
+            }
+            assert_eq!(got, want);
+            assert_eq!(w.remaining(), 0);
+        }
+    }
+
+    #[test]
+    fn stepd_layout_is_slurms() {
+        // Devices (none), then the count, then pack64 count and id.
+        let mut w = MemWire::default();
+        write_shared(&mut w, SharedKind::Mps, &SharedStepd { counts: vec![SharedDev { id: -1, count: 0x1_0000_0002 }], ..Default::default() });
+        assert_eq!(w.bytes, [[0, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 1], [0, 0, 0, 2], [0xff; 4], [0xff; 4]].concat());
+    }
+
+    #[test]
+    fn every_truncation_of_a_shared_message_is_an_error() {
+        for kind in [SharedKind::Mps, SharedKind::Shard] {
+            let mut w = MemWire::default();
+            write_shared(&mut w, kind, &shared_sample());
+            for cut in 0..w.bytes.len() {
+                let mut r = MemWire { bytes: w.bytes[..cut].to_vec(), pos: 0 };
+                assert!(read_shared(&mut r, kind).is_err(), "{kind:?} cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_counts_and_ids_are_rejected() {
+        let mut w = MemWire::default();
+        write_devices(&mut w, &[]);
+        WireWriter::u32(&mut w, u32::MAX);
+        assert_eq!(read_shared(&mut w, SharedKind::Mps), Err(WireError::TooMany(u32::MAX)));
+        let mut w = MemWire::default();
+        write_devices(&mut w, &[]);
+        WireWriter::u32(&mut w, 1);
+        WireWriter::u64(&mut w, 5);
+        WireWriter::u64(&mut w, 1 << 40);
+        assert!(matches!(read_shared(&mut w, SharedKind::Mps), Err(WireError::Invalid { what: "shared device id", .. })));
     }
 }

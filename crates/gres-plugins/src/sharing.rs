@@ -8,8 +8,8 @@ use super::{EnvTarget, Host, NodeConfig, SetEnv};
 use crate::core::devices;
 use crate::core::env::{EnvChange, EnvOp, EnvState};
 use crate::core::model::{ConfFlags, EpilogInfo, GresDevice, GresRecord, JobAlloc};
-use crate::core::sharing::{self, LoadInput, SharedDev, SharedEnvRequest, SharedKind, StepdInfo};
-use crate::core::wire::{WireError, WireReader, WireWriter};
+use crate::core::sharing::{self, LoadInput, SharedDev, SharedEnvRequest, SharedKind};
+use crate::core::wire::{self, SharedStepd, WireError, WireReader, WireWriter};
 
 /// What a load (or slurmstepd's message from slurmd) gives a shared plugin.
 #[derive(Default)]
@@ -92,8 +92,8 @@ pub fn set_env(kind: SharedKind, state: &'static SharedState, host: &dyn Host, t
 pub fn send_stepd(kind: SharedKind, state: &'static SharedState, w: &mut dyn WireWriter, behaviour: &crate::core::behaviour::Behaviour) {
     let st = state.lock();
     let data = st.data();
-    let info = StepdInfo { devices: data.devices.clone(), node_flags: data.node_flags, counts: data.counts.clone() };
-    sharing::write_stepd_as(w, kind, &info, behaviour);
+    let info = SharedStepd { devices: data.devices.clone(), node_flags: data.node_flags, counts: data.counts.clone() };
+    wire::write_shared_as(w, kind, &info, behaviour);
 }
 
 pub fn recv_stepd(
@@ -103,7 +103,7 @@ pub fn recv_stepd(
     behaviour: &crate::core::behaviour::Behaviour,
 ) -> Result<(), WireError> {
     let mut st = state.lock();
-    match sharing::read_stepd_as(r, kind, behaviour) {
+    match wire::read_shared_as(r, kind, behaviour) {
         Ok(info) => {
             st.replace(SharedDevices { devices: info.devices, counts: info.counts, node_flags: info.node_flags });
             Ok(())
