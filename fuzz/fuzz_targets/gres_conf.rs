@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use slurm_gpu_gres::core::gres_conf::syntax::MemReader;
+use slurm_gpu_gres::core::conf_syntax::MemReader;
 use slurm_gpu_gres::core::gres_conf::{GresConf, NodeContext};
 use std::path::Path;
 

@@ -31,10 +31,10 @@
 use std::path::Path;
 use thiserror::Error;
 
+use super::conf_syntax::{Diagnostic, Location};
 use super::files::{read_bounded, MAX_FILE_LEN};
 use super::flags::parse_flags;
 use super::gres_conf::rules::{add_gres_record, AffinityError};
-use super::gres_conf::syntax::{Diagnostic, Location};
 use super::model::{flags_to_string, Bitmap, ConfFlags, GresRecord, LogLevel, RangeError};
 
 /// Longest line read (the stock buffer holds 255 bytes, newline included

@@ -23,15 +23,14 @@
 //! `NodeName=` lines, each group in file order.
 
 pub mod rules;
-pub mod syntax;
 
 use std::path::{Path, PathBuf};
 
 use self::rules::{is_shared_name, links_validate};
-use self::syntax::{
+use super::behaviour::{Behaviour, Feature};
+use super::conf_syntax::{
     leftover_error, unknown_key, ConfError, ConfErrors, ConfReader, Diagnostic, ErrorKind, FsReader, LineSink, Location, Pair, ParsedLine, Spanned,
 };
-use super::behaviour::{Behaviour, Feature};
 use super::flags::{later_flag_words, parse_flags_for, unknown_flag_words};
 use super::hostlist;
 use super::model::{gres_build_id, Bitmap, ConfFlags, GresRecord, LogLevel};
@@ -347,7 +346,7 @@ impl GresConf {
     /// Read and check `path` through `reader`.
     pub fn load_with(reader: &dyn ConfReader, path: &Path) -> Result<GresConf, ConfErrors> {
         let mut collector = Collector::default();
-        syntax::parse_file(reader, path, &mut collector)?;
+        super::conf_syntax::parse_file(reader, path, &mut collector)?;
         Ok(Self::from_collector(path, collector))
     }
 
@@ -355,7 +354,7 @@ impl GresConf {
     /// `reader`).
     pub fn parse_str(text: &str, path: &Path, reader: &dyn ConfReader) -> Result<GresConf, ConfErrors> {
         let mut collector = Collector::default();
-        syntax::parse_text(reader, path, text, &mut collector)?;
+        super::conf_syntax::parse_text(reader, path, text, &mut collector)?;
         Ok(Self::from_collector(path, collector))
     }
 

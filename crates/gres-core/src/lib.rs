@@ -3,6 +3,7 @@
 //! unit-tested with plain `cargo test`.
 
 pub mod behaviour;
+pub mod conf_syntax;
 pub mod devices;
 pub mod env;
 pub mod env_array;

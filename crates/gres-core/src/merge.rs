@@ -632,7 +632,8 @@ mod tests {
     /// gres.conf records as slurmd hands them over when slurm.conf's
     /// counts equal gres.conf's (node tux0, 4 CPUs).
     fn gres_conf_records(text: &str) -> Vec<GresRecord> {
-        use crate::gres_conf::{syntax::MemReader, GresConf, NodeContext};
+        use crate::conf_syntax::MemReader;
+        use crate::gres_conf::{GresConf, NodeContext};
         GresConf::parse_str(text, Path::new("gres.conf"), &MemReader::new()).unwrap().node_config(&NodeContext::new("tux0", 4)).unwrap().records()
     }
 

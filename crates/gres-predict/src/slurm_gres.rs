@@ -3,7 +3,7 @@
 //! counts of one GRES refused.
 
 use crate::problem::{Problem, Severity};
-use gres_core::gres_conf::syntax::Location;
+use gres_core::conf_syntax::Location;
 use gres_core::model::gres_build_id;
 use gres_core::text::{closest_key, suffix_mult};
 

@@ -6,9 +6,9 @@ use std::path::Path;
 
 use crate::slurm_conf::{NodeLine, SlurmConf};
 use crate::*;
+use gres_core::conf_syntax::MemReader;
+use gres_core::conf_syntax::{ConfError, Location};
 use gres_core::devices::{self, DevStat};
-use gres_core::gres_conf::syntax::MemReader;
-use gres_core::gres_conf::syntax::{ConfError, Location};
 use gres_core::gres_conf::{GresConf, NodeContext};
 use gres_core::model::{gres_build_id, Bitmap, ConfFlags, DevType, GresRecord, LogLevel};
 
@@ -434,7 +434,7 @@ fn problems_from_logs() {
     assert_eq!(Problem::from_log(LogLevel::Error, None, "z").severity, Severity::Error);
     assert_eq!(Severity::Fatal.as_str(), "fatal");
     let e = ConfError {
-        kind: gres_core::gres_conf::syntax::ErrorKind::UnknownKey,
+        kind: gres_core::conf_syntax::ErrorKind::UnknownKey,
         location: Location::line(Path::new("/g"), 2),
         message: "m".into(),
         suggestion: Some("Type".into()),

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use slurm_gpu_gres::core::behaviour::Behaviour;
+use slurm_gpu_gres::core::conf_syntax::{ConfError, ConfErrors, ErrorKind, Location};
 use slurm_gpu_gres::core::devices::{stat_device, DevStat};
 use slurm_gpu_gres::core::fake_gpus::{self, CpuConv};
-use slurm_gpu_gres::core::gres_conf::syntax::{ConfError, ConfErrors, ErrorKind, Location};
 use slurm_gpu_gres::core::gres_conf::{AutoDetect, GresConf, NodeContext};
 use slurm_gpu_gres::core::host::NodeConfig;
 use slurm_gpu_gres::core::host::StandaloneHost;

@@ -1,7 +1,7 @@
 //! Tests of gres.conf reading and evaluation.
 
-use super::syntax::{ErrorKind, MemReader};
 use super::*;
+use crate::conf_syntax::{ErrorKind, MemReader};
 
 const ENV_DEFAULT: u32 = ConfFlags::ENV_SET | ConfFlags::ENV_DEF;
 
