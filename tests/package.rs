@@ -569,7 +569,7 @@ fn slurm_version_installed() -> String {
 /// package's release and in its exact requirements), rpmlint finds no
 /// error, and rpmbuild makes the source package.  The binary build
 /// (`rpmbuild -bb`, a full release build of the workspace) is verified by
-/// hand (README).
+/// hand (docs/install.md).
 #[test]
 fn the_rpm_spec_parses_lints_and_makes_a_source_package() {
     let have = |tool: &str| Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
@@ -583,7 +583,7 @@ fn the_rpm_spec_parses_lints_and_makes_a_source_package() {
     assert!(ok, "rpmspec -P:\n{parsed}");
     let version = env!("CARGO_PKG_VERSION");
     // The library in a package of its own, which the plugin files'
-    // requires, so that rpm installs it first (README, "Upgrades").
+    // requires, so that rpm installs it first (docs/install.md, "Upgrades").
     let libs =
         format!("%files libs\n%license packaging/debian/copyright\n%dir %{{_libdir}}/slurm-gpu-gres\n%{{_libdir}}/slurm-gpu-gres/libgres_rs-{version}.so");
     assert!(

@@ -40,7 +40,7 @@ pub const PLUGIN_FILES: [PluginFile; 4] = [GRES_GPU, GRES_MPS, GRES_SHARD, GPU_N
 /// files need the new library, which is installed before them under a name
 /// of its own, and the old plugin files keep finding the old library until
 /// it is removed after them, so a slurmstepd that starts in between loads a
-/// matching pair either way (README, "Upgrades").
+/// matching pair either way (docs/install.md, "Upgrades").
 pub const LIBRARY_FILE: &str = concat!("libgres_rs-", env!("CARGO_PKG_VERSION"), ".so");
 
 /// The library as cargo builds it (`target/<profile>/libgres_rs.so`),
