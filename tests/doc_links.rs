@@ -58,32 +58,28 @@ fn anchor(heading: &str) -> String {
         .collect()
 }
 
-fn anchors(text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
+/// The lines of a Markdown text outside fenced code blocks.
+fn prose_lines(text: &str) -> Vec<&str> {
     let mut fenced = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-        }
-        if !fenced && line.starts_with('#') {
-            out.insert(anchor(line.trim_start_matches('#')));
-        }
-    }
-    out
+    text.lines()
+        .filter(|line| {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                return false;
+            }
+            !fenced
+        })
+        .collect()
+}
+
+fn anchors(text: &str) -> BTreeSet<String> {
+    prose_lines(text).into_iter().filter(|l| l.starts_with('#')).map(|l| anchor(l.trim_start_matches('#'))).collect()
 }
 
 /// The `(target)` of each `[text](target)` outside code.
 fn links(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut fenced = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced {
-            continue;
-        }
+    for line in prose_lines(text) {
         let mut rest = line;
         while let Some(i) = rest.find("](") {
             let after = &rest[i + 2..];
