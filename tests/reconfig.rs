@@ -59,7 +59,8 @@ fn restart_slurmd(c: &Cluster, previous: &mut Restarted) -> Restarted {
         }
         None => {
             let pid = c.pid(Daemon::Slurmd).expect("slurmd running");
-            harness::process::terminate_pid(pid, Duration::from_secs(10));
+            let slurmd = harness::process::ProcessRef::of(pid).expect("slurmd running");
+            harness::process::terminate_process(slurmd, Duration::from_secs(10));
         }
     }
     let mut cmd = c.daemon_command("slurmd");

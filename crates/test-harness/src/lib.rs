@@ -2091,8 +2091,8 @@ impl Cluster {
                 break;
             }
             eprintln!("harness: stopping leftover processes of cluster {}: {pids:?}", self.name);
-            for p in pids {
-                process::terminate_pid(p, Duration::from_secs(3));
+            for p in process::process_refs(&pids) {
+                process::terminate_process(p, Duration::from_secs(3));
             }
         }
         // The strays are gone: the namespaces may go (and their inodes be

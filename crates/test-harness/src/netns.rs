@@ -174,8 +174,8 @@ impl Network {
                 break;
             }
             eprintln!("harness: stopping processes left in the cluster's network namespaces: {pids:?}");
-            for p in pids {
-                process::terminate_pid(p, Duration::from_secs(3));
+            for p in process::process_refs(&pids) {
+                process::terminate_process(p, Duration::from_secs(3));
             }
         }
         for c in std::iter::once(&mut self.hub).chain(self.nodes.iter_mut()) {

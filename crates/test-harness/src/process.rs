@@ -215,21 +215,62 @@ pub fn pid_alive(pid: u32) -> bool {
     }
 }
 
-/// SIGTERM a PID that is not our child (e.g. a stray slurmstepd of our own
-/// cluster), wait up to `grace`, then SIGKILL it.
-pub fn terminate_pid(pid: u32, grace: Duration) {
-    if !pid_alive(pid) {
+/// A process that is not our child, as its PID and its start time (field
+/// 22 of `/proc/<pid>/stat`, in clock ticks since boot): once it has
+/// exited its PID may name another process (`pid_max` is 32,768 on many
+/// machines, and a test run starts thousands), which the start time tells
+/// apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessRef {
+    pub pid: u32,
+    start: u64,
+}
+
+impl ProcessRef {
+    /// The process `pid` names now; `None` when there is none (or a zombie).
+    pub fn of(pid: u32) -> Option<ProcessRef> {
+        if !pid_alive(pid) {
+            return None;
+        }
+        start_time(pid).map(|start| ProcessRef { pid, start })
+    }
+
+    /// Whether `pid` still names this process and it has not ended.
+    pub fn alive(&self) -> bool {
+        pid_alive(self.pid) && start_time(self.pid) == Some(self.start)
+    }
+}
+
+/// Field 22 of `/proc/<pid>/stat`.
+fn start_time(pid: u32) -> Option<u64> {
+    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the ")" that closes comm start with field 3.
+    s.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// [`ProcessRef::of`] of each PID, taken at once after a scan found them.
+pub fn process_refs(pids: &[u32]) -> Vec<ProcessRef> {
+    pids.iter().filter_map(|p| ProcessRef::of(*p)).collect()
+}
+
+/// SIGTERM a process that is not our child (e.g. a stray slurmstepd of our
+/// own cluster), wait up to `grace`, then SIGKILL it; each signal only
+/// while its PID still names that process.
+pub fn terminate_process(p: ProcessRef, grace: Duration) {
+    if !p.alive() {
         return;
     }
-    send_signal(pid, "TERM");
+    send_signal(p.pid, "TERM");
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
-        if !pid_alive(pid) {
+        if !p.alive() {
             return;
         }
         thread::sleep(Duration::from_millis(25));
     }
-    send_signal(pid, "KILL");
+    if p.alive() {
+        send_signal(p.pid, "KILL");
+    }
 }
 
 /// PIDs of processes (other than this one) that have a file descriptor, cwd,
@@ -283,4 +324,21 @@ pub fn paths_in_maps(maps: &str) -> Vec<String> {
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_process_ref_outlives_its_process_only_as_dead() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let p = super::ProcessRef::of(child.id()).expect("sleep runs");
+        assert!(p.alive());
+        super::terminate_process(p, std::time::Duration::from_secs(5));
+        child.wait().unwrap();
+        assert!(!p.alive());
+        // Another start time under the same PID is another process.
+        let me = super::ProcessRef::of(std::process::id()).unwrap();
+        assert!(me.alive());
+        assert!(!super::ProcessRef { start: me.start + 1, ..me }.alive());
+    }
 }
