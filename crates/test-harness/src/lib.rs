@@ -1512,9 +1512,7 @@ impl Cluster {
             if let Some(ld) = &self.ld_library_path {
                 cmd.env("LD_LIBRARY_PATH", ld);
             }
-            if self.config.chroot.is_none() {
-                cmd = with_mig_minors(cmd);
-            }
+            cmd = with_mig_minors(cmd, &self.config);
             if self.config.is_multi() {
                 let child = self.spawn_daemon(&format!("slurmd-{name}"), cmd)?;
                 self.node_daemons.push((name, child));
@@ -2173,10 +2171,7 @@ impl Cluster {
         // LD_DEBUG goes to stderr: slurmd closes all other descriptors at
         // start, so LD_DEBUG_OUTPUT would lose the plugin dlopen()s.
         cmd.env("LD_DEBUG", "files");
-        let mut cmd = wrapped(cmd, &config.slurmd_g_wrapper);
-        if config.chroot.is_none() {
-            cmd = with_mig_minors(cmd);
-        }
+        let cmd = with_mig_minors(wrapped(cmd, &config.slurmd_g_wrapper), config);
         let (output, loaded_files) = split_ld_debug(process::run_with_timeout(cmd, Duration::from_secs(60), &l.capture));
         let r = SlurmdG {
             output,
@@ -2211,10 +2206,7 @@ impl Cluster {
             cmd.env("LD_LIBRARY_PATH", ld);
         }
         cmd.env("LD_DEBUG", "files");
-        let mut cmd = wrapped(cmd, &self.config.slurmd_g_wrapper);
-        if self.config.chroot.is_none() {
-            cmd = with_mig_minors(cmd);
-        }
+        let cmd = with_mig_minors(wrapped(cmd, &self.config.slurmd_g_wrapper), &self.config);
         let (output, loaded_files) = split_ld_debug(process::run_with_timeout(cmd, Duration::from_secs(60), &self.layout.capture));
         SlurmdG {
             output,
@@ -2265,15 +2257,19 @@ mount --bind "$GRES_RS_TEST_MIG_MINORS" /proc/driver/nvidia-caps/mig-minors
 exec "$@"
 "#;
 
-/// `cmd` (a slurmd on the host, not in a chroot) in a mount namespace of
+/// `cmd` (a slurmd of `config`) on the host in a mount namespace of
 /// its own where `/proc/driver/nvidia-caps/mig-minors`, the one place the
 /// stock gpu/nvml reads MIG minors from (and ours in a release build), is
 /// the file its [`MIG_MINORS_ENV`] names, as the NVIDIA driver makes it;
-/// `cmd` itself where it has no such variable or the file is there
-/// already (a caller in such a namespace).  `unshare` without `--fork` and
+/// `cmd` itself in a chroot (whose commands mount the file themselves),
+/// where it has no such variable, or where the file is there already (a
+/// caller in such a namespace).  `unshare` without `--fork` and
 /// `exec`: the PID is the program's; the namespace and its mounts end with
 /// its last process (slurmd's slurmstepds inherit it).
-fn with_mig_minors(cmd: Command) -> Command {
+fn with_mig_minors(cmd: Command, config: &ClusterConfig) -> Command {
+    if config.chroot.is_some() {
+        return cmd;
+    }
     let Some(file) = cmd.get_envs().find(|(k, _)| *k == MIG_MINORS_ENV).and_then(|(_, v)| v.map(PathBuf::from)) else { return cmd };
     let driver = Path::new(slurm_gpu_gres::core::nvml_model::MIG_MINORS_PATH);
     if fs::read(driver).ok().is_some_and(|have| fs::read(&file).ok() == Some(have)) {
