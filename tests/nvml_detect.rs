@@ -26,15 +26,6 @@ impl Host for TestHost {
     fn behaviour(&self) -> &Behaviour {
         &self.behaviour
     }
-    fn autodetect_flags(&self) -> u32 {
-        0
-    }
-    fn gpu_plugin_system_gpus(&self) -> Option<Vec<GresRecord>> {
-        None
-    }
-    fn extra_conf_path(&self, _name: &str) -> Option<String> {
-        None
-    }
     fn mac_to_abs(&self, mac: &str) -> Option<String> {
         let b = Bitmap::from_ranges(self.cpu_cnt as usize, mac).ok()?;
         let mut out = Bitmap::new(self.cpu_cnt as usize);
@@ -43,14 +34,6 @@ impl Host for TestHost {
         }
         Some(out.to_ranges())
     }
-    fn use_local_device_index(&self) -> bool {
-        false
-    }
-    fn debug_gres(&self) -> bool {
-        false
-    }
-    fn gpu_step_hardware_init(&self, _usable: Option<&Bitmap>, _settings: Option<&str>) {}
-    fn gpu_step_hardware_fini(&self) {}
     fn test_cpu_conv(&self, _mask: &str) -> Option<String> {
         None
     }

@@ -6,28 +6,45 @@ use crate::behaviour::Behaviour;
 use crate::model::{Bitmap, GresRecord};
 
 /// What slurmd offers a plugin besides the arguments of a call.  The real
-/// implementation calls back into slurmd (`gres_slurm_abi::host`);
-/// [`StandaloneHost`] is the one outside slurmd.
+/// implementation calls back into slurmd (`gres_slurm_abi::host`); each
+/// default is what a plugin gets outside slurmd ([`StandaloneHost`]), so a
+/// test's host states only where it differs.
 pub trait Host {
     /// How the Slurm the plugins run in behaves where releases differ.
     fn behaviour(&self) -> &Behaviour;
     /// `GRES_AUTODETECT_*` bits of gres.conf's `AutoDetect`.
-    fn autodetect_flags(&self) -> u32;
+    fn autodetect_flags(&self) -> u32 {
+        0
+    }
     /// GPUs found by slurmd's own gpu plugin (gpu/rsmi, gpu/oneapi, ...).
-    fn gpu_plugin_system_gpus(&self) -> Option<Vec<GresRecord>>;
+    fn gpu_plugin_system_gpus(&self) -> Option<Vec<GresRecord>> {
+        None
+    }
     /// Path of a file in slurmd's configuration directory.
-    fn extra_conf_path(&self, name: &str) -> Option<String>;
-    /// Convert a machine CPU range to slurmd's abstract core ids.
-    fn mac_to_abs(&self, mac: &str) -> Option<String>;
+    fn extra_conf_path(&self, _name: &str) -> Option<String> {
+        None
+    }
+    /// Convert a machine CPU range to slurmd's abstract core ids (outside
+    /// slurmd: the machine ids are taken as they are).
+    fn mac_to_abs(&self, mac: &str) -> Option<String> {
+        Some(mac.to_string())
+    }
     /// Devices are renumbered from 0 inside the job's cgroup.
-    fn use_local_device_index(&self) -> bool;
+    fn use_local_device_index(&self) -> bool {
+        false
+    }
     /// `DebugFlags=Gres` is set.
-    fn debug_gres(&self) -> bool;
+    fn debug_gres(&self) -> bool {
+        false
+    }
     /// Hand `--gpu-freq` to slurmd's gpu plugin for a step's GPUs.
-    fn gpu_step_hardware_init(&self, usable: Option<&Bitmap>, settings: Option<&str>);
-    fn gpu_step_hardware_fini(&self);
-    /// Slurm's `gpu_g_test_cpu_conv` for `fake_gpus.conf` CPU masks.
-    fn test_cpu_conv(&self, mask: &str) -> Option<String>;
+    fn gpu_step_hardware_init(&self, _usable: Option<&Bitmap>, _settings: Option<&str>) {}
+    fn gpu_step_hardware_fini(&self) {}
+    /// Slurm's `gpu_g_test_cpu_conv` for `fake_gpus.conf` CPU masks
+    /// (outside slurmd: what gpu/nvml's converter does).
+    fn test_cpu_conv(&self, mask: &str) -> Option<String> {
+        crate::nvml_model::test_cpu_mask(mask)
+    }
     /// slurm.conf `GpuFreqDef`, if set.
     fn gpu_freq_def(&self) -> Option<String> {
         None
@@ -67,28 +84,5 @@ impl StandaloneHost {
 impl Host for StandaloneHost {
     fn behaviour(&self) -> &Behaviour {
         &self.behaviour
-    }
-    fn autodetect_flags(&self) -> u32 {
-        0
-    }
-    fn gpu_plugin_system_gpus(&self) -> Option<Vec<GresRecord>> {
-        None
-    }
-    fn extra_conf_path(&self, _name: &str) -> Option<String> {
-        None
-    }
-    fn mac_to_abs(&self, mac: &str) -> Option<String> {
-        Some(mac.to_string())
-    }
-    fn use_local_device_index(&self) -> bool {
-        false
-    }
-    fn debug_gres(&self) -> bool {
-        false
-    }
-    fn gpu_step_hardware_init(&self, _usable: Option<&Bitmap>, _settings: Option<&str>) {}
-    fn gpu_step_hardware_fini(&self) {}
-    fn test_cpu_conv(&self, mask: &str) -> Option<String> {
-        crate::nvml_model::test_cpu_mask(mask)
     }
 }

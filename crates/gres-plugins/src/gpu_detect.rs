@@ -96,7 +96,7 @@ pub fn merge_detected_gpus(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<G
 mod tests {
     use super::*;
     use crate::core::behaviour::Behaviour;
-    use crate::core::model::{Bitmap, ConfFlags};
+    use crate::core::model::ConfFlags;
 
     /// slurmd with a fake_gpus.conf and a gpu plugin (or core) that
     /// reports one GPU of its own.
@@ -108,9 +108,6 @@ mod tests {
     impl Host for FakeHost {
         fn behaviour(&self) -> &Behaviour {
             &self.behaviour
-        }
-        fn autodetect_flags(&self) -> u32 {
-            0
         }
         fn gpu_plugin_system_gpus(&self) -> Option<Vec<GresRecord>> {
             let rec = GresRecord {
@@ -126,17 +123,6 @@ mod tests {
         fn extra_conf_path(&self, _name: &str) -> Option<String> {
             Some(self.fake_path.clone())
         }
-        fn mac_to_abs(&self, mac: &str) -> Option<String> {
-            Some(mac.to_string())
-        }
-        fn use_local_device_index(&self) -> bool {
-            false
-        }
-        fn debug_gres(&self) -> bool {
-            false
-        }
-        fn gpu_step_hardware_init(&self, _usable: Option<&Bitmap>, _settings: Option<&str>) {}
-        fn gpu_step_hardware_fini(&self) {}
         fn test_cpu_conv(&self, _mask: &str) -> Option<String> {
             None
         }
