@@ -9,6 +9,7 @@
 
 #![deny(unsafe_code)]
 
+pub use gres_config as config;
 pub use gres_core as core;
 pub use gres_log as log;
 pub use gres_nvml as nvml;

@@ -7,8 +7,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use slurm_gpu_gres::core::conf_syntax::MemReader;
-use slurm_gpu_gres::core::gres_conf::{GresConf, NodeContext};
+use slurm_gpu_gres::config::syntax::MemReader;
+use slurm_gpu_gres::config::gres_conf::{GresConf, NodeContext};
 use std::path::Path;
 
 const PATH: &str = "/etc/slurm/gres.conf";

@@ -31,11 +31,11 @@
 use std::path::Path;
 use thiserror::Error;
 
-use super::conf_syntax::{Diagnostic, Location};
+use super::diagnostic::{Diagnostic, Location};
 use super::files::{read_bounded, MAX_FILE_LEN};
 use super::flags::parse_flags;
-use super::gres_conf::rules::{add_gres_record, AffinityError};
 use super::model::{flags_to_string, Bitmap, ConfFlags, GresRecord, LogLevel, RangeError};
+use super::record_rules::{add_gres_record, AffinityError};
 
 /// Longest line read (the stock buffer holds 255 bytes, newline included
 /// in what it reads).

@@ -3,8 +3,8 @@
 //! unit-tested with plain `cargo test`.
 
 pub mod behaviour;
-pub mod conf_syntax;
 pub mod devices;
+pub mod diagnostic;
 pub mod env;
 pub mod env_array;
 pub mod fake_gpus;
@@ -12,7 +12,6 @@ pub mod files;
 pub mod flags;
 pub mod gpu_freq;
 pub mod gpu_usage;
-pub mod gres_conf;
 pub mod host;
 pub mod hostlist;
 pub mod merge;
@@ -20,6 +19,7 @@ pub mod model;
 pub mod nvml_model;
 pub mod plugin_files;
 pub mod proc_maps;
+pub mod record_rules;
 pub mod sharing;
 pub mod sort;
 pub mod text;

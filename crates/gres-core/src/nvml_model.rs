@@ -3,8 +3,8 @@
 //! NVLink strings, the `mig-minors` file, and the record of one detected
 //! GPU.  No NVML call here: `crate::nvml` does those.
 
-use super::gres_conf::rules::add_gres_record;
 use super::model::{Bitmap, ConfFlags, GresRecord};
+use super::record_rules::add_gres_record;
 
 /// CPUs an NVML affinity mask can describe (Slurm's `MAX_CPUS`).
 pub const MAX_CPUS: usize = 0x8000;

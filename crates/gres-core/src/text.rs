@@ -1,6 +1,6 @@
 //! Small text rules of Slurm's C code that parsers, the merge and the
-//! tool share: C's whitespace, `xstrcasestr()`, count suffixes
-//! (`suffix_mult()`), and the closest valid key to a misspelt one.  A leaf: it imports nothing of
+//! tool share: C's whitespace, `xstrcasestr()`, and the closest valid key
+//! to a misspelt one.  A leaf: it imports nothing of
 //! the crate.
 
 /// C's `isspace()` in the C locale.
@@ -32,41 +32,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-/// Slurm's `suffix_mult()`: the multiplier of a count suffix (`k`/`kib`
-/// 1024, `kb` 1000, up to `p`/`pib`/`pb`), any case; `None` if unknown.
-pub fn suffix_mult(suffix: &str) -> Option<u64> {
-    const K: u64 = 1024;
-    const KB: u64 = 1000;
-    let s = suffix.to_ascii_lowercase();
-    Some(match s.as_str() {
-        "" => 1,
-        "k" | "kib" => K,
-        "kb" => KB,
-        "m" | "mib" => K.pow(2),
-        "mb" => KB.pow(2),
-        "g" | "gib" => K.pow(3),
-        "gb" => KB.pow(3),
-        "t" | "tib" => K.pow(4),
-        "tb" => KB.pow(4),
-        "p" | "pib" => K.pow(5),
-        "pb" => KB.pow(5),
-        _ => return None,
-    })
-}
-
-/// A count with an optional suffix (`4`, `10G`, `2kb`): digits (an optional
-/// leading `+`), then a [`suffix_mult`] suffix.  `None` for anything else,
-/// including negative numbers and products past `u64`.
-pub fn parse_count(text: &str) -> Option<u64> {
-    let body = text.strip_prefix('+').unwrap_or(text);
-    let digits = body.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 {
-        return None;
-    }
-    let number: u64 = body[..digits].parse().ok()?;
-    number.checked_mul(suffix_mult(&body[digits..])?)
-}
-
 /// Slurm's `xstrcasestr()`: whether `needle` occurs in `haystack`, ignoring
 /// ASCII case.  Either one missing never matches, and an empty needle only
 /// matches a non-empty haystack.
@@ -91,22 +56,6 @@ mod tests {
         assert_eq!(closest_key("nodname", &["Name", "NodeName"]), Some("NodeName"));
         assert_eq!(closest_key("xyz", &["Name", "Type"]), None);
         assert_eq!(closest_key("COUNT", &["Count"]), Some("Count"));
-    }
-
-    #[test]
-    fn counts_and_suffixes() {
-        assert_eq!(parse_count("4"), Some(4));
-        assert_eq!(parse_count("+4"), Some(4));
-        assert_eq!(parse_count("10G"), Some(10 << 30));
-        assert_eq!(parse_count("2kb"), Some(2000));
-        assert_eq!(parse_count("1PiB"), Some(1 << 50));
-        assert_eq!(parse_count("-1"), None);
-        assert_eq!(parse_count("K"), None);
-        assert_eq!(parse_count("4x"), None);
-        assert_eq!(parse_count("99999999999P"), None);
-        assert_eq!(parse_count("99999999999999999999"), None);
-        assert_eq!(suffix_mult("MB"), Some(1_000_000));
-        assert_eq!(suffix_mult("q"), None);
     }
 
     #[test]

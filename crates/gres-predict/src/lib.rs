@@ -9,7 +9,7 @@
 //!    dropped ([`gres_name_filter`]), is counted per GRES and type
 //!    ([`gres_cnt`], [`node_slurm_gres`]); mixing typed and untyped counts
 //!    of one GRES stops slurmd ([`validate_slurm_conf`]).
-//! 2. gres.conf, already evaluated for the node ([`gres_core::gres_conf`]),
+//! 2. gres.conf, already evaluated for the node ([`gres_config::gres_conf`]),
 //!    is compared with those counts: records slurm.conf does not account
 //!    for are logged ([`check_conf_mismatch`]).
 //! 3. Both are merged ([`merge_config`]): gres.conf works only within what

@@ -2,7 +2,7 @@
 //! configuration, as `gres-rs check` reports it: how serious, where, and
 //! what follows from it.
 
-use gres_core::conf_syntax::{ConfError, Diagnostic, Location};
+use gres_config::syntax::{ConfError, Diagnostic, Location};
 use gres_core::model::LogLevel;
 
 /// The GRES plugins Debian's Slurm 22.05 ships (`gres_<name>.so`); a GRES

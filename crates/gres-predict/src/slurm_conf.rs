@@ -4,7 +4,7 @@
 //! (for `Include %c`), and the `Gres=` specification syntax
 //! (`gpu:tesla:2,mps:400,bandwidth:lustre:no_consume:4G`).
 //!
-//! The line syntax is Slurm's (see [`gres_core::conf_syntax`]).  As
+//! The line syntax is Slurm's (see [`gres_config::syntax`]).  As
 //! in Slurm, `NodeName`, `PartitionName`, `DownNodes`, `FrontendName`,
 //! `NodeSet` and `SlurmctldHost` lines hold several pairs; any other key
 //! must be alone on its line.  Keys of `NodeName` lines are checked (with a
@@ -14,13 +14,13 @@
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
-use gres_core::conf_syntax::{
+use gres_config::counts::suffix_mult;
+use gres_config::syntax::{
     self, leftover_error, unknown_key, ConfError, ConfErrors, ConfReader, Diagnostic, ErrorKind, FsReader, LineSink, Location, Pair, ParsedLine, Spanned,
 };
-use gres_core::gres_conf::rules::is_shared_name;
 use gres_core::hostlist;
 use gres_core::model::{gres_build_id, LogLevel};
-use gres_core::text::suffix_mult;
+use gres_core::record_rules::is_shared_name;
 
 /// Top-level keys whose line carries more pairs.
 const MULTI_PAIR_KEYS: [&str; 6] = ["DownNodes", "FrontendName", "NodeName", "NodeSet", "PartitionName", "SlurmctldHost"];
@@ -247,7 +247,7 @@ impl SlurmConf {
     /// Read and check `path` through `reader`.
     pub fn load_with(reader: &dyn ConfReader, path: &Path) -> Result<SlurmConf, ConfErrors> {
         let mut c = Collector::new(path);
-        conf_syntax::parse_file(reader, path, &mut c)?;
+        syntax::parse_file(reader, path, &mut c)?;
         Ok(c.conf)
     }
 
@@ -255,7 +255,7 @@ impl SlurmConf {
     /// `reader`).
     pub fn parse_str(text: &str, path: &Path, reader: &dyn ConfReader) -> Result<SlurmConf, ConfErrors> {
         let mut c = Collector::new(path);
-        conf_syntax::parse_text(reader, path, text, &mut c)?;
+        syntax::parse_text(reader, path, text, &mut c)?;
         Ok(c.conf)
     }
 
@@ -477,7 +477,7 @@ pub fn gres_count(specs: &[GresSpec], name: &str) -> GresCount {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gres_core::conf_syntax::MemReader;
+    use gres_config::syntax::MemReader;
 
     fn conf(text: &str) -> SlurmConf {
         SlurmConf::parse_str(text, Path::new("/etc/slurm/slurm.conf"), &MemReader::new()).unwrap()

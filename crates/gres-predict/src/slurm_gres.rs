@@ -3,9 +3,10 @@
 //! counts of one GRES refused.
 
 use crate::problem::{Problem, Severity};
-use gres_core::conf_syntax::Location;
+use gres_config::counts::suffix_mult;
+use gres_config::syntax::Location;
 use gres_core::model::gres_build_id;
-use gres_core::text::{closest_key, suffix_mult};
+use gres_core::text::closest_key;
 
 /// Slurm's `gres_name_filter()`: the items of a node's `Gres=` whose name
 /// (before any `:`) is exactly one of `gres_types`, and the items dropped.

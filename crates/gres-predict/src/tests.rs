@@ -6,10 +6,10 @@ use std::path::Path;
 
 use crate::slurm_conf::{NodeLine, SlurmConf};
 use crate::*;
-use gres_core::conf_syntax::MemReader;
-use gres_core::conf_syntax::{ConfError, Location};
+use gres_config::gres_conf::{GresConf, NodeContext};
+use gres_config::syntax::MemReader;
+use gres_config::syntax::{ConfError, Location};
 use gres_core::devices::{self, DevStat};
-use gres_core::gres_conf::{GresConf, NodeContext};
 use gres_core::model::{gres_build_id, Bitmap, ConfFlags, DevType, GresRecord, LogLevel};
 
 const ENV_DEFAULT: u32 = ConfFlags::ENV_SET | ConfFlags::ENV_DEF;
@@ -369,7 +369,7 @@ fn env_flags_that_differ() {
 }
 
 fn fake(type_name: &str, file: &str, cpus: &str, links: &str) -> GresRecord {
-    gres_core::gres_conf::rules::add_gres_record(GresRecord {
+    gres_core::record_rules::add_gres_record(GresRecord {
         name: "gpu".into(),
         count: 1,
         cpu_cnt: 4,
@@ -434,7 +434,7 @@ fn problems_from_logs() {
     assert_eq!(Problem::from_log(LogLevel::Error, None, "z").severity, Severity::Error);
     assert_eq!(Severity::Fatal.as_str(), "fatal");
     let e = ConfError {
-        kind: gres_core::conf_syntax::ErrorKind::UnknownKey,
+        kind: gres_config::syntax::ErrorKind::UnknownKey,
         location: Location::line(Path::new("/g"), 2),
         message: "m".into(),
         suggestion: Some("Type".into()),

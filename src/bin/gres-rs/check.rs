@@ -6,11 +6,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+use slurm_gpu_gres::config::gres_conf::{AutoDetect, GresConf, NodeContext};
+use slurm_gpu_gres::config::syntax::{ConfError, ConfErrors, ErrorKind, Location};
 use slurm_gpu_gres::core::behaviour::Behaviour;
-use slurm_gpu_gres::core::conf_syntax::{ConfError, ConfErrors, ErrorKind, Location};
 use slurm_gpu_gres::core::devices::{stat_device, DevStat};
 use slurm_gpu_gres::core::fake_gpus::{self, CpuConv};
-use slurm_gpu_gres::core::gres_conf::{AutoDetect, GresConf, NodeContext};
 use slurm_gpu_gres::core::host::NodeConfig;
 use slurm_gpu_gres::core::host::StandaloneHost;
 use slurm_gpu_gres::core::hostlist;

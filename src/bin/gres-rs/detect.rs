@@ -1,7 +1,7 @@
 //! `gres-rs detect`: the GPUs NVML reports.
 
 use serde::Serialize;
-use slurm_gpu_gres::core::gres_conf::AutoDetect;
+use slurm_gpu_gres::config::gres_conf::AutoDetect;
 use slurm_gpu_gres::core::host::NodeConfig;
 use slurm_gpu_gres::core::host::StandaloneHost;
 use slurm_gpu_gres::core::model::LogLevel;

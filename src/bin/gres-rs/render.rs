@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use annotate_snippets::{Level, Renderer, Snippet};
 use serde::Serialize;
-use slurm_gpu_gres::core::conf_syntax::Location;
+use slurm_gpu_gres::config::syntax::Location;
 use slurm_gpu_gres::core::files::{read_bounded, MAX_FILE_LEN};
 use slurm_gpu_gres::core::model::{flags_to_string, ConfFlags, GresRecord};
 use slurm_gpu_gres::predict::{Problem, Severity};

@@ -15,15 +15,15 @@
 //! by the library's reader, which the caller runs as well.  The lines are
 //! the library's too: it reads the files (within its bounds), cuts them
 //! into logical lines (comments, continuations, escapes) and follows the
-//! `include`s (see `core::conf_syntax::visit_file`); this module
+//! `include`s (see `config::syntax::visit_file`); this module
 //! only keeps, for each logical line, where it is and what it is.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use slurm_gpu_gres::core::conf_syntax::{visit_file, ConfError, Diagnostic, FsReader, LineVisitor, Location, RawLine};
-use slurm_gpu_gres::core::gres_conf::{GresConf, NodeContext, NodeGresConf};
+use slurm_gpu_gres::config::gres_conf::{GresConf, NodeContext, NodeGresConf};
+use slurm_gpu_gres::config::syntax::{visit_file, ConfError, Diagnostic, FsReader, LineVisitor, Location, RawLine};
 use slurm_gpu_gres::core::hostlist;
 
 /// One file read: its path and text.
@@ -321,7 +321,7 @@ impl LineVisitor for Sliced {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slurm_gpu_gres::core::conf_syntax::{MemReader, Spanned};
+    use slurm_gpu_gres::config::syntax::{MemReader, Spanned};
 
     struct Tmp(PathBuf);
     impl Drop for Tmp {

@@ -1,7 +1,7 @@
 use super::include::slurmd_reading;
 use super::*;
-use crate::files::FileKind;
-use crate::model::LogLevel;
+use gres_core::files::FileKind;
+use gres_core::model::LogLevel;
 use std::path::{Path, PathBuf};
 
 #[derive(Default)]

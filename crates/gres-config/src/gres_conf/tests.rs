@@ -1,7 +1,7 @@
 //! Tests of gres.conf reading and evaluation.
 
 use super::*;
-use crate::conf_syntax::{ErrorKind, MemReader};
+use crate::syntax::{ErrorKind, MemReader};
 
 const ENV_DEFAULT: u32 = ConfFlags::ENV_SET | ConfFlags::ENV_DEF;
 
@@ -367,13 +367,13 @@ fn arbitrary_input_never_panics() {
 }
 
 /// gres.conf read as a release that behaves as `behaviour`.
-fn node_as(text: &str, node: &str, behaviour: &crate::behaviour::Behaviour) -> NodeGresConf {
+fn node_as(text: &str, node: &str, behaviour: &gres_core::behaviour::Behaviour) -> NodeGresConf {
     conf(text).node_config(&NodeContext { behaviour, ..NodeContext::new(node, 16) }).unwrap()
 }
 
 #[test]
 fn autodetect_values_follow_the_behaviour() {
-    use crate::behaviour::{Behaviour, Feature};
+    use gres_core::behaviour::{Behaviour, Feature};
     let old = Behaviour::BASELINE;
     let nrt = Behaviour { autodetect_nrt: true, ..old };
     let nvidia = Behaviour { autodetect_nvidia: true, ..nrt };
@@ -402,7 +402,7 @@ fn autodetect_values_follow_the_behaviour() {
 
 #[test]
 fn flag_words_follow_the_behaviour() {
-    use crate::behaviour::{Behaviour, ConfBit14, Feature};
+    use gres_core::behaviour::{Behaviour, ConfBit14, Feature};
     let text = "Name=gpu File=/dev/nvidia0 Flags=nvidia_gpu_env,env_uuid,Explicit\n";
     let old = node_as(text, "x", &Behaviour::BASELINE);
     assert_eq!(old.records[0].record.flags.0, ConfFlags::HAS_FILE | ConfFlags::ENV_NVML);
@@ -446,7 +446,7 @@ fn flag_words_slurm_does_not_know_are_warned_with_the_closest_one() {
 
 #[test]
 fn other_flags_drop_default_env_from_23_02_to_25_11() {
-    use crate::behaviour::Behaviour;
+    use gres_core::behaviour::Behaviour;
     let text = "Name=gpu File=/dev/nvidia[0-1] Flags=CountOnly\n";
     let flags = |b: &Behaviour| node_as(text, "n", b).records[0].record.flags;
     // 22.05 and 26.05: a Flags= without env flags keeps the defaults.

@@ -5,8 +5,8 @@
 
 use thiserror::Error;
 
-use super::super::hostlist;
-use super::super::model::{gres_build_id, ConfFlags, GresRecord};
+use crate::hostlist;
+use crate::model::{gres_build_id, ConfFlags, GresRecord};
 
 /// Whether a GRES name is one of the shared kinds (`mps`, `shard`: exact,
 /// lower case, as Slurm compares).

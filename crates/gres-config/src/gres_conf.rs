@@ -22,19 +22,18 @@
 //! As in Slurm, the records of `Name=` lines come first, then those of
 //! `NodeName=` lines, each group in file order.
 
-pub mod rules;
-
 use std::path::{Path, PathBuf};
 
-use self::rules::{is_shared_name, links_validate};
-use super::behaviour::{Behaviour, Feature};
-use super::conf_syntax::{
+use crate::counts::parse_count;
+use crate::syntax::{
     leftover_error, unknown_key, ConfError, ConfErrors, ConfReader, Diagnostic, ErrorKind, FsReader, LineSink, Location, Pair, ParsedLine, Spanned,
 };
-use super::flags::{later_flag_words, parse_flags_for, unknown_flag_words};
-use super::hostlist;
-use super::model::{gres_build_id, Bitmap, ConfFlags, GresRecord, LogLevel};
-use super::text::{closest_key, parse_count};
+use gres_core::behaviour::{Behaviour, Feature};
+use gres_core::flags::{later_flag_words, parse_flags_for, unknown_flag_words};
+use gres_core::hostlist;
+use gres_core::model::{gres_build_id, Bitmap, ConfFlags, GresRecord, LogLevel};
+use gres_core::record_rules::{is_shared_name, links_validate};
+use gres_core::text::closest_key;
 
 /// `NO_VAL64`: counts must stay below it.
 const NO_VAL64: u64 = 0xffff_ffff_ffff_fffe;
@@ -125,7 +124,7 @@ impl AutoDetect {
     /// `oneapi`, `nrt`, `nvidia`, those it knows) found anywhere in the
     /// value (any case), else exactly `off` (any case); `None` when unknown.
     pub fn parse_for(value: &str, behaviour: &Behaviour) -> Option<AutoDetect> {
-        let has = |word| super::text::contains_ignore_case(Some(value), Some(word));
+        let has = |word| gres_core::text::contains_ignore_case(Some(value), Some(word));
         let known = |f: &Option<Feature>| f.is_none_or(|f| behaviour.has(f));
         AUTODETECT_WORDS
             .iter()
@@ -140,7 +139,7 @@ impl AutoDetect {
         if AutoDetect::parse_for(value, behaviour).is_some() {
             return None;
         }
-        let has = |word| super::text::contains_ignore_case(Some(value), Some(word));
+        let has = |word| gres_core::text::contains_ignore_case(Some(value), Some(word));
         AUTODETECT_WORDS.iter().filter(|(word, _, _)| has(word)).find_map(|(_, _, f)| *f)
     }
 
@@ -346,7 +345,7 @@ impl GresConf {
     /// Read and check `path` through `reader`.
     pub fn load_with(reader: &dyn ConfReader, path: &Path) -> Result<GresConf, ConfErrors> {
         let mut collector = Collector::default();
-        super::conf_syntax::parse_file(reader, path, &mut collector)?;
+        crate::syntax::parse_file(reader, path, &mut collector)?;
         Ok(Self::from_collector(path, collector))
     }
 
@@ -354,7 +353,7 @@ impl GresConf {
     /// `reader`).
     pub fn parse_str(text: &str, path: &Path, reader: &dyn ConfReader) -> Result<GresConf, ConfErrors> {
         let mut collector = Collector::default();
-        super::conf_syntax::parse_text(reader, path, text, &mut collector)?;
+        crate::syntax::parse_text(reader, path, text, &mut collector)?;
         Ok(Self::from_collector(path, collector))
     }
 
@@ -795,5 +794,7 @@ pub fn suggest_key(key: &str) -> Option<&'static str> {
     closest_key(key, &valid)
 }
 
+#[cfg(test)]
+mod merged;
 #[cfg(test)]
 mod tests;

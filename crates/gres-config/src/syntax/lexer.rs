@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use super::{leftover_error, ConfError, ErrorKind, Location};
-use crate::text::is_c_space;
+use gres_core::text::is_c_space;
 
 /// A value with the place it was written.
 #[derive(Clone, Debug, PartialEq, Eq)]
