@@ -7,16 +7,13 @@ use slurm_gpu_gres::core::host::StandaloneHost;
 use slurm_gpu_gres::core::model::LogLevel;
 use slurm_gpu_gres::nvml::{self, DetectReport};
 
-use crate::render::JsonRecord;
+use crate::render::{JsonHeader, JsonRecord};
 use crate::{host, DetectArgs, DetectFormat, EXIT_OK, EXIT_PROBLEMS};
 
 #[derive(Serialize)]
 struct JsonDetect {
-    /// As `check --format json`'s `schema`.
-    schema: u32,
-    tool: &'static str,
-    tool_version: &'static str,
-    plugins_for_slurm: &'static str,
+    #[serde(flatten)]
+    header: JsonHeader,
     library: String,
     driver_version: Option<String>,
     nvml_version: Option<String>,
@@ -78,10 +75,7 @@ fn render(report: &DetectReport, args: &DetectArgs, usage: Vec<JsonUsage>) -> (S
     let text = match args.format {
         DetectFormat::Json => {
             let json = JsonDetect {
-                schema: 1,
-                tool: "gres-rs",
-                tool_version: env!("CARGO_PKG_VERSION"),
-                plugins_for_slurm: slurm_gpu_gres::SLURM_VERSION,
+                header: JsonHeader::new(),
                 library: report.library.clone(),
                 driver_version: report.driver_version.clone(),
                 nvml_version: report.nvml_version.clone(),

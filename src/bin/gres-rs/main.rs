@@ -16,12 +16,12 @@ mod check;
 mod detect;
 mod elf;
 mod generate;
+mod gres_conf_index;
 mod host;
 mod install;
 mod installed;
 mod plugin_dir;
 mod render;
-mod sliced;
 mod status;
 
 use std::path::{Path, PathBuf};

@@ -178,6 +178,25 @@ pub fn render_text(p: &Problem, nodes: Option<&str>, sources: &mut Sources, styl
 }
 
 /// A problem as JSON.
+/// The fields every JSON document of the tool starts with (`check` and
+/// `detect --format json`).
+#[derive(Serialize)]
+pub struct JsonHeader {
+    /// The version of the document's layout: raised when a field changes
+    /// meaning or goes (new fields may come without it).
+    schema: u32,
+    tool: &'static str,
+    tool_version: &'static str,
+    /// The Slurm release the plugins of this build are for.
+    plugins_for_slurm: &'static str,
+}
+
+impl JsonHeader {
+    pub fn new() -> JsonHeader {
+        JsonHeader { schema: 1, tool: "gres-rs", tool_version: env!("CARGO_PKG_VERSION"), plugins_for_slurm: slurm_gpu_gres::SLURM_VERSION }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct JsonProblem {
     pub severity: &'static str,

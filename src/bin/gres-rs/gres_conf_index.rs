@@ -77,7 +77,7 @@ struct Logical {
 }
 
 /// An indexed gres.conf.
-pub struct Sliced {
+pub struct GresConfIndex {
     main: PathBuf,
     files: Vec<FileText>,
     lines: Vec<Logical>,
@@ -93,32 +93,32 @@ pub struct Sliced {
 
 /// Why a node's gres.conf could not be evaluated.
 #[derive(Debug, PartialEq, Eq)]
-pub enum SliceError {
+pub enum IndexError {
     /// Syntax errors of lines (slurmd refuses the file on every node).
     Syntax(Vec<ConfError>),
     /// What stops slurmd on this node.
     Node(ConfError),
 }
 
-impl Sliced {
+impl GresConfIndex {
     /// Index `path` and the files it includes.  Files that cannot be read
     /// (or are not regular files, or are too large) and includes that
     /// cannot be followed are left out (the library's reader reports them).
-    pub fn load(path: &Path) -> Sliced {
-        let mut sliced = Sliced::empty(path);
+    pub fn load(path: &Path) -> GresConfIndex {
+        let mut conf_index = GresConfIndex::empty(path);
         // Errors (of the main file's read, of includes) and remarks (files
         // read as empty) are the whole-file reader's to report.
-        if visit_file(&FsReader, path, &mut sliced).is_err() {
-            sliced.has_includes = true;
+        if visit_file(&FsReader, path, &mut conf_index).is_err() {
+            conf_index.has_includes = true;
         }
-        sliced.always =
-            sliced.lines.iter().enumerate().filter(|(_, l)| l.hosts.as_ref().is_none_or(|h| hostlist::expand(h).is_err())).map(|(i, _)| i).collect();
-        sliced
+        conf_index.always =
+            conf_index.lines.iter().enumerate().filter(|(_, l)| l.hosts.as_ref().is_none_or(|h| hostlist::expand(h).is_err())).map(|(i, _)| i).collect();
+        conf_index
     }
 
     /// Nothing indexed yet, for `main`.
-    fn empty(main: &Path) -> Sliced {
-        Sliced { main: main.to_path_buf(), files: Vec::new(), lines: Vec::new(), always: Vec::new(), global_autodetect: None, has_includes: false }
+    fn empty(main: &Path) -> GresConfIndex {
+        GresConfIndex { main: main.to_path_buf(), files: Vec::new(), lines: Vec::new(), always: Vec::new(), global_autodetect: None, has_includes: false }
     }
 
     /// For each node of `wanted`, the node lines that name it, in order.
@@ -257,9 +257,9 @@ impl Sliced {
     }
 
     /// gres.conf as slurmd reads it for the node of `ctx`, whose own node
-    /// lines are `node_lines` (from [`Sliced::node_lines`]).
-    pub fn node_config(&self, node_lines: &[usize], ctx: &NodeContext<'_>) -> Result<NodeGresConf, SliceError> {
-        let (conf, map) = self.parse(&self.chosen(node_lines)).map_err(SliceError::Syntax)?;
+    /// lines are `node_lines` (from [`GresConfIndex::node_lines`]).
+    pub fn node_config(&self, node_lines: &[usize], ctx: &NodeContext<'_>) -> Result<NodeGresConf, IndexError> {
+        let (conf, map) = self.parse(&self.chosen(node_lines)).map_err(IndexError::Syntax)?;
         match conf.node_config(ctx) {
             Ok(mut node) => {
                 for r in &mut node.records {
@@ -274,7 +274,7 @@ impl Sliced {
             }
             Err(mut e) => {
                 self.remap(&map, &mut e.location);
-                Err(SliceError::Node(e))
+                Err(IndexError::Node(e))
             }
         }
     }
@@ -285,7 +285,7 @@ impl Sliced {
     }
 }
 
-impl LineVisitor for Sliced {
+impl LineVisitor for GresConfIndex {
     fn file(&mut self, path: &Path, text: &str) {
         self.files.push(FileText { path: path.to_path_buf(), text: text.to_string() });
     }
@@ -331,17 +331,17 @@ mod tests {
     }
 
     fn tmp(name: &str) -> Tmp {
-        let dir = std::env::temp_dir().join(format!("gres-rs-sliced-{}-{name}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("gres-rs-conf_index-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Tmp(dir)
     }
 
     /// The index of `text` as the file `/x`.
-    fn index(text: &str) -> Sliced {
-        let mut sliced = Sliced::empty(Path::new("/x"));
-        visit_file(&MemReader::new().with("/x", text), Path::new("/x"), &mut sliced).unwrap();
-        sliced
+    fn index(text: &str) -> GresConfIndex {
+        let mut conf_index = GresConfIndex::empty(Path::new("/x"));
+        visit_file(&MemReader::new().with("/x", text), Path::new("/x"), &mut conf_index).unwrap();
+        conf_index
     }
 
     /// Whether the index sees `line` continued on the next one.
@@ -365,7 +365,7 @@ mod tests {
         assert_eq!(f.lines.iter().map(|l| (l.first, l.last, l.continued)).collect::<Vec<_>>(), vec![(1, 1, false), (2, 2, true)]);
     }
 
-    /// The sliced evaluation gives what the whole file gives, with the
+    /// The conf_index evaluation gives what the whole file gives, with the
     /// same places.
     #[test]
     fn same_as_whole_file() {
@@ -375,20 +375,20 @@ mod tests {
         let text = "# test\nAutoDetect=off\nNodeName=n[1-2] Name=gpu Type=a File=/dev/nvidia[0-1] \\\n   Cores=0-1\nName=mps Count=100\ninclude more.conf\nNodeName=n3 Name=gpu Type=b File=/dev/nvidia0\nNodeName=n[2-3] Name=gpu Type=a File=/dev/nvidia3\nNodeName=n3 Name=gpu Type=c File=/dev/nvidia4 Flags=amd_gpu_env\n";
         std::fs::write(&main, text).unwrap();
         std::fs::write(&inc, "NodeName=n2 Name=shard Count=8\n  NodeName=n9 Name=gpu File=/dev/x\n").unwrap();
-        let sliced = Sliced::load(&main);
-        assert_eq!(sliced.len(), 8);
+        let conf_index = GresConfIndex::load(&main);
+        assert_eq!(conf_index.len(), 8);
         let full = GresConf::load(&main).unwrap();
         let wanted: HashSet<&str> = ["n1", "n2", "n3", "n4"].into_iter().collect();
-        let index = sliced.node_lines(&wanted);
+        let index = conf_index.node_lines(&wanted);
         assert_eq!(index.get("n2").map(Vec::len), Some(3));
         assert!(!index.contains_key("n4"));
         for node in ["n1", "n2", "n3", "n4"] {
             let ctx = NodeContext::new(node, 8);
-            let got = sliced.node_config(index.get(node).map_or(&[][..], Vec::as_slice), &ctx);
+            let got = conf_index.node_config(index.get(node).map_or(&[][..], Vec::as_slice), &ctx);
             let want = match full.node_config(&ctx) {
                 Ok(want) => want,
                 Err(e) => {
-                    assert_eq!(got, Err(SliceError::Node(e)), "{node}");
+                    assert_eq!(got, Err(IndexError::Node(e)), "{node}");
                     continue;
                 }
             };
@@ -400,9 +400,9 @@ mod tests {
             let got_diags: Vec<_> = got.diagnostics.iter().collect();
             assert_eq!(got_diags, want_diags, "{node}");
         }
-        let Err(SliceError::Node(n3)) = sliced.node_config(&index["n3"], &NodeContext::new("n3", 8)) else { panic!("n3") };
+        let Err(IndexError::Node(n3)) = conf_index.node_config(&index["n3"], &NodeContext::new("n3", 8)) else { panic!("n3") };
         assert_eq!((n3.location.line, n3.location.column), (9, 53));
-        let n2 = sliced.node_config(&index["n2"], &NodeContext::new("n2", 8)).unwrap();
+        let n2 = conf_index.node_config(&index["n2"], &NodeContext::new("n2", 8)).unwrap();
         let shard = n2.records.iter().find(|r| r.record.name == "shard").unwrap();
         assert_eq!(shard.location.path, inc);
         assert_eq!(shard.location.line, 1);
@@ -415,12 +415,12 @@ mod tests {
         let dir = tmp("errors");
         let main = dir.0.join("gres.conf");
         std::fs::write(&main, "Name=gpu File=/dev/nvidia0\n\n\nNodeName=n1 Name=gpu Type=x File=/dev/nvidia1\n").unwrap();
-        let sliced = Sliced::load(&main);
+        let conf_index = GresConfIndex::load(&main);
         let wanted: HashSet<&str> = ["n1"].into_iter().collect();
-        let index = sliced.node_lines(&wanted);
-        let e = sliced.node_config(&index["n1"], &NodeContext::new("n1", 4)).unwrap_err();
+        let index = conf_index.node_lines(&wanted);
+        let e = conf_index.node_config(&index["n1"], &NodeContext::new("n1", 4)).unwrap_err();
         let full = GresConf::load(&main).unwrap().node_config(&NodeContext::new("n1", 4)).unwrap_err();
-        let SliceError::Node(e) = e else { panic!("{e:?}") };
+        let IndexError::Node(e) = e else { panic!("{e:?}") };
         assert_eq!(e, full);
         assert_eq!(e.location.line, 4);
     }
@@ -476,15 +476,15 @@ mod tests {
             "Name=mps Count=4\nNodeName=a[1-2] Name=gpu File=/dev/nvidia0\nNodeName=b1 Name=gpu File=/dev/nvidia0\nNodeName=c1 Name=gpu File=/dev/nvidia1\n",
         )
         .unwrap();
-        let sliced = Sliced::load(&main);
+        let conf_index = GresConfIndex::load(&main);
         let wanted: HashSet<&str> = ["a1", "a2", "b1", "c1"].into_iter().collect();
-        let index = sliced.node_lines(&wanted);
-        let key = |n: &str| sliced.content_key(&index[n]).unwrap();
+        let index = conf_index.node_lines(&wanted);
+        let key = |n: &str| conf_index.content_key(&index[n]).unwrap();
         assert_eq!(key("a1"), key("a2"));
         assert_eq!(key("a1"), key("b1"));
         assert_ne!(key("a1"), key("c1"));
         assert!(key("a1").contains("Name=mps Count=4"));
-        assert_eq!(sliced.global_autodetect(), None);
+        assert_eq!(conf_index.global_autodetect(), None);
     }
 
     #[test]
@@ -493,17 +493,17 @@ mod tests {
         let main = dir.0.join("gres.conf");
         std::fs::write(&main, "NodeName=a1 Name=gpu File=/dev/nvidia0\nNodeName=b[1-9] Name=gpu Fiel=/dev/nvidia0\nNodeName=a1 Name=gpu Count=1 Count=2\n")
             .unwrap();
-        let sliced = Sliced::load(&main);
-        assert!(!sliced.has_includes);
-        assert_eq!(sliced.line_key(1), "NodeName= Name=gpu Fiel=/dev/nvidia0\n");
-        let errors = sliced.check_lines(&[1]).unwrap_err();
+        let conf_index = GresConfIndex::load(&main);
+        assert!(!conf_index.has_includes);
+        assert_eq!(conf_index.line_key(1), "NodeName= Name=gpu Fiel=/dev/nvidia0\n");
+        let errors = conf_index.check_lines(&[1]).unwrap_err();
         assert_eq!((errors[0].location.line, errors[0].location.column), (2, 26));
         assert_eq!(errors[0].suggestion.as_deref(), Some("File"));
-        let remarks = sliced.check_lines(&[2]).unwrap();
+        let remarks = conf_index.check_lines(&[2]).unwrap();
         assert_eq!(remarks[0].location.as_ref().map(|l| (l.line, l.column)), Some((3, 30)));
         let wanted: HashSet<&str> = ["b1"].into_iter().collect();
-        let index = sliced.node_lines(&wanted);
-        assert!(matches!(sliced.node_config(&index["b1"], &NodeContext::new("b1", 4)), Err(SliceError::Syntax(e)) if e[0].location.line == 2));
+        let index = conf_index.node_lines(&wanted);
+        assert!(matches!(conf_index.node_config(&index["b1"], &NodeContext::new("b1", 4)), Err(IndexError::Syntax(e)) if e[0].location.line == 2));
     }
 
     /// Files with includes (or that cannot be read) are also read whole.
@@ -512,21 +512,21 @@ mod tests {
         let dir = tmp("includes");
         let main = dir.0.join("gres.conf");
         std::fs::write(&main, "Name=gpu File=/dev/nvidia0\n").unwrap();
-        assert!(!Sliced::load(&main).has_includes);
-        assert!(Sliced::load(&dir.0.join("missing.conf")).has_includes);
-        assert!(Sliced::load(&dir.0).has_includes);
+        assert!(!GresConfIndex::load(&main).has_includes);
+        assert!(GresConfIndex::load(&dir.0.join("missing.conf")).has_includes);
+        assert!(GresConfIndex::load(&dir.0).has_includes);
         std::fs::write(dir.0.join("more.conf"), "NodeName=n1 Name=gpu File=/dev/nvidia1\n").unwrap();
         for include in ["include more.conf", "include missing.conf", "include more.conf junk", "include %c.conf"] {
             std::fs::write(&main, format!("Name=gpu File=/dev/nvidia0\n{include}\nNodeName=n2 Name=gpu File=/dev/nvidia2\n")).unwrap();
-            let sliced = Sliced::load(&main);
-            assert!(sliced.has_includes, "{include}");
+            let conf_index = GresConfIndex::load(&main);
+            assert!(conf_index.has_includes, "{include}");
             let followed = include == "include more.conf";
-            assert_eq!(sliced.len(), if followed { 3 } else { 2 }, "{include}");
+            assert_eq!(conf_index.len(), if followed { 3 } else { 2 }, "{include}");
             if followed {
-                let l = &sliced.lines[1];
-                assert_eq!((sliced.files[l.file].path.clone(), l.first, l.hosts.as_deref()), (dir.0.join("more.conf"), 1, Some("n1")));
-                let l = &sliced.lines[2];
-                assert_eq!((sliced.files[l.file].path.clone(), l.first), (main.clone(), 3));
+                let l = &conf_index.lines[1];
+                assert_eq!((conf_index.files[l.file].path.clone(), l.first, l.hosts.as_deref()), (dir.0.join("more.conf"), 1, Some("n1")));
+                let l = &conf_index.lines[2];
+                assert_eq!((conf_index.files[l.file].path.clone(), l.first), (main.clone(), 3));
             }
         }
     }
@@ -536,10 +536,10 @@ mod tests {
         let dir = tmp("bad");
         let main = dir.0.join("gres.conf");
         std::fs::write(&main, "NodeName=n[1-x] Name=gpu File=/dev/nvidia0\nNodeName=n1 Name=gpu File=/dev/nvidia1\n").unwrap();
-        let sliced = Sliced::load(&main);
+        let conf_index = GresConfIndex::load(&main);
         let wanted: HashSet<&str> = ["n1"].into_iter().collect();
-        let index = sliced.node_lines(&wanted);
-        let got = sliced.node_config(&index["n1"], &NodeContext::new("n1", 4)).unwrap();
+        let index = conf_index.node_lines(&wanted);
+        let got = conf_index.node_config(&index["n1"], &NodeContext::new("n1", 4)).unwrap();
         let want = GresConf::load(&main).unwrap().node_config(&NodeContext::new("n1", 4)).unwrap();
         assert_eq!(got, want);
     }
