@@ -29,3 +29,18 @@ remove_stale() {
     mv -T "$1" "$2.tmp.stale.$$"
     rm -rf --one-file-system "$2.tmp.stale.$$"
 }
+
+# The EXIT trap of a build: stops the builder's whole process group
+# ($BUILDER: debootstrap, apt, dpkg, make) first, so that nothing writes
+# into the directory being removed, then removes the unfinished $TMP and
+# any extra paths given.
+cleanup_build() {
+    if [ -n "${BUILDER:-}" ] && kill -0 "$BUILDER" 2>/dev/null; then
+        kill -TERM -- "-$BUILDER" 2>/dev/null || true
+        wait "$BUILDER" 2>/dev/null || true
+    fi
+    if [ -n "${TMP:-}" ] && [ -e "$TMP" ]; then
+        log "build incomplete; removing $TMP"
+        rm -rf --one-file-system "$TMP" "$@"
+    fi
+}

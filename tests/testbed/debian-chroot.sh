@@ -159,19 +159,7 @@ MIRROR="${MIRROR:-http://deb.debian.org/debian}"
 
 TMP="$BASE/.$SUITE.tmp.$$"
 BUILDER=
-cleanup() {
-    # The builder's whole process group (debootstrap, apt, dpkg) first, so
-    # nothing writes into the directory being removed.
-    if [ -n "$BUILDER" ] && kill -0 "$BUILDER" 2>/dev/null; then
-        kill -TERM -- "-$BUILDER" 2>/dev/null || true
-        wait "$BUILDER" 2>/dev/null || true
-    fi
-    if [ -n "${TMP:-}" ] && [ -e "$TMP" ]; then
-        log "build incomplete; removing $TMP"
-        rm -rf --one-file-system "$TMP" "$TMP.debootstrap.log"
-    fi
-}
-trap cleanup EXIT
+trap 'cleanup_build "$TMP.debootstrap.log"' EXIT
 trap 'exit 130' INT TERM HUP
 mkdir "$TMP"
 log "building from $MIRROR into $TMP"

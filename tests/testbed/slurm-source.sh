@@ -195,17 +195,7 @@ fi
 
 TMP="$BASE/.source-$SERIES.tmp.$$"
 BUILDER=
-cleanup() {
-    if [ -n "$BUILDER" ] && kill -0 "$BUILDER" 2>/dev/null; then
-        kill -TERM -- "-$BUILDER" 2>/dev/null || true
-        wait "$BUILDER" 2>/dev/null || true
-    fi
-    if [ -n "${TMP:-}" ] && [ -e "$TMP" ]; then
-        log "build incomplete; removing $TMP"
-        rm -rf --one-file-system "$TMP"
-    fi
-}
-trap cleanup EXIT
+trap cleanup_build EXIT
 trap 'exit 130' INT TERM HUP
 start=$(date +%s)
 log "building $VERSION from $TARBALL into $TMP"

@@ -271,6 +271,12 @@ mod tests {
 
     const ALL: ConfFlags = ConfFlags(ConfFlags::ENV_SET);
 
+    /// A request with the defaults most tests use: no flags, every vendor's
+    /// variables, global indices, unique ids as every release has them.
+    fn request<'a>(devices: &'a [GresDevice], alloc: Option<&'a Bitmap>, scope: Scope<'a>) -> GpuEnvRequest<'a> {
+        GpuEnvRequest { devices, alloc, scope, flags: InternalFlags(0), node_flags: ALL, use_local_dev_index: false, unique_id_in_env: UniqueIdInEnv::Always }
+    }
+
     fn run(req: &GpuEnvRequest<'_>, state: &mut EnvState, env: &mut HashMap<String, String>) -> EnvChange {
         let snapshot = env.clone();
         let c = gpu_env(req, state, &|k| snapshot.get(k).cloned());
@@ -282,15 +288,7 @@ mod tests {
     fn job_gets_global_and_local_lists() {
         let d = devs(4);
         let alloc = Bitmap::from_indices(4, &[1, 3]);
-        let req = GpuEnvRequest {
-            devices: &d,
-            alloc: Some(&alloc),
-            scope: Scope::Job,
-            flags: InternalFlags(0),
-            node_flags: ALL,
-            use_local_dev_index: false,
-            unique_id_in_env: UniqueIdInEnv::Always,
-        };
+        let req = request(&d, Some(&alloc), Scope::Job);
         let mut env = HashMap::new();
         run(&req, &mut EnvState::default(), &mut env);
         assert_eq!(env["SLURM_JOB_GPUS"], "1,3");
@@ -305,15 +303,7 @@ mod tests {
     fn local_index_inside_cgroup() {
         let d = devs(4);
         let alloc = Bitmap::from_indices(4, &[2, 3]);
-        let req = GpuEnvRequest {
-            devices: &d,
-            alloc: Some(&alloc),
-            scope: Scope::Step,
-            flags: InternalFlags(0),
-            node_flags: ConfFlags(ConfFlags::ENV_NVML),
-            use_local_dev_index: true,
-            unique_id_in_env: UniqueIdInEnv::Always,
-        };
+        let req = GpuEnvRequest { node_flags: ConfFlags(ConfFlags::ENV_NVML), use_local_dev_index: true, ..request(&d, Some(&alloc), Scope::Step) };
         let mut env = HashMap::new();
         run(&req, &mut EnvState::default(), &mut env);
         assert_eq!(env["SLURM_STEP_GPUS"], "2,3");
@@ -329,15 +319,7 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let mut protected = env.clone();
-        let req = GpuEnvRequest {
-            devices: &d,
-            alloc: None,
-            scope: Scope::Step,
-            flags: InternalFlags(0),
-            node_flags: ALL,
-            use_local_dev_index: false,
-            unique_id_in_env: UniqueIdInEnv::Always,
-        };
+        let req = request(&d, None, Scope::Step);
         run(&req, &mut EnvState::default(), &mut env);
         assert!(env.is_empty(), "{env:?}");
         let req = GpuEnvRequest { flags: InternalFlags(InternalFlags::PROTECT_ENV), ..req };
@@ -352,13 +334,9 @@ mod tests {
         let alloc = Bitmap::from_indices(3, &[0, 2]);
         let usable = Bitmap::from_indices(3, &[2]);
         let req = GpuEnvRequest {
-            devices: &d,
-            alloc: Some(&alloc),
-            scope: Scope::Task(Some(&usable)),
             flags: InternalFlags(InternalFlags::VERBOSE),
             node_flags: ConfFlags(ConfFlags::ENV_NVML),
-            use_local_dev_index: false,
-            unique_id_in_env: UniqueIdInEnv::Always,
+            ..request(&d, Some(&alloc), Scope::Task(Some(&usable)))
         };
         let mut env = HashMap::new();
         let c = run(&req, &mut EnvState::default(), &mut env);
@@ -374,15 +352,7 @@ mod tests {
         let alloc = Bitmap::from_indices(2, &[0, 1]);
         let mut st = EnvState::default();
         let mut env = HashMap::new();
-        let step = GpuEnvRequest {
-            devices: &d,
-            alloc: Some(&alloc),
-            scope: Scope::Task(Some(&alloc)),
-            flags: InternalFlags(0),
-            node_flags: ALL,
-            use_local_dev_index: false,
-            unique_id_in_env: UniqueIdInEnv::Always,
-        };
+        let step = request(&d, Some(&alloc), Scope::Task(Some(&alloc)));
         run(&step, &mut st, &mut env);
         assert!(st.already_seen);
         let task = GpuEnvRequest { scope: Scope::Task(None), ..step };
@@ -397,15 +367,7 @@ mod tests {
         // set; a fresh process (no earlier call) still sets the step's GPUs.
         let d = devs(3);
         let alloc = Bitmap::from_indices(3, &[0, 2]);
-        let task = GpuEnvRequest {
-            devices: &d,
-            alloc: Some(&alloc),
-            scope: Scope::Task(None),
-            flags: InternalFlags(InternalFlags::VERBOSE),
-            node_flags: ALL,
-            use_local_dev_index: false,
-            unique_id_in_env: UniqueIdInEnv::Always,
-        };
+        let task = GpuEnvRequest { flags: InternalFlags(InternalFlags::VERBOSE), ..request(&d, Some(&alloc), Scope::Task(None)) };
         let mut env = HashMap::new();
         let change = run(&task, &mut EnvState::default(), &mut env);
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], "0,2");
@@ -421,15 +383,7 @@ mod tests {
         d.insert(1, GresDevice { index: 0, path: "/dev/nvidia-caps/nvidia-cap1".into(), unique_id: None, ..d[0].clone() });
         d[2].index = 1;
         let alloc = Bitmap::from_indices(2, &[0, 1]);
-        let req = GpuEnvRequest {
-            devices: &d,
-            alloc: Some(&alloc),
-            scope: Scope::Step,
-            flags: InternalFlags(0),
-            node_flags: ALL,
-            use_local_dev_index: false,
-            unique_id_in_env: UniqueIdInEnv::Always,
-        };
+        let req = request(&d, Some(&alloc), Scope::Step);
         let mut env = HashMap::new();
         run(&req, &mut EnvState::default(), &mut env);
         assert_eq!(env["SLURM_STEP_GPUS"], "0,1");
@@ -455,15 +409,7 @@ mod tests {
         d[1].mig = true;
         let alloc = Bitmap::from_indices(2, &[0, 1]);
         let vendor = |rule, node_flags: u32| {
-            let req = GpuEnvRequest {
-                devices: &d,
-                alloc: Some(&alloc),
-                scope: Scope::Step,
-                flags: InternalFlags(0),
-                node_flags: ConfFlags(node_flags),
-                use_local_dev_index: false,
-                unique_id_in_env: rule,
-            };
+            let req = GpuEnvRequest { node_flags: ConfFlags(node_flags), unique_id_in_env: rule, ..request(&d, Some(&alloc), Scope::Step) };
             let mut env = HashMap::new();
             run(&req, &mut EnvState::default(), &mut env);
             (env["CUDA_VISIBLE_DEVICES"].clone(), env["SLURM_STEP_GPUS"].clone())

@@ -330,7 +330,8 @@ mod tests {
         Ok(DevStat::device(DevType::Char, 195, devices::trailing_number(path).unwrap_or(0) as u32))
     }
 
-    fn load_ok(records: &[GresRecord], kind: SharedKind) -> (Loaded, Vec<LogLine>) {
+    /// Load as slurmd does, every line logged, device files from `fake_stat`.
+    fn load_in_slurmd(records: &[GresRecord], kind: SharedKind) -> (Result<Loaded, String>, Vec<LogLine>) {
         let input = LoadInput {
             records,
             kind,
@@ -341,7 +342,11 @@ mod tests {
             stat: &fake_stat,
             log_max: LogLevel::Debug3,
         };
-        let (r, logs) = load(&input);
+        load(&input)
+    }
+
+    fn load_ok(records: &[GresRecord], kind: SharedKind) -> (Loaded, Vec<LogLine>) {
+        let (r, logs) = load_in_slurmd(records, kind);
         (r.unwrap_or_else(|e| panic!("{e}: {logs:?}")), logs)
     }
 
@@ -530,17 +535,7 @@ mod tests {
     #[test]
     fn duplicate_files_fail_the_load() {
         let recs = vec![gpu("/dev/nvidia[0-1]"), gpu("/dev/nvidia1"), from_slurm_conf(SharedKind::Mps, 100)];
-        let input = LoadInput {
-            records: &recs,
-            kind: SharedKind::Mps,
-            in_slurmd: true,
-            debug_gres: false,
-            init_list_line_spelled: true,
-            fake_gpus: false,
-            stat: &fake_stat,
-            log_max: LogLevel::Debug3,
-        };
-        let (r, logs) = load(&input);
+        let (r, logs) = load_in_slurmd(&recs, SharedKind::Mps);
         assert_eq!(r.unwrap_err(), "failed to load configuration");
         assert!(logs.iter().any(|l| l.message.contains("duplicate device file name")));
     }
