@@ -1,0 +1,8 @@
+//! The benchmark families, one a module: each adds its rows to the report.
+
+pub mod check;
+pub mod rss;
+pub mod slurmd_g;
+pub mod stepd;
+pub mod steps;
+pub mod usage;
