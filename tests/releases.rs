@@ -54,7 +54,7 @@ enum Origin {
     Host,
     /// A test-bed chroot (`trixie`, `sid`).
     Chroot(&'static str),
-    /// An upstream tarball, unpacked by tests/layout.rs.
+    /// An upstream tarball, unpacked by tests/layout/source.rs.
     Tarball,
 }
 

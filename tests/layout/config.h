@@ -1,9 +1,10 @@
 /*
  * Minimal stand-in for the config.h that Slurm's ./configure generates, used
- * by tests/layout.rs to compile a probe program against the internal headers
- * (gres.h, list.h, pack.h, ...) of every Slurm release series the project
- * describes (22.05 .. 26.05; a series that ever needs other values gets a
- * tests/layout/<series>/config.h of its own, which the test then uses).
+ * by tests/layout/main.rs to compile a probe program against the internal
+ * headers (gres.h, list.h, pack.h, ...) of every Slurm release series the
+ * project describes (22.05 .. 26.05; a series that ever needs other values
+ * gets a tests/layout/<series>/config.h of its own, which the test then
+ * uses).
  *
  * Those headers include "config.h" but only need it for a handful of
  * preprocessor conditionals.  Running the real ./configure in a scratch copy
@@ -12,7 +13,7 @@
  *
  * Every config.h.in macro that a header included by the probe tests in an
  * #if/#ifdef/#ifndef/#elif must be listed below, either as a #define or as a
- * commented "#undef" line (autoconf's own spelling).  tests/layout.rs
+ * commented "#undef" line (autoconf's own spelling).  tests/layout/main.rs
  * enforces this: it scans every Slurm header the probe pulled in (from the
  * compiler's dependency output) and fails, naming the macro and the header,
  * if a conditional tests a config.h.in macro not reviewed here.  The values

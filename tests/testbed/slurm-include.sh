@@ -11,7 +11,7 @@
 #   tests/testbed/slurm-include.sh /path/to/slurm-25-05-8-1
 #
 # The source trees: $GRES_RS_SLURM_SRC_DIR (default
-# /var/cache/slurm-gpu-gres/src, where tests/layout.rs unpacks the
+# /var/cache/slurm-gpu-gres/src, where tests/layout/source.rs unpacks the
 # tarballs of /work/shared/slurm-src), as slurm-MM-mm-u-1 or
 # slurm-wlm-MM.mm.u.  The cache: $GRES_RS_SLURM_INCLUDE_CACHE (default
 # /var/cache/slurm-gpu-gres/include, else $TMPDIR/slurm-gpu-gres-include

@@ -4,7 +4,7 @@
  * Written for this project from the facts of Slurm's source (struct layouts,
  * symbol names); it is not a copy of Slurm's headers.  Every struct declared
  * here is checked field by field against the real internal headers by
- * tests/layout.rs, so a mismatch fails the test suite, not a production
+ * tests/layout/main.rs, so a mismatch fails the test suite, not a production
  * slurmd.
  *
  * Opaque types (List, bitstr_t, hostlist_t) are only ever handled

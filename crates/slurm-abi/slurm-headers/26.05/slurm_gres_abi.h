@@ -2,7 +2,7 @@
  * The part of Slurm 26.05's internal ABI that the GPU GRES plugins touch.
  *
  * Written for this project from the facts of Slurm's source (struct layouts,
- * symbol names); it is not a copy of Slurm's headers.  tests/layout.rs
+ * symbol names); it is not a copy of Slurm's headers.  tests/layout/main.rs
  * (layout_26_05) checks every struct, typedef, constant and prototype
  * here against the internal headers of Slurm 26.05.3 (upstream tag
  * slurm-26-05-3-1, the newest of the series at hand).
