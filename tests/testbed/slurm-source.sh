@@ -92,7 +92,7 @@ LINK="$BASE/source-$SERIES"
 # Run inside the chroot, in /usr/src/slurm.  Only what the test bed runs:
 # src/api builds the common libraries it links (libslurm, libslurmfull);
 # the plugin types are those the test clusters name in slurm.conf or that
-# the daemons load by default (crates/test-harness/src/lib.rs write_config),
+# the daemons load by default (crates/test-harness/src/cluster_files.rs prepare_in),
 # each type's directory whole (its plugins needing an absent library are
 # left out by configure).  Configured as Debian configures slurm-wlm
 # (debian/rules: --disable-debug --enable-multiple-slurmd, with which
