@@ -230,7 +230,7 @@ per_release! {
     /// GPU (slurmctld's `IDX` and its steps' `CUDA_VISIBLE_DEVICES`), its new
     /// step with `--gpu-freq` (which asks NVML again) sets the clocks of GPU 0
     /// only, and no new job starts.  Where slurmd launches no step after a
-    /// refused registration (`Behaviour::refused_registration_blocks_steps`,
+    /// refused registration (`StockQuirks::refused_registration_blocks_steps`,
     /// 24.11 and 26.05, stock gres/gpu alike) the job runs no new step: its
     /// batch step keeps GPU 0 and no clocks are set.
     fn gpu_lost_while_jobs_run(bed) {

@@ -10,7 +10,7 @@
 //! read it again (our `Behaviour::core_reads_fake_gpus`): there every
 //! fake_gpus.conf case must end exactly as stock does, messages included.
 //! From 23.11 `scontrol reconfigure` makes slurmd execute itself again
-//! (the test bed's `Behaviour::reconfigure_reexecs`): our plugins start
+//! (the test bed's `StockQuirks::reconfigure_reexecs`): our plugins start
 //! afresh, with no device list to keep, and slurmd stops as stock does.
 //!
 //! Needs root, the Debian Slurm packages and `cargo build --workspace`.
@@ -418,7 +418,7 @@ per_release! {
     /// is the one place where ours deliberately does not end as the stock
     /// plugin does (docs/deviations.md, GPU 1) -- up to 23.02: from 23.11
     /// slurmd executes itself again on reconfigure
-    /// (`Behaviour::reconfigure_reexecs`, slurmd.c `_try_to_reconfig`), so our
+    /// (`StockQuirks::reconfigure_reexecs`, slurmd.c `_try_to_reconfig`), so our
     /// plugins start afresh in the new image with no device list to keep, and
     /// slurmd stops as stock does.
     fn bad_input_on_reconfigure(bed) {

@@ -132,7 +132,7 @@ per_release! {
             want.sort();
             let mut got: Vec<String> = whole.iter().map(|v| v.to_string()).collect();
             got.sort();
-            assert_eq!(got, want, "the whole GPUs by UUID (Behaviour::gpu_env_uuid_node_wide): {all:?}");
+            assert_eq!(got, want, "the whole GPUs by UUID (StockQuirks::gpu_env_uuid_node_wide): {all:?}");
         } else {
             assert!(whole.iter().all(|v| v.parse::<u32>().is_ok()), "the whole GPUs by index: {all:?}");
         }

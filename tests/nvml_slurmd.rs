@@ -75,7 +75,7 @@ fn as_stock_mig_links(bed: &testbed::TestBed, lines: &[String]) -> Vec<String> {
 
 /// The GPU lines of `slurmd -G`: the final merged list and the
 /// `Gres Name=` summary, without log prefixes (the release's,
-/// `Behaviour::log_prefix`, then the level).
+/// `StockQuirks::log_prefix`, then the level).
 fn sorted(lines: &[String]) -> Vec<String> {
     let mut v = lines.to_vec();
     v.sort();
@@ -121,7 +121,7 @@ per_release! {
                 eprintln!("autodetect_nvml_matches_fake_gpus_conf [Slurm {}]: {why}; the oracle is fake_gpus.conf", bed.version);
                 let mut stock = node(PluginSet::Stock);
                 // Where gpu/nvml flags MIG devices MIG
-                // (`Behaviour::nvml_flags_mig`, 25.11+) and UUID
+                // (`StockQuirks::nvml_flags_mig`, 25.11+) and UUID
                 // (`nvml_flags_mig_uuid`, 26.05), fake_gpus.conf asks for
                 // UUID itself (`env_uuid`); MIG it cannot say, so that flag
                 // is added to the stock lines of the MIG devices (and

@@ -265,7 +265,7 @@ per_release! {
             .run(Run::sbatch("batch", &["-n2", "--gres=mps:60"], batch));
         // Deviation 1: stock's task function reads slurmd's arguments in
         // the wrong order; with a task binding request its tasks crash --
-        // up to 23.02.6 (`Behaviour::sharing_env_order_fixed`): later stock
+        // up to 23.02.6 (`StockQuirks::sharing_env_order_fixed`): later stock
         // gets this run right and must agree with ours.
         // Later stock runs the tasks but they lose their device (deviation
         // 1, later releases): gres/gpu's task function, called without a

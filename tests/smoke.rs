@@ -86,7 +86,7 @@ per_release! {
     /// `AutoDetect=nvml` and a loadable libnvidia-ml.so (a stub here, whose
     /// nvmlInit fails: the plugin must then report no GPUs and gres.conf wins).
     /// Where slurmd unloads the gpu plugin after loading its config
-    /// (`Behaviour::slurmd_keeps_gpu_plugin`, 26.05), slurmstepd's maps prove it.
+    /// (`StockQuirks::slurmd_keeps_gpu_plugin`, 26.05), slurmstepd's maps prove it.
     fn ours_gpu_nvml_is_loaded_with_autodetect_nvml(bed) {
         let mut cfg = bed.config(PluginSet::Ours, 4);
         cfg.nvml_stub = true;
@@ -139,7 +139,7 @@ per_release! {
         let stock = Cluster::slurmd_g(&bed.config(PluginSet::Stock, 4));
         assert!(stock.output.ok(), "{}", stock.output);
         assert_eq!(stock.gres_lines().len(), 4, "{}", stock.output);
-        // The release's log prefix (Behaviour::log_prefix) is what comes off.
+        // The release's log prefix (StockQuirks::log_prefix) is what comes off.
         for l in stock.gres_lines() {
             assert!(l.starts_with("Gres Name="), "{:?} prefix not stripped: {l:?}", bed.behaviour.log_prefix);
         }

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 /// fake devices, our plugins installed) in which `slurmd -G` is run
 /// directly, so that only slurmd itself is timed.  On a release whose
 /// `slurmd -G` authenticates first (24.11 and later:
-/// `Behaviour::slurmd_g_needs_munged`) the harness's cluster stays up
+/// `StockQuirks::slurmd_g_needs_munged`) the harness's cluster stays up
 /// for its munged; in a chroot every run is the chroot's slurmd (and
 /// valgrind).
 pub struct GDir {

@@ -202,7 +202,7 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
     line("SchedulerType=sched/backfill".into());
     let release = c.chroot.as_ref().and_then(|r| r.slurm_version().ok()).or_else(host_version).unwrap_or_default();
     if testbed::behaviour_of(&release).pending_jobs_wait_for_backfill && !sets("SchedulerParameters") {
-        // Pending jobs start only when backfill runs (Behaviour field):
+        // Pending jobs start only when backfill runs (StockQuirks field):
         // run it every second, not every 30.
         line("SchedulerParameters=bf_interval=1".into());
     }

@@ -135,7 +135,7 @@ impl Cluster {
 
     /// Proof that slurmd loaded our gpu plugin `name` (`gpu_nvml`) and not
     /// a stock file of that name: where slurmd keeps the gpu plugin mapped
-    /// ([`testbed::Behaviour::slurmd_keeps_gpu_plugin`]) its maps, as
+    /// ([`testbed::StockQuirks::slurmd_keeps_gpu_plugin`]) its maps, as
     /// [`Cluster::assert_ours_loaded`]; where it unloads it after loading
     /// its config (26.05) the line our `init` writes to slurmd's log from
     /// slurmd's own `/proc/self/maps`, `..., loaded from <our dir>/<name>.so`

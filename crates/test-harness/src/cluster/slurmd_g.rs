@@ -25,7 +25,7 @@ pub struct SlurmdG {
     pub loaded_files: Vec<String>,
     /// The stock plugin dir as slurmd saw it (inside its chroot, if any).
     pub stock_dir: PathBuf,
-    /// How its release prefixes log lines ([`testbed::Behaviour`]).
+    /// How its release prefixes log lines ([`testbed::StockQuirks`]).
     pub log_prefix: testbed::LogPrefix,
 }
 
@@ -53,7 +53,7 @@ impl Cluster {
     /// Runs `slurmd -G -N <node>` (prints the node's GRES config and exits)
     /// with `config` in a temp dir; needs no slurmctld, and munged only
     /// where its release authenticates first (24.11+,
-    /// [`testbed::Behaviour::slurmd_g_needs_munged`]: then a munged of
+    /// [`testbed::StockQuirks::slurmd_g_needs_munged`]: then a munged of
     /// its own, [`Cluster::try_start_munged`]). The dynamic
     /// loader's file list (LD_DEBUG=files) is captured separately so the
     /// caller can prove which plugin files were loaded.

@@ -1,7 +1,7 @@
 //! The test bed's Slurm releases as tests iterate them: which releases a
 //! run selects (`GRES_RS_SLURM`), where each one's Slurm lives (the host
 //! or a [`chroot`]), what stock does differently there
-//! ([`Behaviour`], an explicit table), and our build for it
+//! ([`StockQuirks`], an explicit table), and our build for it
 //! ([`TestBed::our_build`]).
 //!
 //! ```ignore
@@ -23,7 +23,7 @@ mod run;
 mod selection;
 
 pub use crate::builds::OurBuild;
-pub use quirks::{behaviour_of, series_of, Behaviour, LogPrefix, BEHAVIOURS};
+pub use quirks::{behaviour_of, series_of, LogPrefix, StockQuirks, BEHAVIOURS};
 pub use run::{current, run_test, skip_or_fail};
 pub use selection::{all_series, series_from, Selection};
 
@@ -48,7 +48,7 @@ pub struct TestBed {
     pub version: String,
     /// `None`: the host's Slurm.
     pub chroot: Option<Chroot>,
-    pub behaviour: &'static Behaviour,
+    pub behaviour: &'static StockQuirks,
 }
 
 impl TestBed {

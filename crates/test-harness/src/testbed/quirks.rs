@@ -1,5 +1,5 @@
 //! What the stock daemons of each release series do differently
-//! ([`Behaviour`], an explicit table), and how their log lines begin.
+//! ([`StockQuirks`], an explicit table), and how their log lines begin.
 
 /// How the daemons begin a log line on stderr (what `slurmd -G` prints).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +29,7 @@ impl LogPrefix {
 /// What the STOCK daemons of a release series do differently, where a test
 /// depends on it (each fact with where it shows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Behaviour {
+pub struct StockQuirks {
     /// The series, e.g. "24.11".
     pub series: &'static str,
     /// The prefix of stderr log lines (`slurmd -G` output).
@@ -82,7 +82,7 @@ pub struct Behaviour {
     /// then refuses (e.g. "gres/gpu count reported lower than configured":
     /// `_slurm_rpc_node_registration ... Invalid argument`), slurmd launches
     /// no step, not even one of a job already running: the re-executed
-    /// slurmd ([`Behaviour::reconfigure_reexecs`]) has no TRES list until a
+    /// slurmd ([`StockQuirks::reconfigure_reexecs`]) has no TRES list until a
     /// registration response brings one (src/slurmd/slurmd/slurmd.c
     /// `_handle_node_reg_resp`), and every step launch waits for it in
     /// src/slurmd/slurmd/req.c `send_slurmd_conf_lite` (on `tres_cond`),
@@ -116,7 +116,7 @@ pub struct Behaviour {
     pub nvml_mig_links: bool,
 }
 
-impl Behaviour {
+impl StockQuirks {
     /// The slurmd log line that shows a reconfigure request was taken.
     pub fn reconfigure_marker(&self) -> &'static str {
         if self.reconfigure_logs_sighup {
@@ -127,11 +127,11 @@ impl Behaviour {
     }
 }
 
-/// The table of [`Behaviour`]s, one per series of the test bed, oldest
+/// The table of [`StockQuirks`], one row per series of the test bed, oldest
 /// first.  The rows of the series built from source (23.02, 23.11, 24.05,
 /// 25.05, 25.11) were read in their source as the fields' docs say.
-pub const BEHAVIOURS: [Behaviour; 8] = [
-    Behaviour {
+pub const BEHAVIOURS: [StockQuirks; 8] = [
+    StockQuirks {
         series: "22.05",
         log_prefix: LogPrefix::Program,
         slurmd_g_needs_munged: false,
@@ -147,7 +147,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         usage_last_gpu_only: false,
         nvml_mig_links: true,
     },
-    Behaviour {
+    StockQuirks {
         series: "23.02",
         log_prefix: LogPrefix::Program,
         slurmd_g_needs_munged: false,
@@ -163,7 +163,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         usage_last_gpu_only: false,
         nvml_mig_links: false,
     },
-    Behaviour {
+    StockQuirks {
         series: "23.11",
         log_prefix: LogPrefix::Program,
         slurmd_g_needs_munged: true,
@@ -179,7 +179,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         usage_last_gpu_only: true,
         nvml_mig_links: false,
     },
-    Behaviour {
+    StockQuirks {
         series: "24.05",
         log_prefix: LogPrefix::Program,
         slurmd_g_needs_munged: true,
@@ -195,7 +195,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         usage_last_gpu_only: false,
         nvml_mig_links: false,
     },
-    Behaviour {
+    StockQuirks {
         series: "24.11",
         log_prefix: LogPrefix::Program,
         slurmd_g_needs_munged: true,
@@ -211,7 +211,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         usage_last_gpu_only: false,
         nvml_mig_links: false,
     },
-    Behaviour {
+    StockQuirks {
         series: "25.05",
         log_prefix: LogPrefix::Timestamp,
         slurmd_g_needs_munged: true,
@@ -227,7 +227,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         usage_last_gpu_only: false,
         nvml_mig_links: false,
     },
-    Behaviour {
+    StockQuirks {
         series: "25.11",
         log_prefix: LogPrefix::Timestamp,
         slurmd_g_needs_munged: true,
@@ -243,7 +243,7 @@ pub const BEHAVIOURS: [Behaviour; 8] = [
         usage_last_gpu_only: false,
         nvml_mig_links: false,
     },
-    Behaviour {
+    StockQuirks {
         series: "26.05",
         log_prefix: LogPrefix::Timestamp,
         slurmd_g_needs_munged: true,
@@ -268,7 +268,7 @@ pub fn series_of(version: &str) -> String {
 
 /// The behaviour of the series of `version` (the oldest, 22.05's, for a
 /// version the table lacks).
-pub fn behaviour_of(version: &str) -> &'static Behaviour {
+pub fn behaviour_of(version: &str) -> &'static StockQuirks {
     let s = series_of(version);
     BEHAVIOURS.iter().find(|b| b.series == s).unwrap_or(&BEHAVIOURS[0])
 }
