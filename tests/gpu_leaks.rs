@@ -204,7 +204,7 @@ fn leak_report_parser() {
     let xml = r#"<valgrindoutput><error><unique>0x1</unique><kind>Leak_DefinitelyLost</kind>
 <xwhat><text>16 bytes in 1 blocks are definitely lost in loss record 1 of 2</text></xwhat>
 <stack><frame><ip>0x1</ip><obj>/usr/lib/x86_64-linux-gnu/valgrind/vgpreload_memcheck-amd64-linux.so</obj><fn>malloc</fn></frame>
-<frame><ip>0x2</ip><obj>/tmp/x/plugins/gres_gpu.so</obj><fn>slurm_gpu_gres::core::merge::f</fn><dir>/work/main/src/core</dir><file>merge.rs</file><line>3</line></frame>
+<frame><ip>0x2</ip><obj>/tmp/x/plugins/gres_gpu.so</obj><fn>gres_core::merge::f</fn><dir>/work/main/src/core</dir><file>merge.rs</file><line>3</line></frame>
 </stack></error>
 <error><kind>Leak_StillReachable</kind><stack><frame><obj>/tmp/x/plugins/gres_gpu.so</obj></frame></stack></error>
 <error><kind>Leak_IndirectlyLost</kind><xwhat><text>8 bytes &lt;x&gt;</text></xwhat><stack><frame><obj>/usr/sbin/slurmd</obj><fn>main</fn></frame></stack></error>

@@ -6,8 +6,8 @@
 
 use gres_test_harness::standin;
 
-use slurm_gpu_gres::core::host::StandaloneHost;
-use slurm_gpu_gres::core::model::{Bitmap, GpuEnergy};
+use gres_core::host::StandaloneHost;
+use gres_core::model::{Bitmap, GpuEnergy};
 use slurm_gpu_gres::nvml::clocks::{set_step_freqs, StepFreqContext};
 use slurm_gpu_gres::nvml::{self, Log};
 use slurm_gpu_gres::plugins::gpu_nvml::GpuNvml;

@@ -4,8 +4,8 @@
 
 use gres_test_harness::standin;
 
-use slurm_gpu_gres::core::behaviour::Behaviour;
-use slurm_gpu_gres::core::model::{gres_build_id, Bitmap, ConfFlags, GresRecord, LogLevel};
+use gres_core::behaviour::Behaviour;
+use gres_core::model::{gres_build_id, Bitmap, ConfFlags, GresRecord, LogLevel};
 use slurm_gpu_gres::nvml::detect::detect_logged;
 use slurm_gpu_gres::nvml::{self, DetectError, Log};
 use slurm_gpu_gres::plugins::{Host, NodeConfig};

@@ -6,8 +6,8 @@
 //! real slurmstepd: tests/nvml_accounting.rs.)
 
 use gres_test_harness::standin::{self, Standin};
-use slurm_gpu_gres::core::gpu_usage::ProcessUsage;
-use slurm_gpu_gres::core::model::LogLevel;
+use gres_core::gpu_usage::ProcessUsage;
+use gres_core::model::LogLevel;
 use slurm_gpu_gres::nvml::{usage, Log};
 
 const TWO_GPUS: &str = "

@@ -6,7 +6,7 @@ use crate::options::Opts;
 use crate::stats::Side;
 use gres_test_harness::standin::{self, FixtureGpu, FixtureMig};
 use gres_test_harness::{test_build_dir, ClusterConfig, PluginSet};
-use slurm_gpu_gres::core::nvml_model;
+use gres_core::nvml_model;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
@@ -52,7 +52,7 @@ pub fn stock_nvml_calls(gpus: &[FixtureGpu]) -> u64 {
 }
 
 /// Slurm's type name of a GPU or of one of its MIG devices
-/// (`core::nvml_model`, the rule our gpu/nvml applies).
+/// (`gres_core::nvml_model`, the rule our gpu/nvml applies).
 fn type_name(g: &FixtureGpu, mig: Option<&FixtureMig>) -> String {
     let t = nvml_model::gpu_type_from_name(&g.name);
     match mig {
@@ -64,7 +64,7 @@ fn type_name(g: &FixtureGpu, mig: Option<&FixtureMig>) -> String {
 /// The fixture's node as `fake_gpus.conf` lines (what the stock side
 /// reads instead of asking NVML), and the node's `Gres=`: the type names,
 /// NVLink strings, MIG capability minors and device files by the rules of
-/// `core::nvml_model`, as our gpu/nvml builds them from NVML.
+/// `gres_core::nvml_model`, as our gpu/nvml builds them from NVML.
 pub fn fake_gpus_of(gpus: &[FixtureGpu], cpus: u32, mig_minors: &Path) -> (String, String) {
     let minors = std::fs::read_to_string(mig_minors).unwrap_or_default();
     let dev = nvml_model::DEV_DIR;

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use slurm_gpu_gres::core::fake_gpus::{parse_fake_gpus, to_log_line, to_parsable, CpuConv};
+use gres_core::fake_gpus::{parse_fake_gpus, to_log_line, to_parsable, CpuConv};
 use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {

@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use slurm_gpu_gres::core::gpu_freq::{applied_text, freq_listing, gpu_part_of_tres_freq, nearest_freq, parse_gpu_freq, sort_descending, FreqRequest};
+use gres_core::gpu_freq::{applied_text, freq_listing, gpu_part_of_tres_freq, nearest_freq, parse_gpu_freq, sort_descending, FreqRequest};
 
 fuzz_target!(|data: &[u8]| {
     let mut parts = data.splitn(3, |&b| b == b'\n');

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use slurm_gpu_gres::core::hostlist::{expand, MAX_EXPANSION};
+use gres_core::hostlist::{expand, MAX_EXPANSION};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

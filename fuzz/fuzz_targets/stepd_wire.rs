@@ -5,8 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use slurm_gpu_gres::core::sharing::SharedKind;
-use slurm_gpu_gres::core::wire::{read_devices, read_gpu, read_shared, write_devices, write_gpu, write_shared, MemWire, WireReader};
+use gres_core::sharing::SharedKind;
+use gres_core::wire::{read_devices, read_gpu, read_shared, write_devices, write_gpu, write_shared, MemWire, WireReader};
 
 fn reader(data: &[u8]) -> MemWire {
     MemWire { bytes: data.to_vec(), pos: 0 }

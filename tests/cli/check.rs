@@ -5,7 +5,8 @@ use crate::run::{check, conf, gres_rs, text, SLURM};
 use std::fs;
 use std::process::Command;
 
-pub fn clean_configuration() {
+#[test]
+fn clean_configuration() {
     let d = conf("clean", SLURM, Some("Name=gpu File=/dev/nvidia[0-1]\n"));
     let out = check(&d, &["--node", "n1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -38,7 +39,8 @@ pub fn clean_configuration() {
     }
 }
 
-pub fn fatal_error_with_caret_and_suggestion() {
+#[test]
+fn fatal_error_with_caret_and_suggestion() {
     let d = conf("fatal", SLURM, Some("# gpus\nName=gpu Tpye=a100 File=/dev/nvidia[0-1]\n"));
     let out = check(&d, &["--node", "n2"]);
     assert_eq!(out.status.code(), Some(1));
@@ -54,7 +56,8 @@ pub fn fatal_error_with_caret_and_suggestion() {
     assert!(check(&d, &["--node", "n2", "--format", "slurmd"]).stdout.is_empty());
 }
 
-pub fn problems_slurmd_only_logs() {
+#[test]
+fn problems_slurmd_only_logs() {
     let d = conf(
         "logs",
         "GresTypes=gpu,mps\nNodeName=n1 CPUs=8 Gres=gpu:4,mps:10\n",
@@ -81,7 +84,8 @@ pub fn problems_slurmd_only_logs() {
     assert_eq!(v["nodes"][0]["lines"].as_array().unwrap().len(), 6);
 }
 
-pub fn fail_on_chooses_the_least_severe_problem_that_fails() {
+#[test]
+fn fail_on_chooses_the_least_severe_problem_that_fails() {
     // Errors but nothing fatal: slurmd starts (and drains the node).
     let d = conf("failon", "GresTypes=gpu,mps\nNodeName=n1 CPUs=8 Gres=gpu:4,mps:10\n", Some("Name=gpu File=/dev/nvidia[0-2]\nName=mps Count=10\n"));
     let status = |extra: &[&str]| {
@@ -105,7 +109,8 @@ pub fn fail_on_chooses_the_least_severe_problem_that_fails() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
 
-pub fn without_gres_conf() {
+#[test]
+fn without_gres_conf() {
     let d = conf("nogres", SLURM, None);
     let out = check(&d, &["--node", "n1", "--verbose"]);
     assert_eq!(out.status.code(), Some(1));
@@ -114,7 +119,8 @@ pub fn without_gres_conf() {
     assert!(err.contains("gres/gpu count reported lower than configured (0 < 2)"), "{err}");
 }
 
-pub fn syntax_errors_anywhere_stop_every_node() {
+#[test]
+fn syntax_errors_anywhere_stop_every_node() {
     // A bad line for another node: slurmd reads (and refuses) it on n1 too.
     let d = conf(
         "syntax",
@@ -142,7 +148,8 @@ pub fn syntax_errors_anywhere_stop_every_node() {
     assert_eq!(text(&out.stdout).matches("Gres Name=gpu").count(), 2);
 }
 
-pub fn traps_slurm_passes_in_silence() {
+#[test]
+fn traps_slurm_passes_in_silence() {
     let d = conf(
         "traps",
         "GresTypes=gpu,mps,shard\nNodeName=n1 CPUs=8 Gres=gpu:2,mps:200,shard:4\n",
@@ -163,7 +170,8 @@ pub fn traps_slurm_passes_in_silence() {
     assert_eq!(out.status.code(), Some(0));
 }
 
-pub fn node_takes_a_hostlist_and_suggests_a_close_name() {
+#[test]
+fn node_takes_a_hostlist_and_suggests_a_close_name() {
     let d = conf("hostlist", "GresTypes=gpu\nNodeName=gpu[01-04] CPUs=8 Gres=gpu:1\n", Some("Name=gpu File=/dev/nvidia0\n"));
     for flag in ["--node", "-n", "-N", "-w", "--nodelist"] {
         let out = check(&d, &[flag, "gpu[01-02],gpu04", "--no-device-check"]);
@@ -182,7 +190,8 @@ pub fn node_takes_a_hostlist_and_suggests_a_close_name() {
     assert!(text(&out.stderr).starts_with("gres-rs: error: --node gpu[01-: "), "{}", text(&out.stderr));
 }
 
-pub fn a_character_device_that_is_no_gpu() {
+#[test]
+fn a_character_device_that_is_no_gpu() {
     let host = Command::new("hostname").arg("-s").output().map(|o| text(&o.stdout).trim().to_string()).unwrap_or_default();
     if host.is_empty() {
         return;
@@ -198,7 +207,8 @@ pub fn a_character_device_that_is_no_gpu() {
     assert_eq!(out.status.code(), Some(0), "{err}");
 }
 
-pub fn a_type_of_gres_conf_the_node_does_not_have_is_one_diagnosis() {
+#[test]
+fn a_type_of_gres_conf_the_node_does_not_have_is_one_diagnosis() {
     let d = conf("typemismatch", "GresTypes=gpu\nNodeName=n1 CPUs=8 Gres=gpu:a100:2\n", Some("Name=gpu Type=h100 File=/dev/nvidia[0-1]\n"));
     let out = check(&d, &["--node", "n1", "--no-device-check"]);
     let err = text(&out.stderr);
@@ -226,7 +236,8 @@ pub fn a_type_of_gres_conf_the_node_does_not_have_is_one_diagnosis() {
 
 /// `--slurm-conf` and `--gres-conf` say they are not for sudo rules: the
 /// errors quote the file's lines (issue 26, item 7).
-pub fn check_conf_options_are_not_for_sudo_rules() {
+#[test]
+fn check_conf_options_are_not_for_sudo_rules() {
     let out = gres_rs(&["check", "--help"]);
     let help = text(&out.stdout);
     assert!(help.contains("Not for sudo rules: the errors quote the lines of the file named"), "{help}");

@@ -6,7 +6,8 @@ use gres_test_harness::standin;
 use std::fs;
 use std::process::Command;
 
-pub fn detect_without_nvml() {
+#[test]
+fn detect_without_nvml() {
     let out = Command::new(GRES_RS).args(["detect", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
@@ -21,7 +22,8 @@ pub fn detect_without_nvml() {
 
 /// `--nvml-lib`, `--dev-dir` and `--mig-minors` are where detection looks
 /// (the NVML stand-in reads its fixture from `GRES_RS_NVML_FIXTURE`).
-pub fn detect_with_given_library_and_files() {
+#[test]
+fn detect_with_given_library_and_files() {
     let lib = standin::library();
     // The fixture's GPU on CPU 0 (this host may have only a few).
     let fixture = standin::scratch_dir().join("cli-a100_mig.conf");
@@ -73,7 +75,8 @@ pub fn detect_with_given_library_and_files() {
 /// (the stand-in reports PID 4242 with 1 GiB and 30% on GPU 0, 512 MiB in
 /// a graphics context and 20% on GPU 1, another process beside it): both
 /// GPUs summed, the other process not; a process on no GPU gets zeros.
-pub fn detect_usage_of_a_process() {
+#[test]
+fn detect_usage_of_a_process() {
     let lib = standin::library();
     let fixture = standin::scratch_dir().join("cli-usage-h100x2.conf");
     let mut text_out = String::new();

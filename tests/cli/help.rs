@@ -5,7 +5,8 @@ use crate::run::{check, conf, gres_rs, temp_dir, text, SLURM};
 use std::fs;
 use std::path::Path;
 
-pub fn usage_errors() {
+#[test]
+fn usage_errors() {
     let d = conf("usage", SLURM, Some(""));
     let out = check(&d, &["--node", "nosuch"]);
     assert_eq!(out.status.code(), Some(2));
@@ -21,7 +22,8 @@ pub fn usage_errors() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-pub fn help_reads_like_a_man_page() {
+#[test]
+fn help_reads_like_a_man_page() {
     let out = gres_rs(&["--help"]);
     assert_eq!(out.status.code(), Some(0));
     let help = text(&out.stdout);
@@ -42,7 +44,8 @@ pub fn help_reads_like_a_man_page() {
     }
 }
 
-pub fn man_pages_and_completions_from_the_help_definitions() {
+#[test]
+fn man_pages_and_completions_from_the_help_definitions() {
     let d = temp_dir("generate");
     let man = d.0.join("man");
     let out = gres_rs(&["generate", "man", man.to_str().unwrap()]);
@@ -65,7 +68,8 @@ pub fn man_pages_and_completions_from_the_help_definitions() {
     }
 }
 
-pub fn examples_are_clean() {
+#[test]
+fn examples_are_clean() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
     let mut checked = 0;
     for entry in fs::read_dir(&examples).unwrap() {

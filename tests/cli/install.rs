@@ -55,7 +55,8 @@ fn mode(path: &Path) -> u32 {
     fs::symlink_metadata(path).unwrap().mode() & 0o7777
 }
 
-pub fn install_makes_dirs_0755_whatever_the_umask() {
+#[test]
+fn install_makes_dirs_0755_whatever_the_umask() {
     let Some(base) = install_dir("umask") else { return };
     let dest = base.0.join("a/b/plugins");
     let out = Command::new("sh")
@@ -76,7 +77,8 @@ pub fn install_makes_dirs_0755_whatever_the_umask() {
     }
 }
 
-pub fn install_refuses_dirs_others_may_write() {
+#[test]
+fn install_refuses_dirs_others_may_write() {
     let Some(base) = install_dir("unsafe") else { return };
     let why = "anyone who can write to a PluginDir entry can make root's daemons load their code";
     // The directory itself writable by group or others: refused, nothing
@@ -124,7 +126,8 @@ pub fn install_refuses_dirs_others_may_write() {
     assert!(entries(&safe).is_empty());
 }
 
-pub fn install_refuses_dirs_not_owned_by_root() {
+#[test]
+fn install_refuses_dirs_not_owned_by_root() {
     let Some(base) = install_dir("owner") else { return };
     let dest = base.0.join("nobodys");
     fs::create_dir(&dest).unwrap();
@@ -141,7 +144,8 @@ pub fn install_refuses_dirs_not_owned_by_root() {
     }
 }
 
-pub fn install_leaves_a_directory_at_a_files_name() {
+#[test]
+fn install_leaves_a_directory_at_a_files_name() {
     let Some(base) = install_dir("isdir") else { return };
     fs::create_dir(base.0.join("gres_gpu.so")).unwrap();
     fs::write(base.0.join("gres_gpu.so/keep"), "x").unwrap();
@@ -153,7 +157,8 @@ pub fn install_leaves_a_directory_at_a_files_name() {
     assert!(entries(&base.0).iter().all(|n| !n.starts_with('.')), "no temporary file left: {:?}", entries(&base.0));
 }
 
-pub fn install_refuses_the_package_managers_dir() {
+#[test]
+fn install_refuses_the_package_managers_dir() {
     let Some(stock) = stock_dir() else {
         gres_test_harness::ledger::skipped("install_refuses_the_package_managers_dir", "no Slurm plugins installed");
         return;
@@ -209,7 +214,8 @@ pub fn stock_dir() -> Option<PathBuf> {
         .find(|d| d.join("gres_gpu.so").is_file() && d.join("gpu_generic.so").is_file())
 }
 
-pub fn install_plugins() {
+#[test]
+fn install_plugins() {
     let Some(stock) = stock_dir() else {
         gres_test_harness::ledger::skipped("install_plugins", "no Slurm plugins installed");
         return;

@@ -11,7 +11,8 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-pub fn autodetect_nvml_and_gpu_energy_without_a_driver() {
+#[test]
+fn autodetect_nvml_and_gpu_energy_without_a_driver() {
     let host = Command::new("hostname").arg("-s").output().map(|o| text(&o.stdout).trim().to_string()).unwrap_or_default();
     let have_driver = Path::new("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1").exists() || Path::new("/usr/lib64/libnvidia-ml.so.1").exists();
     if host.is_empty() || have_driver {
@@ -81,7 +82,8 @@ fn check_nvml_host(name: &str, dirs: &str, lib_dir: &Dir, slurmd: &str, extra: &
     (out.status.code(), text(&out.stderr), d)
 }
 
-pub fn gpu_plugin_slurmd_picks_and_its_file() {
+#[test]
+fn gpu_plugin_slurmd_picks_and_its_file() {
     let stock = "/usr/lib/x86_64-linux-gnu/slurm-wlm";
     if host_has_nvml() || !Path::new(stock).join("gpu_generic.so").is_file() || Path::new(stock).join("gpu_nvml.so").exists() {
         gres_test_harness::ledger::skipped("gpu_plugin_slurmd_picks_and_its_file", "needs Debian's stock plugins (no gpu_nvml.so) and no NVIDIA driver");
@@ -154,7 +156,8 @@ pub fn gpu_plugin_slurmd_picks_and_its_file() {
 /// The `AutoDetect=nvml` warnings that depend on libnvidia-ml.so.1 being
 /// there (the NVML stand-in as the driver installs it, through
 /// `LD_LIBRARY_PATH`), with our gres/gpu and with the stock one.
-pub fn autodetect_nvml_with_the_driver_but_no_development_link() {
+#[test]
+fn autodetect_nvml_with_the_driver_but_no_development_link() {
     let stock = "/usr/lib/x86_64-linux-gnu/slurm-wlm";
     if host_has_nvml() || !Path::new(stock).join("gpu_generic.so").is_file() {
         gres_test_harness::ledger::skipped("autodetect_nvml_with_the_driver_but_no_development_link", "needs Debian's stock plugins and no NVIDIA driver");
@@ -224,7 +227,8 @@ pub fn autodetect_nvml_with_the_driver_but_no_development_link() {
 /// `detect` warns as check does when slurmd would not pick gpu/nvml: the
 /// GPUs detected through the driver's libnvidia-ml.so.1, no unversioned
 /// libnvidia-ml.so.
-pub fn detect_warns_when_slurmd_would_not_pick_gpu_nvml() {
+#[test]
+fn detect_warns_when_slurmd_would_not_pick_gpu_nvml() {
     if host_has_nvml() {
         gres_test_harness::ledger::skipped("detect_warns_when_slurmd_would_not_pick_gpu_nvml", "this host has an NVIDIA driver");
         return;

@@ -23,7 +23,8 @@ fn check_plugin_dir(name: &str, dirs: &str, slurmd: &str) -> (Option<i32>, Strin
     (out.status.code(), text(&out.stderr))
 }
 
-pub fn check_predicts_which_plugin_file_slurmd_loads() {
+#[test]
+fn check_predicts_which_plugin_file_slurmd_loads() {
     let Some(ours) = install_dir("plugin-dir") else { return };
     let out = install_into(&ours.0, false);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -76,7 +77,8 @@ pub fn check_predicts_which_plugin_file_slurmd_loads() {
 /// directory is written out.  Root: the real slurmd and its default
 /// directory, with a copy of it holding the dangling link bind-mounted over
 /// it in a mount namespace of its own.
-pub fn check_searches_slurmds_default_plugin_dir_even_with_dangling_links() {
+#[test]
+fn check_searches_slurmds_default_plugin_dir_even_with_dangling_links() {
     let name = "check_searches_slurmds_default_plugin_dir_even_with_dangling_links";
     let Some(stock) = stock_dir() else {
         gres_test_harness::ledger::skipped(name, "no Slurm plugins installed");

@@ -3,7 +3,8 @@
 
 use crate::run::{check, conf, gres_rs, text, SLURM};
 
-pub fn version_names_the_slurm_release() {
+#[test]
+fn version_names_the_slurm_release() {
     let out = gres_rs(&["--version"]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(text(&out.stdout), format!("gres-rs {} (plugins for Slurm {})\n", env!("CARGO_PKG_VERSION"), slurm_gpu_gres::SLURM_VERSION));
@@ -11,7 +12,8 @@ pub fn version_names_the_slurm_release() {
 
 const RELEASE_GRES: &str = "AutoDetect=full\nName=gpu File=/dev/nvidia[0-1] Flags=nvidia_gpu_env,env_uuid\n";
 
-pub fn values_of_later_releases_name_their_release() {
+#[test]
+fn values_of_later_releases_name_their_release() {
     let d = conf("release", SLURM, Some(RELEASE_GRES));
     let gres = d.0.join("gres.conf");
     let out = check(&d, &["--node", "n1", "--no-device-check", "--slurm-release", "24.11"]);
@@ -85,7 +87,8 @@ pub fn values_of_later_releases_name_their_release() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
-pub fn unsupported_slurm_releases_are_refused() {
+#[test]
+fn unsupported_slurm_releases_are_refused() {
     let d = conf("release-bad", SLURM, Some(""));
     for (release, message) in [
         (

@@ -61,7 +61,8 @@ impl DeviceCheck {
 
 const SAME_DEVICE_HELP: &str = "name each GPU's device files once in gres.conf (symbolic links and other names of a device count as the device)";
 
-pub fn same_device_in_multiple_files_in_another_order() {
+#[test]
+fn same_device_in_multiple_files_in_another_order() {
     let gres = "# GPUs\nName=gpu MultipleFiles={T}/dev/nvidia[0-1]\nName=gpu MultipleFiles={T}/dev/nvidia1,{T}/dev/nvidia0\n";
     let Some(c) = DeviceCheck::run("same-mult", 2, gres, &[]) else { return };
     // A warning: slurmd starts (as the stock one does, silently).
@@ -99,7 +100,8 @@ pub fn same_device_in_multiple_files_in_another_order() {
     assert_eq!(c.stderr, c.at(&want));
 }
 
-pub fn same_device_through_a_symlink() {
+#[test]
+fn same_device_through_a_symlink() {
     let gres = "Name=gpu File={T}/dev/nvidia0\nName=gpu File={T}/dev/gpu-a\n";
     let Some(c) = DeviceCheck::run("same-link", 2, gres, &[]) else { return };
     assert_eq!(c.code, Some(0), "{}", c.stderr);
@@ -150,7 +152,8 @@ pub fn same_device_through_a_symlink() {
     );
 }
 
-pub fn same_device_in_a_range_and_a_symlink() {
+#[test]
+fn same_device_in_a_range_and_a_symlink() {
     // The second GPU of a range and a link to it (an absolute one).
     let gres = "Name=gpu File={T}/dev/nvidia[0-1]\nName=gpu File={T}/dev/gpu-b\n";
     let Some(c) = DeviceCheck::run("same-range", 3, gres, &["--format", "json"]) else { return };
@@ -170,7 +173,8 @@ pub fn same_device_in_a_range_and_a_symlink() {
     assert!(!messages.iter().any(|m| m.contains("same device")), "{messages:?}");
 }
 
-pub fn different_devices_no_warning() {
+#[test]
+fn different_devices_no_warning() {
     for gres in [
         "Name=gpu File={T}/dev/nvidia[0-1]\n",
         "Name=gpu File={T}/dev/gpu-a\nName=gpu File={T}/dev/gpu-b\n",
@@ -183,7 +187,8 @@ pub fn different_devices_no_warning() {
     }
 }
 
-pub fn same_device_names_without_device_check() {
+#[test]
+fn same_device_names_without_device_check() {
     // Not looked at: the names are compared (after hostlist expansion).
     let d = conf("same-names", SLURM, Some("Name=gpu MultipleFiles=/dev/nvidia[0-1]\nName=gpu MultipleFiles=/dev/nvidia1,/dev//nvidia0\n"));
     let out = check(&d, &["--node", "n1", "--no-device-check", "--format", "json"]);

@@ -301,10 +301,12 @@ fn divert_in_chroot(
     eprintln!("package_in_chroot[{suite}]: {DIVERT_PACKAGE} ran ours from {} and put the stock files back", stock_dir.display());
 }
 
-pub fn the_trixie_package_installs_in_its_chroot_runs_jobs_and_removes_cleanly() {
+#[test]
+fn the_trixie_package_installs_in_its_chroot_runs_jobs_and_removes_cleanly() {
     testbed::run_test("the_trixie_package_installs_in_its_chroot_runs_jobs_and_removes_cleanly", "24.11", package_in_chroot);
 }
 
-pub fn the_sid_package_installs_in_its_chroot_runs_jobs_and_removes_cleanly() {
+#[test]
+fn the_sid_package_installs_in_its_chroot_runs_jobs_and_removes_cleanly() {
     testbed::run_test("the_sid_package_installs_in_its_chroot_runs_jobs_and_removes_cleanly", "26.05", package_in_chroot);
 }

@@ -21,7 +21,8 @@ impl Drop for Uninstall {
     }
 }
 
-pub fn the_debian_package_installs_runs_jobs_and_removes_cleanly() {
+#[test]
+fn the_debian_package_installs_runs_jobs_and_removes_cleanly() {
     if !require_slurm("the_debian_package_installs_runs_jobs_and_removes_cleanly") {
         return;
     }

@@ -124,7 +124,8 @@ pub fn slurmd_unit() -> String {
 /// start, any other failure lets it start; the real check is run with
 /// `--no-detect` and `--fail-on fatal`.  `systemd-analyze verify` takes
 /// slurmd's unit with it where this machine has no `/usr/bin/gres-rs`.
-pub fn the_slurmd_drop_in_starts_slurmd_unless_the_check_is_fatal() {
+#[test]
+fn the_slurmd_drop_in_starts_slurmd_unless_the_check_is_fatal() {
     let text = std::fs::read_to_string(workspace_root().join(DROP_IN)).expect("the drop-in");
     let argv = exec_start_pre(&text);
     assert!(argv.len() == 3 && argv[0] == "/bin/sh" && argv[1] == "-c", "ExecStartPre= is not a guarded /bin/sh -c '...': {argv:?}");

@@ -29,9 +29,9 @@
 //! nothing: its call log); the prerms warn when, with `AutoDetect=nvml`,
 //! removal leaves slurmd no `gpu_nvml.so` (Debian ships none).
 //!
-//! Each test is listed here, at the top level of the target (`cargo test
-//! --test package NAME` names it as before the split), and lives in the
-//! module of its subject; `common` and `hanging_nvml` hold what they share.
+//! Each test lives in the module of its subject (`cargo test --test
+//! package NAME` finds it by name); `common` and `hanging_nvml` hold what
+//! they share.
 
 mod chroot;
 mod common;
@@ -40,31 +40,3 @@ mod drop_in;
 mod hanging_nvml;
 mod rpm;
 mod snapshot;
-
-/// `#[test] fn NAME() { MODULE::NAME() }` for each NAME of each MODULE.
-macro_rules! tests {
-    ($($module:ident: [$($name:ident),+ $(,)?])*) => {
-        $($(
-            #[test]
-            fn $name() {
-                $module::$name();
-            }
-        )+)*
-    };
-}
-
-tests! {
-    drop_in: [
-        the_slurmd_drop_in_starts_slurmd_unless_the_check_is_fatal,
-    ]
-    deb: [
-        the_debian_package_installs_runs_jobs_and_removes_cleanly,
-    ]
-    rpm: [
-        the_rpm_spec_parses_lints_and_makes_a_source_package,
-    ]
-    chroot: [
-        the_trixie_package_installs_in_its_chroot_runs_jobs_and_removes_cleanly,
-        the_sid_package_installs_in_its_chroot_runs_jobs_and_removes_cleanly,
-    ]
-}

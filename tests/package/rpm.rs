@@ -13,7 +13,8 @@ use std::time::Instant;
 /// error, and rpmbuild makes the source package.  The binary build
 /// (`rpmbuild -bb`, a full release build of the workspace) is verified by
 /// hand (docs/install.md).
-pub fn the_rpm_spec_parses_lints_and_makes_a_source_package() {
+#[test]
+fn the_rpm_spec_parses_lints_and_makes_a_source_package() {
     let have = |tool: &str| Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
     if !have("rpmspec") || !have("rpmbuild") {
         assert!(!strict_mode(), "rpmspec/rpmbuild missing (tests/setup-debian.sh installs rpm)");

@@ -23,7 +23,7 @@ pub const VENDOR_VARS: [(u32, &str); 4] = [
 /// Set by every GPU, MPS and shard allocation with devices, and cleared by
 /// gres/gpu when a job or step has none: how a shared plugin (mps, shard)
 /// without an allocation knows that another plugin of the same job or step
-/// has already set the device variables (see `core::sharing::shared_env`).
+/// has already set the device variables (see `gres_core::sharing::shared_env`).
 pub const GPUS_ON_NODE_VAR: &str = "SLURM_GPUS_ON_NODE";
 /// CUDA's device numbering order, and the value that makes it match NVML's
 /// and Slurm's (gres.shtml, "GPU Management").

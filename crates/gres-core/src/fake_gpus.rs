@@ -32,7 +32,7 @@ use std::path::Path;
 use thiserror::Error;
 
 use super::diagnostic::{Diagnostic, Location};
-use super::files::{read_bounded, MAX_FILE_LEN};
+use super::bounded_read::{read_bounded, MAX_FILE_LEN};
 use super::flags::parse_flags;
 use super::model::{flags_to_string, Bitmap, ConfFlags, GresRecord, LogLevel, RangeError};
 use super::record_rules::{add_gres_record, AffinityError};
@@ -267,7 +267,7 @@ pub fn to_log_line(r: &GresRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::files::special::Scratch;
+    use crate::bounded_read::special::Scratch;
     use crate::model::gres_build_id;
 
     fn parse(text: &str) -> FakeGpus {

@@ -10,7 +10,7 @@
 
 use super::session::DetectError;
 use super::{Log, Paths, Session};
-use gres_core::files::{read_bounded, MAX_FILE_LEN};
+use gres_core::bounded_read::{read_bounded, MAX_FILE_LEN};
 use gres_core::gpu_freq;
 use gres_core::host::{Host, NodeConfig};
 use gres_core::model::{Bitmap, ConfFlags, GresRecord};

@@ -6,9 +6,9 @@
 //! Then the merge with the configured records.
 
 use super::{log_line, log_lines, Host, NodeConfig};
-use crate::core::fake_gpus::{self, CpuConv};
-use crate::core::merge;
-use crate::core::model::{GresRecord, Log, LogLevel, LogLine};
+use gres_core::fake_gpus::{self, CpuConv};
+use gres_core::merge;
+use gres_core::model::{GresRecord, Log, LogLevel, LogLine};
 use std::io::Write;
 use std::path::Path;
 
@@ -95,8 +95,8 @@ pub fn merge_detected_gpus(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<G
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::behaviour::Behaviour;
-    use crate::core::model::ConfFlags;
+    use gres_core::behaviour::Behaviour;
+    use gres_core::model::ConfFlags;
 
     /// slurmd with a fake_gpus.conf and a gpu plugin (or core) that
     /// reports one GPU of its own.
@@ -140,7 +140,7 @@ mod tests {
             let host = FakeHost { behaviour, fake_path: path.to_str().unwrap().to_string() };
             // slurm.conf's Gres=gpu:1, as slurmd passes it.
             let mut records =
-                vec![GresRecord { name: "gpu".into(), count: 1, cpu_cnt: 4, plugin_id: crate::core::model::gres_build_id("gpu"), ..Default::default() }];
+                vec![GresRecord { name: "gpu".into(), count: 1, cpu_cnt: 4, plugin_id: gres_core::model::gres_build_id("gpu"), ..Default::default() }];
             merge_detected_gpus(&host, NodeConfig { cpu_cnt: 4, in_slurmd: false }, &mut records, "gres/gpu").unwrap();
             records.iter().map(|r| r.file.clone().unwrap_or_default()).collect::<Vec<_>>()
         };
@@ -164,7 +164,7 @@ mod tests {
                 cpu_cnt: 4,
                 file: Some("/dev/nvidia0".into()),
                 flags: ConfFlags(ConfFlags::HAS_FILE | ConfFlags::ENV_SET | ConfFlags::ENV_DEF | ConfFlags::EXPLICIT | ConfFlags::BIT14),
-                plugin_id: crate::core::model::gres_build_id("gpu"),
+                plugin_id: gres_core::model::gres_build_id("gpu"),
                 ..Default::default()
             };
             let mut records = vec![conf];

@@ -3,10 +3,10 @@
 //! in [`crate::nvml`]; this is the plugin's state and its answers to slurmd.
 
 use super::{GpuPlugin, Host, NodeConfig};
-use crate::core::model::{Bitmap, GpuEnergy, GresRecord};
-use crate::core::{gpu_freq, nvml_model};
 use crate::nvml::clocks::{self, StepFreqContext};
 use crate::nvml::{self, Log};
+use gres_core::model::{Bitmap, GpuEnergy, GresRecord};
+use gres_core::{gpu_freq, nvml_model};
 use std::io::Write;
 use std::sync::{Mutex, PoisonError};
 
@@ -63,8 +63,8 @@ impl GpuNvml {
 }
 
 impl GpuPlugin for GpuNvml {
-    const PLUGIN_NAME: &'static str = crate::files::GPU_NVML.name;
-    const PLUGIN_TYPE: &'static str = crate::files::GPU_NVML.plugin_type;
+    const PLUGIN_NAME: &'static str = gres_core::plugin_files::GPU_NVML.name;
+    const PLUGIN_TYPE: &'static str = gres_core::plugin_files::GPU_NVML.plugin_type;
 
     fn init() -> Result<(), String> {
         tracing::debug!("init: {} loaded", Self::PLUGIN_NAME);
@@ -119,7 +119,7 @@ impl GpuPlugin for GpuNvml {
         nvml::energy_read(dv_ind, &super::nvml_paths())
     }
 
-    fn usage_read(pid: u32, last_time: u64) -> Option<crate::core::gpu_usage::ProcessUsage> {
+    fn usage_read(pid: u32, last_time: u64) -> Option<gres_core::gpu_usage::ProcessUsage> {
         nvml::usage::process_usage(pid, last_time, &super::nvml_paths(), &mut Log::daemon())
     }
 }

@@ -2,10 +2,10 @@
 
 use super::state::PluginState;
 use super::{EnvTarget, GresPlugin, Host, NodeConfig, SetEnv};
-use crate::core::devices::{self, DeviceList};
-use crate::core::env::{self, EnvChange, EnvOp, EnvState, GpuEnvRequest};
-use crate::core::model::{ConfFlags, EpilogInfo, GresDevice, GresRecord, JobAlloc};
-use crate::core::wire::{self, WireError, WireReader, WireWriter};
+use gres_core::devices::{self, DeviceList};
+use gres_core::env::{self, EnvChange, EnvOp, EnvState, GpuEnvRequest};
+use gres_core::model::{ConfFlags, EpilogInfo, GresDevice, GresRecord, JobAlloc};
+use gres_core::wire::{self, WireError, WireReader, WireWriter};
 
 /// What a load (or slurmstepd's message from slurmd) gives gres/gpu.
 #[derive(Default)]
@@ -56,8 +56,8 @@ fn load_config(host: &dyn Host, cfg: NodeConfig, records: &mut Vec<GresRecord>) 
 }
 
 impl GresPlugin for GresGpu {
-    const PLUGIN_NAME: &'static str = crate::files::GRES_GPU.name;
-    const PLUGIN_TYPE: &'static str = crate::files::GRES_GPU.plugin_type;
+    const PLUGIN_NAME: &'static str = gres_core::plugin_files::GRES_GPU.name;
+    const PLUGIN_TYPE: &'static str = gres_core::plugin_files::GRES_GPU.plugin_type;
     const GRES_NAME: &'static str = "gpu";
 
     fn init() -> Result<(), String> {
@@ -94,12 +94,12 @@ impl GresPlugin for GresGpu {
         set_env(&STATE, host, target, req)
     }
 
-    fn send_stepd_as(behaviour: &crate::core::behaviour::Behaviour, w: &mut dyn WireWriter) {
+    fn send_stepd_as(behaviour: &gres_core::behaviour::Behaviour, w: &mut dyn WireWriter) {
         let st = STATE.lock();
         wire::write_gpu_as(w, &st.data().devices, st.data().node_flags, behaviour);
     }
 
-    fn recv_stepd_as(behaviour: &crate::core::behaviour::Behaviour, r: &mut dyn WireReader) -> Result<(), WireError> {
+    fn recv_stepd_as(behaviour: &gres_core::behaviour::Behaviour, r: &mut dyn WireReader) -> Result<(), WireError> {
         let mut st = STATE.lock();
         match wire::read_gpu_as(r, behaviour) {
             Ok((devices, node_flags)) => {
@@ -132,7 +132,7 @@ impl GresPlugin for GresGpu {
         env::epilog_env(&st.data().devices, alloc, st.data().node_flags)
     }
 
-    fn step_hardware_init(host: &dyn Host, usable: Option<&crate::core::model::Bitmap>, settings: Option<&str>) {
+    fn step_hardware_init(host: &dyn Host, usable: Option<&gres_core::model::Bitmap>, settings: Option<&str>) {
         host.gpu_step_hardware_init(usable, settings);
     }
 
@@ -165,8 +165,8 @@ fn set_env(state: &'static PluginState<GpuDevices>, host: &dyn Host, target: Env
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::host::StandaloneHost as TestHost;
-    use crate::core::model::{Bitmap, InternalFlags};
+    use gres_core::host::StandaloneHost as TestHost;
+    use gres_core::model::{Bitmap, InternalFlags};
 
     /// A task's call never waits for the state lock: in slurmstepd's
     /// forked task a lock held at fork() is never released.  (Held here by
@@ -174,7 +174,7 @@ mod tests {
     #[test]
     fn task_set_env_never_waits_for_the_state_lock() {
         static STATE: PluginState<GpuDevices> = PluginState::new(GpuDevices::NONE);
-        STATE.lock().replace(GpuDevices { devices: crate::core::model::test_devices(2), node_flags: ConfFlags(ConfFlags::ENV_NVML) });
+        STATE.lock().replace(GpuDevices { devices: gres_core::model::test_devices(2), node_flags: ConfFlags(ConfFlags::ENV_NVML) });
         crate::state::tests::assert_task_set_env_never_waits(&STATE, || {
             let alloc = Bitmap::from_indices(2, &[1]);
             let usable = Bitmap::from_indices(2, &[1]);
@@ -190,12 +190,12 @@ mod tests {
     /// release says so.
     #[test]
     fn step_env_follows_the_behaviour() {
-        use crate::core::behaviour::{Behaviour, UniqueIdInEnv};
-        use crate::core::env::apply_to_map;
+        use gres_core::behaviour::{Behaviour, UniqueIdInEnv};
+        use gres_core::env::apply_to_map;
         use std::collections::HashMap;
         static STATE: PluginState<GpuDevices> = PluginState::new(GpuDevices::NONE);
         let run = |behaviour: Behaviour| {
-            let mut devices = crate::core::model::test_devices(2);
+            let mut devices = gres_core::model::test_devices(2);
             devices[0].unique_id = Some("GPU-0".into());
             STATE.lock().replace(GpuDevices { devices, node_flags: ConfFlags(ConfFlags::ENV_NVML) });
             let host = TestHost::new(behaviour);

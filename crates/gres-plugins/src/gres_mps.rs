@@ -5,8 +5,8 @@
 
 super::sharing::sharing_gres_plugin!(
     GresMps,
-    crate::core::sharing::SharedKind::Mps,
-    file: crate::files::GRES_MPS,
+    gres_core::sharing::SharedKind::Mps,
+    file: gres_core::plugin_files::GRES_MPS,
     gres: "mps",
     forward_gpu_freq: false
 );

@@ -5,8 +5,8 @@
 
 super::sharing::sharing_gres_plugin!(
     GresShard,
-    crate::core::sharing::SharedKind::Shard,
-    file: crate::files::GRES_SHARD,
+    gres_core::sharing::SharedKind::Shard,
+    file: gres_core::plugin_files::GRES_SHARD,
     gres: "shard",
     forward_gpu_freq: true
 );

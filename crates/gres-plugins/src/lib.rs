@@ -6,16 +6,13 @@
 
 #![deny(unsafe_code)]
 
-pub use gres_core as core;
 pub use gres_log as log;
 pub use gres_nvml as nvml;
 
-use crate::core::env::{EnvChange, EnvOp};
-use crate::core::model::{Bitmap, EpilogInfo, GresDevice, GresRecord, InternalFlags, JobAlloc, LogLine};
-use crate::core::wire::{WireError, WireReader, WireWriter};
+use gres_core::env::{EnvChange, EnvOp};
+use gres_core::model::{Bitmap, EpilogInfo, GresDevice, GresRecord, InternalFlags, JobAlloc, LogLine};
+use gres_core::wire::{WireError, WireReader, WireWriter};
 
-/// The plugin files and the library beside them (names, types).
-pub use gres_core::plugin_files as files;
 pub mod gpu_detect;
 pub mod gpu_nvml;
 pub mod gres_gpu;
@@ -42,7 +39,7 @@ pub(crate) fn fatal(message: &str) -> ! {
     std::process::exit(1)
 }
 
-pub use crate::core::host::{Host, NodeConfig};
+pub use gres_core::host::{Host, NodeConfig};
 
 /// Where the plugins find NVML and the GPUs' files: the system's places.
 #[cfg(not(feature = "test-hooks"))]
@@ -114,16 +111,16 @@ pub trait GresPlugin: 'static {
     /// slurmd's message to slurmstepd, in the baseline release's layout
     /// (`send_stepd_as(&Behaviour::BASELINE, w)`).
     fn send_stepd(w: &mut dyn WireWriter) {
-        Self::send_stepd_as(&crate::core::behaviour::Behaviour::BASELINE, w)
+        Self::send_stepd_as(&gres_core::behaviour::Behaviour::BASELINE, w)
     }
     fn recv_stepd(r: &mut dyn WireReader) -> Result<(), WireError> {
-        Self::recv_stepd_as(&crate::core::behaviour::Behaviour::BASELINE, r)
+        Self::recv_stepd_as(&gres_core::behaviour::Behaviour::BASELINE, r)
     }
     /// The message in the layout of the release that behaves as
     /// `behaviour` (each device's flags from 25.11), for the entry points
     /// to call with the build's behaviour.
-    fn send_stepd_as(behaviour: &crate::core::behaviour::Behaviour, w: &mut dyn WireWriter);
-    fn recv_stepd_as(behaviour: &crate::core::behaviour::Behaviour, r: &mut dyn WireReader) -> Result<(), WireError>;
+    fn send_stepd_as(behaviour: &gres_core::behaviour::Behaviour, w: &mut dyn WireWriter);
+    fn recv_stepd_as(behaviour: &gres_core::behaviour::Behaviour, r: &mut dyn WireReader) -> Result<(), WireError>;
     /// Prolog/Epilog record, or `None` when there is nothing to set.
     fn epilog_build_env(job: &JobAlloc) -> Option<EpilogInfo>;
     fn epilog_set_env(info: &EpilogInfo, node_inx: usize) -> Vec<EnvOp>;
@@ -150,13 +147,13 @@ pub trait GpuPlugin: 'static {
     fn test_cpu_conv(mask: Option<&str>) -> Option<String>;
     fn device_count() -> Option<u32>;
     /// Energy readings per GPU, for `gpu_p_energy_read`.
-    fn energy_read(_dv_ind: u32) -> Option<crate::core::model::GpuEnergy> {
+    fn energy_read(_dv_ind: u32) -> Option<gres_core::model::GpuEnergy> {
         None
     }
     /// The GPU memory and utilisation of process `pid` for job accounting
     /// (`gpu_p_usage_read`), starting from the record's `last_time`;
     /// `None` writes nothing.
-    fn usage_read(_pid: u32, _last_time: u64) -> Option<crate::core::gpu_usage::ProcessUsage> {
+    fn usage_read(_pid: u32, _last_time: u64) -> Option<gres_core::gpu_usage::ProcessUsage> {
         None
     }
 }

@@ -1,15 +1,15 @@
 //! What gres/mps and gres/shard have in common: a shared GRES whose count is
 //! spread over the node's GPUs.  Each plugin file keeps one [`SharedState`]
 //! and forwards its [`super::GresPlugin`] functions here with its
-//! [`SharedKind`]; the rules themselves are in [`crate::core::sharing`].
+//! [`SharedKind`]; the rules themselves are in [`gres_core::sharing`].
 
 use super::state::PluginState;
 use super::{EnvTarget, Host, NodeConfig, SetEnv};
-use crate::core::devices;
-use crate::core::env::{EnvChange, EnvOp, EnvState};
-use crate::core::model::{ConfFlags, EpilogInfo, GresDevice, GresRecord, JobAlloc};
-use crate::core::sharing::{self, LoadInput, SharedDev, SharedEnvRequest, SharedKind};
-use crate::core::wire::{self, SharedStepd, WireError, WireReader, WireWriter};
+use gres_core::devices;
+use gres_core::env::{EnvChange, EnvOp, EnvState};
+use gres_core::model::{ConfFlags, EpilogInfo, GresDevice, GresRecord, JobAlloc};
+use gres_core::sharing::{self, LoadInput, SharedDev, SharedEnvRequest, SharedKind};
+use gres_core::wire::{self, SharedStepd, WireError, WireReader, WireWriter};
 
 /// What a load (or slurmstepd's message from slurmd) gives a shared plugin.
 #[derive(Default)]
@@ -89,19 +89,14 @@ pub fn set_env(kind: SharedKind, state: &'static SharedState, host: &dyn Host, t
     out.change
 }
 
-pub fn send_stepd(kind: SharedKind, state: &'static SharedState, w: &mut dyn WireWriter, behaviour: &crate::core::behaviour::Behaviour) {
+pub fn send_stepd(kind: SharedKind, state: &'static SharedState, w: &mut dyn WireWriter, behaviour: &gres_core::behaviour::Behaviour) {
     let st = state.lock();
     let data = st.data();
     let info = SharedStepd { devices: data.devices.clone(), node_flags: data.node_flags, counts: data.counts.clone() };
     wire::write_shared_as(w, kind, &info, behaviour);
 }
 
-pub fn recv_stepd(
-    kind: SharedKind,
-    state: &'static SharedState,
-    r: &mut dyn WireReader,
-    behaviour: &crate::core::behaviour::Behaviour,
-) -> Result<(), WireError> {
+pub fn recv_stepd(kind: SharedKind, state: &'static SharedState, r: &mut dyn WireReader, behaviour: &gres_core::behaviour::Behaviour) -> Result<(), WireError> {
     let mut st = state.lock();
     match wire::read_shared_as(r, kind, behaviour) {
         Ok(info) => {
@@ -137,7 +132,7 @@ macro_rules! sharing_gres_plugin {
         pub struct $plugin;
 
         static STATE: $crate::sharing::SharedState = $crate::sharing::SharedState::new($crate::sharing::SharedDevices::NONE);
-        const KIND: $crate::core::sharing::SharedKind = $kind;
+        const KIND: ::gres_core::sharing::SharedKind = $kind;
 
         impl $crate::GresPlugin for $plugin {
             const PLUGIN_NAME: &'static str = $file.name;
@@ -151,34 +146,34 @@ macro_rules! sharing_gres_plugin {
             fn fini(_host: &dyn $crate::Host) {
                 tracing::debug!("unloading");
             }
-            fn node_config_load(host: &dyn $crate::Host, cfg: $crate::NodeConfig, records: &mut Vec<$crate::core::model::GresRecord>) -> Result<(), String> {
+            fn node_config_load(host: &dyn $crate::Host, cfg: $crate::NodeConfig, records: &mut Vec<::gres_core::model::GresRecord>) -> Result<(), String> {
                 $crate::sharing::node_config_load(KIND, &STATE, host, cfg, records)
             }
-            fn devices() -> Vec<$crate::core::model::GresDevice> {
+            fn devices() -> Vec<::gres_core::model::GresDevice> {
                 $crate::sharing::devices(&STATE)
             }
             fn devices_generation() -> u64 {
                 $crate::sharing::devices_generation(&STATE)
             }
-            fn set_env(host: &dyn $crate::Host, target: $crate::EnvTarget<'_>, req: &$crate::SetEnv<'_>) -> $crate::core::env::EnvChange {
+            fn set_env(host: &dyn $crate::Host, target: $crate::EnvTarget<'_>, req: &$crate::SetEnv<'_>) -> ::gres_core::env::EnvChange {
                 $crate::sharing::set_env(KIND, &STATE, host, target, req)
             }
-            fn send_stepd_as(behaviour: &$crate::core::behaviour::Behaviour, w: &mut dyn $crate::core::wire::WireWriter) {
+            fn send_stepd_as(behaviour: &::gres_core::behaviour::Behaviour, w: &mut dyn ::gres_core::wire::WireWriter) {
                 $crate::sharing::send_stepd(KIND, &STATE, w, behaviour)
             }
             fn recv_stepd_as(
-                behaviour: &$crate::core::behaviour::Behaviour,
-                r: &mut dyn $crate::core::wire::WireReader,
-            ) -> Result<(), $crate::core::wire::WireError> {
+                behaviour: &::gres_core::behaviour::Behaviour,
+                r: &mut dyn ::gres_core::wire::WireReader,
+            ) -> Result<(), ::gres_core::wire::WireError> {
                 $crate::sharing::recv_stepd(KIND, &STATE, r, behaviour)
             }
-            fn epilog_build_env(job: &$crate::core::model::JobAlloc) -> Option<$crate::core::model::EpilogInfo> {
+            fn epilog_build_env(job: &::gres_core::model::JobAlloc) -> Option<::gres_core::model::EpilogInfo> {
                 $crate::sharing::epilog_build_env(job)
             }
-            fn epilog_set_env(info: &$crate::core::model::EpilogInfo, node_inx: usize) -> Vec<$crate::core::env::EnvOp> {
+            fn epilog_set_env(info: &::gres_core::model::EpilogInfo, node_inx: usize) -> Vec<::gres_core::env::EnvOp> {
                 $crate::sharing::epilog_set_env(KIND, &STATE, info, node_inx)
             }
-            fn step_hardware_init(host: &dyn $crate::Host, usable: Option<&$crate::core::model::Bitmap>, settings: Option<&str>) {
+            fn step_hardware_init(host: &dyn $crate::Host, usable: Option<&::gres_core::model::Bitmap>, settings: Option<&str>) {
                 if $hw {
                     host.gpu_step_hardware_init(usable, settings);
                 }
@@ -196,12 +191,12 @@ pub(crate) use sharing_gres_plugin;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::model::{Bitmap, InternalFlags};
-    use crate::core::sharing::SharedDev;
-    use crate::core::wire::MemWire;
+    use gres_core::model::{Bitmap, InternalFlags};
+    use gres_core::sharing::SharedDev;
+    use gres_core::wire::MemWire;
 
     /// Outside slurmd: no fake_gpus.conf, no gpu plugin.
-    use crate::core::host::StandaloneHost as TestHost;
+    use gres_core::host::StandaloneHost as TestHost;
 
     fn gpus() -> GresRecord {
         GresRecord {
@@ -215,14 +210,14 @@ mod tests {
     }
 
     fn nvidia(n: u32) -> Vec<GresDevice> {
-        crate::core::model::test_devices(n)
+        gres_core::model::test_devices(n)
     }
 
     /// Where bit 14 means UUID (`Flags=env_uuid`), gres/shard's node flags
     /// carry it; elsewhere they do not.
     #[test]
     fn shard_node_flags_carry_uuid_where_the_release_does() {
-        use crate::core::behaviour::{Behaviour, ConfBit14};
+        use gres_core::behaviour::{Behaviour, ConfBit14};
         static STATE: SharedState = SharedState::new(SharedDevices::NONE);
         let node_flags = |behaviour: Behaviour| {
             let gpu = GresRecord { flags: ConfFlags(ConfFlags::HAS_FILE | ConfFlags::ENV_NVML | ConfFlags::BIT14), ..gpus() };
@@ -267,8 +262,8 @@ mod tests {
             node_flags: ConfFlags(0),
         });
         let mut w = MemWire::default();
-        send_stepd(SharedKind::Mps, &SLURMD, &mut w, &crate::core::behaviour::Behaviour::BASELINE);
-        recv_stepd(SharedKind::Mps, &STEPD, &mut w, &crate::core::behaviour::Behaviour::BASELINE).unwrap();
+        send_stepd(SharedKind::Mps, &SLURMD, &mut w, &gres_core::behaviour::Behaviour::BASELINE);
+        recv_stepd(SharedKind::Mps, &STEPD, &mut w, &gres_core::behaviour::Behaviour::BASELINE).unwrap();
         assert_eq!(super::devices(&STEPD), nvidia(2));
 
         let alloc = Bitmap::from_indices(2, &[1]);
@@ -280,9 +275,9 @@ mod tests {
 
         // A truncated message leaves no device behind.
         let mut w = MemWire::default();
-        send_stepd(SharedKind::Mps, &SLURMD, &mut w, &crate::core::behaviour::Behaviour::BASELINE);
+        send_stepd(SharedKind::Mps, &SLURMD, &mut w, &gres_core::behaviour::Behaviour::BASELINE);
         w.bytes.truncate(w.bytes.len() - 3);
-        assert!(recv_stepd(SharedKind::Mps, &STEPD, &mut w, &crate::core::behaviour::Behaviour::BASELINE).is_err());
+        assert!(recv_stepd(SharedKind::Mps, &STEPD, &mut w, &gres_core::behaviour::Behaviour::BASELINE).is_err());
         assert!(super::devices(&STEPD).is_empty());
     }
 
@@ -291,7 +286,7 @@ mod tests {
     /// MIG-only rule; with the baseline layout it is named by index.
     #[test]
     fn mig_mark_reaches_slurmstepd_where_the_release_packs_it() {
-        use crate::core::behaviour::{Behaviour, UniqueIdInEnv};
+        use gres_core::behaviour::{Behaviour, UniqueIdInEnv};
         static SLURMD: SharedState = SharedState::new(SharedDevices::NONE);
         static STEPD: SharedState = SharedState::new(SharedDevices::NONE);
         let mut devices = nvidia(2);

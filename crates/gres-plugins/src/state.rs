@@ -7,7 +7,7 @@
 //! ([`super::sharing`]).
 
 use super::EnvTarget;
-use crate::core::env::{EnvState, Scope};
+use gres_core::env::{EnvState, Scope};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 /// A plugin's state: `T` is what its loads (and slurmstepd's message from
@@ -143,7 +143,7 @@ impl<T: Default> Locked<T> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::core::env::EnvChange;
+    use gres_core::env::EnvChange;
 
     /// Call `set_env` (a task's `set_env` of the plugin over `state`) while
     /// another thread holds the state's lock: it must return at once,

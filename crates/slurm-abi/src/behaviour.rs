@@ -3,8 +3,8 @@
 //! source of the releases (docs: `slurm-headers/README.md`, "What changed
 //! when", and the notes' §7, §9.1 row E, §10.4).
 
-use crate::core::behaviour::{Behaviour, ConfBit14, Feature, UniqueIdInEnv};
-use crate::core::model::ConfFlags;
+use gres_core::behaviour::{Behaviour, ConfBit14, Feature, UniqueIdInEnv};
+use gres_core::model::ConfFlags;
 use std::sync::OnceLock;
 
 /// A release as `(major, minor, micro)`, e.g. `(23, 11, 4)`.

@@ -6,8 +6,8 @@ use super::guard::guard;
 use super::host::SlurmHost;
 use super::slurm;
 use super::sys;
-use crate::core::model::Bitmap;
 use crate::plugins::Host;
+use gres_core::model::Bitmap;
 use std::ffi::{c_char, c_int};
 
 pub const SLURM_SUCCESS: c_int = 0;
@@ -44,14 +44,14 @@ pub fn init(plugin_type: &'static str, init: impl FnOnce() -> Result<(), String>
 /// 65,000 of the instructions a step's slurmstepd executes); a step's
 /// slurmstepd is shown by `gres-rs status` and its `/proc/<pid>/maps`.
 fn log_loaded(plugin_type: &str) {
-    let in_stepd = std::env::args_os().next().is_some_and(|a| crate::plugins::files::is_slurmstepd(a.as_encoded_bytes()));
+    let in_stepd = std::env::args_os().next().is_some_and(|a| gres_core::plugin_files::is_slurmstepd(a.as_encoded_bytes()));
     if in_stepd && !tracing::enabled!(tracing::Level::DEBUG) {
         return;
     }
-    let file = crate::plugins::files::PLUGIN_FILES.iter().find(|f| f.plugin_type == plugin_type);
+    let file = gres_core::plugin_files::PLUGIN_FILES.iter().find(|f| f.plugin_type == plugin_type);
     let path = file.and_then(|f| {
-        let objects = loaded_objects(&[&format!("{}.so", f.file), crate::plugins::files::LIBRARY_FILE]);
-        crate::plugins::files::loaded_from(objects.iter().map(String::as_str), f.file)
+        let objects = loaded_objects(&[&format!("{}.so", f.file), gres_core::plugin_files::LIBRARY_FILE]);
+        gres_core::plugin_files::loaded_from(objects.iter().map(String::as_str), f.file)
     });
     let path = path.as_deref().unwrap_or("(not found among the loaded objects)");
     let (version, release) = (env!("CARGO_PKG_VERSION"), crate::SLURM_VERSION);

@@ -32,7 +32,7 @@ macro_rules! __export_functions {
 /// In `crates/gres_rs`: export the functions of plugin file `$tag`,
 /// `export_gres_plugin!(gres_gpu => path::to::Plugin);` where the type
 /// implements [`crate::plugins::GresPlugin`] and `$tag` is its
-/// [`crate::plugins::files::PluginFile::file`].
+/// [`gres_core::plugin_files::PluginFile::file`].
 #[macro_export]
 macro_rules! export_gres_plugin {
     ($tag:ident => $plugin:ty) => {

@@ -69,7 +69,7 @@ pub unsafe fn energy_read<P: GpuPlugin>(dv_ind: u32, gpu: *mut sys::gpu_status_t
         let g = unsafe { &mut *gpu };
         match P::energy_read(dv_ind) {
             None => {
-                g.energy.current_watts = crate::core::model::NO_VAL;
+                g.energy.current_watts = gres_core::model::NO_VAL;
                 SLURM_ERROR
             }
             Some(e) => {
@@ -100,7 +100,7 @@ pub unsafe fn get_device_count<P: GpuPlugin>(count: *mut c_uint) {
 /// array of the cluster's TRES, at the positions of `gres/gpumem` and
 /// `gres/gpuutil` (`gpu_get_tres_pos`; -1 for a TRES the cluster does not
 /// account, which is never written).  What is read follows
-/// [`crate::core::gpu_usage`]; a position that is not accounted is left
+/// [`gres_core::gpu_usage`]; a position that is not accounted is left
 /// as jobacct_gather set it.
 ///
 /// # Safety
@@ -108,7 +108,7 @@ pub unsafe fn get_device_count<P: GpuPlugin>(count: *mut c_uint) {
 /// which the positions `gpu_get_tres_pos` gives index.
 #[cfg(slurm_gpu_usage_read)]
 pub unsafe fn usage_read<P: GpuPlugin>(pid: c_int, data: *mut sys::acct_gather_data_t) -> c_int {
-    use crate::core::gpu_usage::Tracked;
+    use gres_core::gpu_usage::Tracked;
     guard(P::PLUGIN_TYPE, "usage_read", SLURM_SUCCESS, || {
         let (mut mem_pos, mut util_pos): (c_int, c_int) = (-1, -1);
         // SAFETY: two valid out-pointers; slurmstepd's libslurmfull looks

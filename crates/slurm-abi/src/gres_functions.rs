@@ -8,8 +8,8 @@ use super::guard::guard;
 use super::host::SlurmHost;
 use super::slurm::{self, BufReader, BufWriter, DeviceListCache, EnvArray};
 use super::sys;
-use crate::core::model::InternalFlags;
 use crate::plugins::{EnvTarget, GresPlugin, NodeConfig, SetEnv};
+use gres_core::model::InternalFlags;
 use std::ffi::{c_char, c_int, c_void};
 use std::ptr;
 

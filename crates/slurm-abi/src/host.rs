@@ -2,8 +2,8 @@
 
 use super::slurm::{self, bitmap_to_c, string_from_c};
 use super::sys;
-use crate::core::host::Host;
-use crate::core::model::{Bitmap, GresRecord};
+use gres_core::host::Host;
+use gres_core::model::{Bitmap, GresRecord};
 use std::ffi::{c_char, c_int, CString};
 use std::ptr;
 
@@ -11,7 +11,7 @@ use std::ptr;
 type CpuConverter = unsafe extern "C" fn(*mut c_char, *mut *mut c_char) -> c_int;
 
 /// Largest CPU id + 1 an NVML affinity mask can name.
-const MAX_CPUS: usize = crate::core::nvml_model::MAX_CPUS;
+const MAX_CPUS: usize = gres_core::nvml_model::MAX_CPUS;
 
 /// The host of one call from slurmd.  Its fields are private and the
 /// constructor that takes slurmd's pointer is `unsafe`: safe code can only
@@ -79,7 +79,7 @@ fn free_bitmap(mut b: *mut sys::bitstr_t) {
 }
 
 impl Host for SlurmHost {
-    fn behaviour(&self) -> &crate::core::behaviour::Behaviour {
+    fn behaviour(&self) -> &gres_core::behaviour::Behaviour {
         super::behaviour::build()
     }
 

@@ -10,7 +10,6 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
-pub use gres_core as core;
 pub use gres_plugins as plugins;
 
 pub mod behaviour;
@@ -61,7 +60,7 @@ mod built {
 }
 
 /// The bytes of plugin file `file` as build.rs made it (data symbols and
-/// jumps into [`plugins::files::LIBRARY_FILE`]), for installing it.
-pub fn plugin_file_bytes(file: &plugins::files::PluginFile) -> &'static [u8] {
+/// jumps into [`gres_core::plugin_files::LIBRARY_FILE`]), for installing it.
+pub fn plugin_file_bytes(file: &gres_core::plugin_files::PluginFile) -> &'static [u8] {
     built::BUILT.iter().find(|(f, _)| *f == file.file).map(|(_, b)| *b).unwrap_or_else(|| panic!("build.rs made no {}.so", file.file))
 }

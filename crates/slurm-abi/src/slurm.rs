@@ -4,10 +4,10 @@
 //! ever borrows Slurm memory past a call.
 
 use super::sys;
-use crate::core::env::EnvOp;
-use crate::core::env_array::{named_from, Names};
-use crate::core::model::{Bitmap, ConfFlags, GresDevice, GresRecord, JobAlloc};
-use crate::core::wire::{WireError, WireReader, WireWriter};
+use gres_core::env::EnvOp;
+use gres_core::env_array::{named_from, Names};
+use gres_core::model::{Bitmap, ConfFlags, GresDevice, GresRecord, JobAlloc};
+use gres_core::wire::{WireError, WireReader, WireWriter};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
 use std::sync::Mutex;
@@ -436,7 +436,7 @@ impl EnvArray {
     }
 
     /// Apply `ops` as slurmd's `env_array_overwrite` and `unsetenvp` would,
-    /// one after the other (`core::env_array`), reading the array once and
+    /// one after the other (`gres_core::env_array`), reading the array once and
     /// writing it once: new strings and a grown array are `xmalloc`ed,
     /// replaced and removed strings and an outgrown array `xfree`d, as
     /// Slurm's functions do, so that slurmd frees and changes the result as
@@ -474,7 +474,7 @@ impl EnvArray {
                 matches.push((i, id));
             }
         }
-        let plan = crate::core::env_array::plan(old.len(), &matches, &names, ops);
+        let plan = gres_core::env_array::plan(old.len(), &matches, &names, ops);
         if plan.is_unchanged() {
             return;
         }

@@ -6,7 +6,7 @@
 
 include!(concat!(env!("OUT_DIR"), "/sys.rs"));
 
-use crate::core::model::{ConfFlags, InternalFlags};
+use gres_core::model::{ConfFlags, InternalFlags};
 
 // The core keeps its own copy of the flag values (it knows nothing of
 // Slurm's headers); these checks fail the build if the two ever disagree.

@@ -650,7 +650,7 @@ pub struct Mapping {
 pub fn mappings(pid: u32) -> Result<Vec<Mapping>, String> {
     let maps = fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| format!("cannot read /proc/{pid}/maps: {e}"))?;
     let mut v: Vec<Mapping> = Vec::new();
-    for m in slurm_gpu_gres::core::proc_maps::mapped_files(&maps) {
+    for m in slurm_gpu_gres::proc_maps::mapped_files(&maps) {
         // The path as the kernel shows it, ` (deleted)` included.
         let path = if m.deleted { format!("{} (deleted)", m.path) } else { m.path };
         let m = Mapping { dev: m.dev, inode: m.inode, path };
@@ -665,7 +665,7 @@ pub fn mappings(pid: u32) -> Result<Vec<Mapping>, String> {
 /// and inode, whatever path the kernel shows for it), if any.
 pub fn mapping_of(pid: u32, host_file: &Path) -> Result<Option<Mapping>, String> {
     let md = fs::metadata(host_file).map_err(|e| format!("{}: {e}", host_file.display()))?;
-    let dev = slurm_gpu_gres::core::proc_maps::split_dev(md.dev());
+    let dev = slurm_gpu_gres::proc_maps::split_dev(md.dev());
     Ok(mappings(pid)?.into_iter().find(|m| m.inode == md.ino() && m.dev == dev))
 }
 

@@ -70,5 +70,5 @@ pub use paths::{library_in, locate_our_library, target_dir, target_tmp_dir, work
 pub use process::CmdOutput;
 pub use proof::{check_loaded, check_loaded_with, check_mapped_in_chroot};
 pub use scenario::*;
-pub use slurm_gpu_gres::plugins::files::{is_library_file, BUILT_LIBRARY_FILE, LIBRARY_FILE, PLUGIN_FILES};
+pub use gres_core::plugin_files::{is_library_file, BUILT_LIBRARY_FILE, LIBRARY_FILE, PLUGIN_FILES};
 pub use tools::tool;

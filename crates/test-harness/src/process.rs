@@ -316,7 +316,7 @@ pub fn mapped_files(pid: u32) -> Result<Vec<String>, String> {
 /// Paths of all files named in a maps text (deduplicated, in order).
 pub fn paths_in_maps(maps: &str) -> Vec<String> {
     let mut v: Vec<String> = Vec::new();
-    for m in slurm_gpu_gres::core::proc_maps::mapped_files(maps) {
+    for m in slurm_gpu_gres::proc_maps::mapped_files(maps) {
         // The path as the kernel shows it, ` (deleted)` included.
         let p = if m.deleted { format!("{} (deleted)", m.path) } else { m.path };
         if !v.contains(&p) {

@@ -2,9 +2,9 @@
 
 use serde::Serialize;
 use slurm_gpu_gres::config::gres_conf::AutoDetect;
-use slurm_gpu_gres::core::host::NodeConfig;
-use slurm_gpu_gres::core::host::StandaloneHost;
-use slurm_gpu_gres::core::model::LogLevel;
+use gres_core::host::NodeConfig;
+use gres_core::host::StandaloneHost;
+use gres_core::model::LogLevel;
 use slurm_gpu_gres::nvml::{self, DetectReport};
 
 use crate::render::{JsonHeader, JsonRecord};
@@ -185,7 +185,7 @@ pub fn run(args: &DetectArgs) -> u8 {
 /// The line that adds up: what NVML counted, what is listed, and the
 /// errors met.
 fn summary(report: &DetectReport, errors: usize) -> String {
-    let mig = report.gpus.iter().filter(|g| g.type_name.as_deref().is_some_and(slurm_gpu_gres::core::nvml_model::is_mig_type)).count();
+    let mig = report.gpus.iter().filter(|g| g.type_name.as_deref().is_some_and(gres_core::nvml_model::is_mig_type)).count();
     let listed = report.gpus.len();
     let mut s = format!("NVML counts {} GPU{}; {listed} listed", report.device_count, if report.device_count == 1 { "" } else { "s" });
     if mig > 0 {
@@ -200,7 +200,7 @@ fn summary(report: &DetectReport, errors: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slurm_gpu_gres::core::nvml_model::{system_gpu_record, SystemGpu};
+    use gres_core::nvml_model::{system_gpu_record, SystemGpu};
     use slurm_gpu_gres::nvml::DetectError;
 
     fn args(format: DetectFormat) -> DetectArgs {

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use slurm_gpu_gres::config::gres_conf::{GresConf, NodeContext, NodeGresConf};
 use slurm_gpu_gres::config::syntax::{visit_file, ConfError, Diagnostic, FsReader, LineVisitor, Location, RawLine};
-use slurm_gpu_gres::core::hostlist;
+use gres_core::hostlist;
 
 /// One file read: its path and text.
 struct FileText {

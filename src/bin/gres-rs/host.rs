@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use slurm_gpu_gres::core::model::Bitmap;
+use gres_core::model::Bitmap;
 
 /// This host's name up to the first dot (what slurmd matches against
 /// NodeName and NodeHostname).

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use slurm_gpu_gres::ffi::entry_points::LIBRARY_SYMBOL_PREFIX;
 use slurm_gpu_gres::plugin_file_bytes;
-use slurm_gpu_gres::plugins::files::PLUGIN_FILES;
+use gres_core::plugin_files::PLUGIN_FILES;
 use slurm_gpu_gres::predict::slurm_conf::SlurmConf;
 use slurm_gpu_gres::{is_library_file, BUILT_LIBRARY_FILE, LIBRARY_FILE};
 

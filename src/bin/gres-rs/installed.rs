@@ -86,7 +86,7 @@ pub fn find_program(name: &str, root: bool, path: Option<&std::ffi::OsStr>, stat
 /// `/proc/self/status` says; unreadable: taken as root, the careful
 /// side).
 pub fn running_as_root() -> bool {
-    let status = slurm_gpu_gres::core::files::read_bounded(Path::new("/proc/self/status"), 1 << 16).unwrap_or_default();
+    let status = gres_core::bounded_read::read_bounded(Path::new("/proc/self/status"), 1 << 16).unwrap_or_default();
     uids_of(&status).is_none_or(|(_, effective)| effective == 0)
 }
 
@@ -162,7 +162,7 @@ pub fn package_owner(path: &Path) -> Option<String> {
 /// slurmd to read it from, the first of the usual directories that holds
 /// Slurm's library or a `gres_gpu.so` (a dangling link too).
 pub fn stock_dir() -> Option<PathBuf> {
-    let read = |p: &Path| slurm_gpu_gres::core::files::read_bounded(p, MAX_PLUGIN_FILE_LEN).ok();
+    let read = |p: &Path| gres_core::bounded_read::read_bounded(p, MAX_PLUGIN_FILE_LEN).ok();
     program("slurmd").and_then(|slurmd| default_plugin_dir(&slurmd, &read)).or_else(|| {
         let holds = |d: &Path, name: &str| fs::symlink_metadata(d.join(name)).is_ok();
         STOCK_PLUGIN_DIRS.iter().map(PathBuf::from).find(|d| d.is_dir() && (holds(d, SLURM_LIBRARY) || holds(d, "gres_gpu.so")))

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use annotate_snippets::{Level, Renderer, Snippet};
 use serde::Serialize;
 use slurm_gpu_gres::config::syntax::Location;
-use slurm_gpu_gres::core::files::{read_bounded, MAX_FILE_LEN};
-use slurm_gpu_gres::core::model::{flags_to_string, ConfFlags, GresRecord};
+use gres_core::bounded_read::{read_bounded, MAX_FILE_LEN};
+use gres_core::model::{flags_to_string, ConfFlags, GresRecord};
 use slurm_gpu_gres::predict::{Problem, Severity};
 
 /// The lines of the configuration files, read once each.
@@ -376,7 +376,7 @@ mod tests {
             cpu_cnt: 8,
             count: 1,
             flags: ConfFlags(flags),
-            plugin_id: slurm_gpu_gres::core::model::gres_build_id(name),
+            plugin_id: gres_core::model::gres_build_id(name),
             ..Default::default()
         }
     }

@@ -22,7 +22,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use slurm_gpu_gres::core::files::{read_bounded, ReadError, MAX_FILE_LEN};
+use gres_core::bounded_read::{read_bounded, ReadError, MAX_FILE_LEN};
 use slurm_gpu_gres::is_library_file;
 use slurm_gpu_gres::predict::slurm_conf::SlurmConf;
 
@@ -37,7 +37,7 @@ pub const DAEMONS: [&str; 3] = ["slurmd", "slurmstepd", "slurmctld"];
 /// `/usr/sbin/slurmd` it installs is a link to `slurmd-wlm`).
 pub const DAEMON_BINARIES: [&str; 6] = ["slurmd", "slurmstepd", "slurmctld", "slurmd-wlm", "slurmstepd-wlm", "slurmctld-wlm"];
 
-pub use slurm_gpu_gres::core::proc_maps::{mapped_files_bytes, split_dev, Mapped, MAX_MAPS_LEN};
+pub use slurm_gpu_gres::proc_maps::{mapped_files_bytes, split_dev, Mapped, MAX_MAPS_LEN};
 
 /// A mapped file as read from `maps`: its path is bytes.
 pub type MappedFile = Mapped<Vec<u8>>;
@@ -534,7 +534,7 @@ pub fn render_json(statuses: &[DaemonStatus], ignored: &[Ignored]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slurm_gpu_gres::core::proc_maps::MAX_PATH_LEN;
+    use slurm_gpu_gres::proc_maps::MAX_PATH_LEN;
 
     const MAPS: &str = "\
 55d0c0000000-55d0c0010000 r--p 00000000 fd:01 100 /usr/sbin/slurmd

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::lexer::{next_logical, Cursor};
 use super::{ConfError, ConfErrors, ConfReader, Diagnostic, ErrorKind, Location, ParsedLine, RawLine, Spanned, MAX_INCLUDE_DEPTH, MAX_TOTAL_LEN};
-use gres_core::files::{ReadError, MAX_FILE_LEN};
+use gres_core::bounded_read::{ReadError, MAX_FILE_LEN};
 use gres_core::model::LogLevel;
 use gres_core::text::is_c_space;
 

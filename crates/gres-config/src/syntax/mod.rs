@@ -18,7 +18,7 @@
 //! error carries the file, line and byte column of the fault.
 //!
 //! Files are read as slurmd's `s_p_parse_file()` reads them, within bounds
-//! (see [`gres_core::files`]): what is not a regular file (a device, a
+//! (see [`gres_core::bounded_read`]): what is not a regular file (a device, a
 //! FIFO: size 0 for `stat()`; a directory: `fgets()` fails) slurmd reads as
 //! an empty file, and so does this reader, with a warning that names it.
 //! A regular file is read up to [`MAX_FILE_LEN`] bytes, and all the files
@@ -42,7 +42,7 @@ pub use include::*;
 pub use lexer::*;
 pub use readers::*;
 
-use gres_core::files::MAX_FILE_LEN;
+use gres_core::bounded_read::MAX_FILE_LEN;
 
 /// Deepest chain of `include`s followed.  slurmd has no limit: each level
 /// keeps its file open, so a chain fails at the limit of open files

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use gres_core::files::{read_bounded, FileKind, ReadError};
+use gres_core::bounded_read::{read_bounded, FileKind, ReadError};
 
 /// Where file contents come from: the file system, or memory in tests and
 /// fuzzing.

@@ -1,6 +1,6 @@
 use super::include::slurmd_reading;
 use super::*;
-use gres_core::files::FileKind;
+use gres_core::bounded_read::FileKind;
 use gres_core::model::LogLevel;
 use std::path::{Path, PathBuf};
 

@@ -59,7 +59,7 @@ pub(super) fn with_mig_minors(cmd: Command, config: &ClusterConfig) -> Command {
         return cmd;
     }
     let Some(file) = cmd.get_envs().find(|(k, _)| *k == MIG_MINORS_ENV).and_then(|(_, v)| v.map(PathBuf::from)) else { return cmd };
-    let driver = Path::new(slurm_gpu_gres::core::nvml_model::MIG_MINORS_PATH);
+    let driver = Path::new(gres_core::nvml_model::MIG_MINORS_PATH);
     if fs::read(driver).ok().is_some_and(|have| fs::read(&file).ok() == Some(have)) {
         return cmd;
     }

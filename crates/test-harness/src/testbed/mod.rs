@@ -172,7 +172,7 @@ impl TestBed {
     /// compiles in), for a test whose expectation depends on what ours
     /// does there (e.g. `core_reads_fake_gpus`: 26.05's slurmd reads
     /// fake_gpus.conf itself and ours does not read it again).
-    pub fn ours_behaviour(&self) -> slurm_gpu_gres::core::behaviour::Behaviour {
+    pub fn ours_behaviour(&self) -> gres_core::behaviour::Behaviour {
         let n: Vec<u32> = self.version.split('.').map(|x| x.parse().unwrap_or(0)).collect();
         let (a, b, c) = (n.first().copied().unwrap_or(0), n.get(1).copied().unwrap_or(0), n.get(2).copied().unwrap_or(0));
         slurm_gpu_gres::ffi::behaviour::for_release(a, b, c).unwrap_or_else(|| panic!("no Behaviour of ours for Slurm {}", self.version))

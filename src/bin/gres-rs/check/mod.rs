@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use slurm_gpu_gres::config::gres_conf::GresConf;
 use slurm_gpu_gres::config::syntax::{ConfErrors, ErrorKind, Location};
-use slurm_gpu_gres::core::behaviour::Behaviour;
-use slurm_gpu_gres::core::hostlist;
+use gres_core::behaviour::Behaviour;
+use gres_core::hostlist;
 use slurm_gpu_gres::ffi::behaviour as abi;
 use slurm_gpu_gres::predict::slurm_conf::SlurmConf;
 use slurm_gpu_gres::predict::{Prediction, Problem, Severity};
@@ -195,7 +195,7 @@ impl PluginDirs {
     }
 
     fn predict(&self, names: &[&str]) -> Vec<crate::plugin_dir::Choice> {
-        let read = |p: &Path| slurm_gpu_gres::core::files::read_bounded(p, crate::elf::MAX_PLUGIN_FILE_LEN).ok();
+        let read = |p: &Path| gres_core::bounded_read::read_bounded(p, crate::elf::MAX_PLUGIN_FILE_LEN).ok();
         crate::plugin_dir::predict(&self.dirs, names, self.slurmd, &read)
     }
 }
@@ -239,7 +239,7 @@ fn check_as(args: &CheckArgs, behaviour: &Behaviour, report: &mut Report) -> Res
     let selected: Vec<usize> = if args.all_nodes {
         (0..nodes.entries.len()).collect()
     } else if let Some(expr) = &args.node {
-        let names = match slurm_gpu_gres::core::hostlist::expand(expr) {
+        let names = match gres_core::hostlist::expand(expr) {
             Ok(n) => n,
             Err(e) => {
                 tool_error(format!("--node {expr}: {e}"));
@@ -253,7 +253,7 @@ fn check_as(args: &CheckArgs, behaviour: &Behaviour, report: &mut Report) -> Res
                 Some(_) => {}
                 None => {
                     let known: Vec<&str> = nodes.entries.iter().map(|e| e.name.as_str()).collect();
-                    let hint = slurm_gpu_gres::core::text::closest_key(name, &known).map(|k| format!(" (did you mean {k}?)")).unwrap_or_default();
+                    let hint = gres_core::text::closest_key(name, &known).map(|k| format!(" (did you mean {k}?)")).unwrap_or_default();
                     tool_error(format!("node {name} is not in {}{hint}", slurm_path.display()));
                     return Err(EXIT_USAGE);
                 }

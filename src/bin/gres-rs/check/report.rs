@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use serde::Serialize;
-use slurm_gpu_gres::core::hostlist::ranged_string;
+use gres_core::hostlist::ranged_string;
 use slurm_gpu_gres::predict::{Problem, Severity};
 
 use super::{Group, Outcome, Report};
