@@ -2,11 +2,14 @@
 //! and builds for other Slurm releases (`cargo build -p gres_rs` against
 //! a release's headers).
 
-use crate::paths::{target_dir, workspace_root};
+use crate::chroot::Chroot;
+use crate::paths::{locate_our_library, target_dir, workspace_root};
 use crate::{fsutil, BUILT_LIBRARY_FILE, LIBRARY_FILE, PLUGIN_FILES};
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// The cargo features of [`test_build_dir`]'s build: the test hooks that
@@ -126,6 +129,53 @@ fn first_error_lines(stderr: &str, n: usize) -> String {
     let lines: Vec<&str> = stderr.lines().collect();
     let start = lines.iter().position(|l| l.contains("error") || l.contains("panicked")).unwrap_or(lines.len().saturating_sub(n));
     lines[start..].iter().filter(|l| !l.trim().is_empty()).take(n).copied().collect::<Vec<_>>().join("\n")
+}
+
+/// Our build for Slurm `version` ([`TestBed::our_build`](crate::testbed::TestBed::our_build) and
+/// [`TestBed::our_test_build`](crate::testbed::TestBed::our_test_build)): the host's own build outside a
+/// chroot, else `cargo build` against the chroot's headers, once per
+/// process.
+pub fn build_ours(version: &str, chroot: Option<&Chroot>, test_hooks: bool) -> Result<OurBuild, String> {
+    let release_profile = !cfg!(debug_assertions);
+    let Some(root) = chroot else {
+        let lib_dir = if test_hooks { test_build_dir(release_profile) } else { locate_our_library()? };
+        return Ok(OurBuild { version: version.to_string(), lib_dir, plugin_files_dir: None, test_hooks });
+    };
+    static CACHE: Mutex<BTreeMap<(String, bool), Result<OurBuild, String>>> = Mutex::new(BTreeMap::new());
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let key = (version.to_string(), test_hooks);
+    if let Some(r) = cache.get(&key) {
+        return r.clone();
+    }
+    let mut target = target_dir().join(format!("slurm-{version}"));
+    if test_hooks {
+        target = target.join("test-build");
+    }
+    let r = cargo_build(version, &root.host_path("/usr/include"), &target, test_hooks, release_profile);
+    cache.insert(key, r.clone());
+    r
+}
+
+/// The panic payload of "our build for this release is missing" raised
+/// where a cluster with our plugins is prepared in a chroot without one
+/// ([`our_build_for_chroot`]); [`run_test`](crate::testbed::run_test) turns it into a skip, or under
+/// strict mode into a failure with its message.
+#[derive(Clone, Debug)]
+pub struct OursUnavailable(pub String);
+
+/// Our build for the release of chroot `root` (the test-hooks one when
+/// `test_hooks`), for a config that asked for ours without naming it.
+/// Panics with [`OursUnavailable`] when there is none.
+pub fn our_build_for_chroot(root: &Chroot, test_hooks: bool) -> OurBuild {
+    let v = root.slurm_version().unwrap_or_default();
+    match build_ours(&v, Some(root), test_hooks) {
+        Ok(b) => b,
+        Err(e) => {
+            let msg = format!("our build for {v} failed: {e}");
+            eprintln!("{msg}");
+            std::panic::panic_any(OursUnavailable(msg))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -28,6 +28,23 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+thread_local! {
+    /// The chroot of the release the calling thread's per-release test
+    /// runs on (set by [`testbed::run_test`](crate::testbed::run_test)).
+    static CURRENT: std::cell::RefCell<Option<Chroot>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The chroot the calling thread's per-release test runs in (`None`: the
+/// host's Slurm, or outside one): [`ClusterConfig::gpus`](crate::ClusterConfig::gpus) puts its
+/// configs in it.
+pub fn current() -> Option<Chroot> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+pub(crate) fn set_current(root: Option<Chroot>) {
+    CURRENT.with(|c| *c.borrow_mut() = root);
+}
+
 /// Where `tests/testbed/debian-chroot.sh` puts its chroots (override:
 /// `GRES_RS_CHROOT_DIR`).
 pub fn chroot_base() -> PathBuf {

@@ -7,7 +7,7 @@ use crate::host::host_version;
 use crate::install::install_ours_from;
 use crate::layout::{keep_dirs, Layout};
 use crate::paths::locate_our_library;
-use crate::{envdump, fsutil, netns, nvml_stub, testbed};
+use crate::{envdump, fsutil, netns, nvml_stub, quirks};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -97,7 +97,7 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
         // release instead (the test-hooks one when the config asked for a
         // build of its own), or the OursUnavailable panic.
         let release_build = match &c.chroot {
-            Some(root) if c.plugin_files_dir.is_none() => Some(testbed::our_build_for_chroot(root, c.plugin_build_dir.is_some())),
+            Some(root) if c.plugin_files_dir.is_none() => Some(crate::builds::our_build_for_chroot(root, c.plugin_build_dir.is_some())),
             _ => None,
         };
         let c = &match release_build {
@@ -201,7 +201,7 @@ fn prepare_in(l: &Layout, c: &ClusterConfig, name: &str, ctld_port: u16, slurmd_
     line("JobCompType=jobcomp/none".into());
     line("SchedulerType=sched/backfill".into());
     let release = c.chroot.as_ref().and_then(|r| r.slurm_version().ok()).or_else(host_version).unwrap_or_default();
-    if testbed::behaviour_of(&release).pending_jobs_wait_for_backfill && !sets("SchedulerParameters") {
+    if quirks::behaviour_of(&release).pending_jobs_wait_for_backfill && !sets("SchedulerParameters") {
         // Pending jobs start only when backfill runs (StockQuirks field):
         // run it every second, not every 30.
         line("SchedulerParameters=bf_interval=1".into());

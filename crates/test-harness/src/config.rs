@@ -3,10 +3,10 @@
 //! Slurm runs ([`ClusterConfig`]).
 
 use crate::builds::{test_build_dir, OurBuild};
+use crate::chroot;
 use crate::host::{host_version, stock_plugin_dir};
 use crate::install::OUR_PLUGINS;
 use crate::tools::tool;
-use crate::{chroot, testbed};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -142,7 +142,7 @@ pub struct ClusterConfig {
     pub plugin_build_dir: Option<PathBuf>,
     /// Take our four plugin files from this directory instead of the ones
     /// built into this crate (which are the host release's): another
-    /// release's build ([`testbed::OurBuild`]); required in a chroot.
+    /// release's build ([`OurBuild`]); required in a chroot.
     pub plugin_files_dir: Option<PathBuf>,
     /// Stock plugin files Debian does not ship (the bench's gpu_nvml.so
     /// built from Debian's source), copied into a directory that PluginDir
@@ -235,7 +235,7 @@ impl ClusterConfig {
             plugin_build_dir: None,
             plugin_files_dir: None,
             extra_stock_plugins: Vec::new(),
-            chroot: testbed::current().and_then(|b| b.chroot),
+            chroot: chroot::current(),
             binds: Vec::new(),
             nodes: Vec::new(),
         }

@@ -43,6 +43,7 @@ mod layout;
 mod nm;
 mod paths;
 mod proof;
+mod quirks;
 mod tools;
 
 pub mod accounting;
@@ -62,6 +63,7 @@ pub use builds::{build_for_release, test_build_dir, TEST_FEATURES};
 pub use cluster::{field, Cluster, Daemon, JobResult, SlurmdG, MIG_MINORS_ENV};
 pub use config::{gpu_gres_line, ClusterConfig, NodeConfig, PluginSet};
 pub use fsutil::{make_fake_gpu_nodes, TempDir};
+pub use gres_core::plugin_files::{is_library_file, BUILT_LIBRARY_FILE, LIBRARY_FILE, PLUGIN_FILES};
 pub use host::{prereq_problems, require_slurm, stock_plugin_dir, strict_mode};
 pub use install::{install_ours, install_ours_from, OUR_PLUGINS};
 pub use layout::Layout;
@@ -70,5 +72,4 @@ pub use paths::{library_in, locate_our_library, target_dir, target_tmp_dir, work
 pub use process::CmdOutput;
 pub use proof::{check_loaded, check_loaded_with, check_mapped_in_chroot};
 pub use scenario::*;
-pub use gres_core::plugin_files::{is_library_file, BUILT_LIBRARY_FILE, LIBRARY_FILE, PLUGIN_FILES};
 pub use tools::tool;

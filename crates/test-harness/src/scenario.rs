@@ -165,7 +165,7 @@ pub fn run_scenario(scn: &Scenario, plugins: PluginSet) -> ScenarioResult {
     config.plugins = plugins.clone();
     // Slurm 24.11 and later need munged for `slurmd -G`: there it runs on
     // the scenario's cluster (`Cluster::slurmd_g_in`).
-    let g_on_cluster = crate::testbed::behaviour_of(&config.slurm_version()).slurmd_g_needs_munged;
+    let g_on_cluster = crate::quirks::behaviour_of(&config.slurm_version()).slurmd_g_needs_munged;
     let needs_cluster = g_on_cluster || scn.runs.iter().any(|r| !matches!(r.kind, RunKind::SlurmdG));
     let cluster = if needs_cluster { Some(Cluster::start(config.clone())) } else { None };
     let mut results = Vec::new();

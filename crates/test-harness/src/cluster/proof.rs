@@ -3,7 +3,7 @@
 
 use super::{Cluster, Daemon};
 use crate::proof::{check_loaded, check_loaded_with, check_mapped_in_chroot};
-use crate::{chroot, process, testbed};
+use crate::{chroot, process, quirks};
 use std::collections::BTreeMap;
 
 impl Cluster {
@@ -135,7 +135,7 @@ impl Cluster {
 
     /// Proof that slurmd loaded our gpu plugin `name` (`gpu_nvml`) and not
     /// a stock file of that name: where slurmd keeps the gpu plugin mapped
-    /// ([`testbed::StockQuirks::slurmd_keeps_gpu_plugin`]) its maps, as
+    /// ([`quirks::StockQuirks::slurmd_keeps_gpu_plugin`]) its maps, as
     /// [`Cluster::assert_ours_loaded`]; where it unloads it after loading
     /// its config (26.05) the line our `init` writes to slurmd's log from
     /// slurmd's own `/proc/self/maps`, `..., loaded from <our dir>/<name>.so`
@@ -143,7 +143,7 @@ impl Cluster {
     /// proves it by maps as well).
     #[track_caller]
     pub fn assert_ours_gpu_plugin_loaded(&self, name: &str) {
-        if testbed::behaviour_of(&self.config.slurm_version()).slurmd_keeps_gpu_plugin {
+        if quirks::behaviour_of(&self.config.slurm_version()).slurmd_keeps_gpu_plugin {
             return self.assert_ours_loaded(&[name]);
         }
         let our = self.our_dir.as_ref().expect("cluster runs the stock plugins");

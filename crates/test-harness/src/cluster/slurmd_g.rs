@@ -7,7 +7,7 @@ use crate::cluster_files::prepare;
 use crate::config::ClusterConfig;
 use crate::layout::keep_dirs;
 use crate::proof::check_loaded_with;
-use crate::{fsutil, process, testbed, CmdOutput};
+use crate::{fsutil, process, quirks, CmdOutput};
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::PathBuf;
@@ -25,8 +25,8 @@ pub struct SlurmdG {
     pub loaded_files: Vec<String>,
     /// The stock plugin dir as slurmd saw it (inside its chroot, if any).
     pub stock_dir: PathBuf,
-    /// How its release prefixes log lines ([`testbed::StockQuirks`]).
-    pub log_prefix: testbed::LogPrefix,
+    /// How its release prefixes log lines ([`quirks::StockQuirks`]).
+    pub log_prefix: quirks::LogPrefix,
 }
 
 impl SlurmdG {
@@ -53,12 +53,12 @@ impl Cluster {
     /// Runs `slurmd -G -N <node>` (prints the node's GRES config and exits)
     /// with `config` in a temp dir; needs no slurmctld, and munged only
     /// where its release authenticates first (24.11+,
-    /// [`testbed::StockQuirks::slurmd_g_needs_munged`]: then a munged of
+    /// [`quirks::StockQuirks::slurmd_g_needs_munged`]: then a munged of
     /// its own, [`Cluster::try_start_munged`]). The dynamic
     /// loader's file list (LD_DEBUG=files) is captured separately so the
     /// caller can prove which plugin files were loaded.
     pub fn slurmd_g(config: &ClusterConfig) -> SlurmdG {
-        if testbed::behaviour_of(&config.slurm_version()).slurmd_g_needs_munged {
+        if quirks::behaviour_of(&config.slurm_version()).slurmd_g_needs_munged {
             // 24.11 and later authenticate before `-G`: with a munged of
             // the cluster's own (no slurmctld, no slurmd daemon: `-G` is
             // what is tested, also of a configuration slurmd refuses).
@@ -91,7 +91,7 @@ impl Cluster {
             our_dir: p.our_dir.clone(),
             loaded_files,
             stock_dir: config.stock_plugin_dir(),
-            log_prefix: testbed::behaviour_of(&config.slurm_version()).log_prefix,
+            log_prefix: quirks::behaviour_of(&config.slurm_version()).log_prefix,
         };
         if keep_dirs() {
             let _ = fs::remove_file(l.root.join(fsutil::IN_USE_MARKER));
@@ -124,7 +124,7 @@ impl Cluster {
             our_dir: self.our_dir.clone(),
             loaded_files,
             stock_dir: self.config.stock_plugin_dir(),
-            log_prefix: testbed::behaviour_of(&self.config.slurm_version()).log_prefix,
+            log_prefix: quirks::behaviour_of(&self.config.slurm_version()).log_prefix,
         }
     }
 }

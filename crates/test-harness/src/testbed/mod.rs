@@ -18,23 +18,18 @@
 //! ```
 
 mod clusters;
-mod quirks;
 mod run;
 mod selection;
 
 pub use crate::builds::OurBuild;
-pub use quirks::{behaviour_of, series_of, LogPrefix, StockQuirks, BEHAVIOURS};
+pub use crate::builds::{our_build_for_chroot, OursUnavailable};
+pub use crate::quirks::{behaviour_of, series_of, LogPrefix, StockQuirks, BEHAVIOURS};
 pub use run::{current, run_test, skip_or_fail};
 pub use selection::{all_series, series_from, Selection};
 
-use crate::builds::cargo_build;
-use crate::builds::test_build_dir;
 use crate::chroot::{self, Chroot, Release};
 use crate::host::host_version;
-use crate::paths::{locate_our_library, target_dir};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 /// One release of the test bed, opened: where its Slurm lives, its
 /// version and stock behaviour, and (on demand) our build for it.
@@ -129,7 +124,7 @@ impl TestBed {
     }
 
     /// Our build for this release (the shipping features): on the host the
-    /// workspace's own build ([`locate_our_library`], plugin files built
+    /// workspace's own build ([`locate_our_library`](crate::locate_our_library), plugin files built
     /// into this crate); for a chroot's release `cargo build -p gres_rs`
     /// with `SLURM_INCLUDE_DIR=<chroot>/usr/include` into
     /// `<target>/slurm-<version>/`, once per test process (cargo's lock on
@@ -141,30 +136,13 @@ impl TestBed {
     }
 
     /// The same with [`TEST_FEATURES`](crate::TEST_FEATURES) (`<target>/slurm-<version>/test-build/`
-    /// for a chroot, [`test_build_dir`] on the host).
+    /// for a chroot, [`test_build_dir`](crate::test_build_dir) on the host).
     pub fn our_test_build(&self) -> Result<OurBuild, String> {
         self.build(true)
     }
 
     fn build(&self, test_hooks: bool) -> Result<OurBuild, String> {
-        let release_profile = !cfg!(debug_assertions);
-        let Some(root) = &self.chroot else {
-            let lib_dir = if test_hooks { test_build_dir(release_profile) } else { locate_our_library()? };
-            return Ok(OurBuild { version: self.version.clone(), lib_dir, plugin_files_dir: None, test_hooks });
-        };
-        static CACHE: Mutex<BTreeMap<(String, bool), Result<OurBuild, String>>> = Mutex::new(BTreeMap::new());
-        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (self.version.clone(), test_hooks);
-        if let Some(r) = cache.get(&key) {
-            return r.clone();
-        }
-        let mut target = target_dir().join(format!("slurm-{}", self.version));
-        if test_hooks {
-            target = target.join("test-build");
-        }
-        let r = cargo_build(&self.version, &root.host_path("/usr/include"), &target, test_hooks, release_profile);
-        cache.insert(key, r.clone());
-        r
+        crate::builds::build_ours(&self.version, self.chroot.as_ref(), test_hooks)
     }
 
     /// How our plugins behave on this release: the product's own table
@@ -176,35 +154,6 @@ impl TestBed {
         let n: Vec<u32> = self.version.split('.').map(|x| x.parse().unwrap_or(0)).collect();
         let (a, b, c) = (n.first().copied().unwrap_or(0), n.get(1).copied().unwrap_or(0), n.get(2).copied().unwrap_or(0));
         slurm_gpu_gres::ffi::behaviour::for_release(a, b, c).unwrap_or_else(|| panic!("no Behaviour of ours for Slurm {}", self.version))
-    }
-}
-
-/// The panic payload of "our build for this release is missing" raised
-/// where a cluster with our plugins is prepared in a chroot without one
-/// ([`our_build_for_chroot`]); [`run_test`] turns it into a skip, or under
-/// strict mode into a failure with its message.
-#[derive(Clone, Debug)]
-pub struct OursUnavailable(pub String);
-
-/// Our build for the release of chroot `root` (the test-hooks one when
-/// `test_hooks`), for a config that asked for ours without naming it.
-/// Panics with [`OursUnavailable`] when there is none.
-pub fn our_build_for_chroot(root: &Chroot, test_hooks: bool) -> OurBuild {
-    let v = root.slurm_version().unwrap_or_default();
-    let bed = TestBed {
-        release: chroot::all_releases().into_iter().find(|r| series_of(r.slurm) == series_of(&v)).unwrap_or(chroot::RELEASES[1]),
-        series: series_of(&v),
-        version: v.clone(),
-        chroot: Some(root.clone()),
-        behaviour: behaviour_of(&v),
-    };
-    match bed.build(test_hooks) {
-        Ok(b) => b,
-        Err(e) => {
-            let msg = format!("our build for {v} failed: {e}");
-            eprintln!("{msg}");
-            std::panic::panic_any(OursUnavailable(msg))
-        }
     }
 }
 

@@ -11,7 +11,7 @@ thread_local! {
 }
 
 /// The release the calling thread's [`run_test`] runs on (`None` outside
-/// one): [`ClusterConfig::gpus`](crate::ClusterConfig::gpus) puts its configs in its chroot.
+/// one); its chroot is [`chroot::current`].
 pub fn current() -> Option<TestBed> {
     CURRENT.with(|c| c.borrow().clone())
 }
@@ -61,9 +61,11 @@ pub fn run_test(test: &str, series: &str, body: impl FnOnce(&TestBed)) {
     impl Drop for Reset {
         fn drop(&mut self) {
             CURRENT.with(|c| c.borrow_mut().take());
+            chroot::set_current(None);
         }
     }
     CURRENT.with(|c| *c.borrow_mut() = Some(bed.clone()));
+    chroot::set_current(bed.chroot.clone());
     let _reset = Reset;
     if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&bed))) {
         match p.downcast_ref::<OursUnavailable>() {
