@@ -163,4 +163,19 @@ mod tests {
         assert_eq!(split_dev(0xfd01), (0xfd, 1));
         assert_eq!(split_dev((259 << 8) | 3), (259, 3));
     }
+
+    /// The plugin file a daemon loaded, from the files of its maps
+    /// (`gres_core::plugin_files::loaded_from`), as `gres-rs status` reads it.
+    #[test]
+    fn plugin_loaded_from_maps() {
+        use gres_core::plugin_files::loaded_from;
+        let maps = "\
+7f00-7f01 r-xp 00000000 fd:01 1 /usr/lib/x86_64-linux-gnu/slurm-wlm/gres_gpu.so
+7f02-7f03 r-xp 00000000 fd:01 2 /opt/ours/gres_gpu.so
+7f04-7f05 r-xp 00000000 fd:01 3 /opt/ours/libgres_rs.so
+7f06-7f07 rw-p 00000000 00:00 0 [heap]
+";
+        let files = mapped_files(maps);
+        assert_eq!(loaded_from(files.iter().map(|m| m.path.as_str()), "gres_gpu").as_deref(), Some("/opt/ours/gres_gpu.so"));
+    }
 }

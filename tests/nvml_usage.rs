@@ -5,9 +5,9 @@
 //! GPUs.  Needs `cc`; no GPU, no Slurm.  (Stock gpu/nvml beside ours, on a
 //! real slurmstepd: tests/nvml_accounting.rs.)
 
-use gres_test_harness::standin::{self, Standin};
 use gres_core::gpu_usage::ProcessUsage;
 use gres_core::model::LogLevel;
+use gres_test_harness::standin::{self, Standin};
 use slurm_gpu_gres::nvml::{usage, Log};
 
 const TWO_GPUS: &str = "

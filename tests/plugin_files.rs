@@ -7,9 +7,9 @@
 
 use gres_test_harness as harness;
 
+use gres_core::plugin_files::Interface;
 use harness::{library_in, locate_our_library, stock_plugin_dir, target_dir, test_build_dir, BUILT_LIBRARY_FILE, PLUGIN_FILES};
 use slurm_gpu_gres::plugin_file_bytes;
-use gres_core::plugin_files::Interface;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

@@ -4,9 +4,9 @@
 
 use crate::options::Opts;
 use crate::stats::Side;
+use gres_core::nvml_model;
 use gres_test_harness::standin::{self, FixtureGpu, FixtureMig};
 use gres_test_harness::{test_build_dir, ClusterConfig, PluginSet};
-use gres_core::nvml_model;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;

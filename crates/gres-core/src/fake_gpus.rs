@@ -31,8 +31,8 @@
 use std::path::Path;
 use thiserror::Error;
 
-use super::diagnostic::{Diagnostic, Location};
 use super::bounded_read::{read_bounded, MAX_FILE_LEN};
+use super::diagnostic::{Diagnostic, Location};
 use super::flags::parse_flags;
 use super::model::{flags_to_string, Bitmap, ConfFlags, GresRecord, LogLevel, RangeError};
 use super::record_rules::{add_gres_record, AffinityError};

@@ -3,12 +3,12 @@
 //! unit-tested with plain `cargo test`.
 
 pub mod behaviour;
+pub mod bounded_read;
 pub mod devices;
 pub mod diagnostic;
 pub mod env;
 pub mod env_array;
 pub mod fake_gpus;
-pub mod bounded_read;
 pub mod flags;
 pub mod gpu_freq;
 pub mod gpu_usage;

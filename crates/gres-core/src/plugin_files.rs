@@ -120,14 +120,5 @@ mod tests {
         assert_eq!(loaded_from(paths, "gres_mps"), None);
         assert_eq!(loaded_from(["/x/gpu_nvml.so"], "gpu_nvml").as_deref(), Some("/x/gpu_nvml.so"));
         assert_eq!(loaded_from(["/opt/x/my_gres_gpu.so"], "gres_gpu"), None);
-        // From the files of a maps text.
-        let maps = "\
-7f00-7f01 r-xp 00000000 fd:01 1 /usr/lib/x86_64-linux-gnu/slurm-wlm/gres_gpu.so
-7f02-7f03 r-xp 00000000 fd:01 2 /opt/ours/gres_gpu.so
-7f04-7f05 r-xp 00000000 fd:01 3 /opt/ours/libgres_rs.so
-7f06-7f07 rw-p 00000000 00:00 0 [heap]
-";
-        let files = crate::proc_maps::mapped_files(maps);
-        assert_eq!(loaded_from(files.iter().map(|m| m.path.as_str()), "gres_gpu").as_deref(), Some("/opt/ours/gres_gpu.so"));
     }
 }

@@ -1,10 +1,10 @@
 //! `gres-rs detect`: the GPUs NVML reports.
 
-use serde::Serialize;
-use slurm_gpu_gres::config::gres_conf::AutoDetect;
 use gres_core::host::NodeConfig;
 use gres_core::host::StandaloneHost;
 use gres_core::model::LogLevel;
+use serde::Serialize;
+use slurm_gpu_gres::config::gres_conf::AutoDetect;
 use slurm_gpu_gres::nvml::{self, DetectReport};
 
 use crate::render::{JsonHeader, JsonRecord};

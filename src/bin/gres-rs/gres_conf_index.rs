@@ -22,9 +22,9 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use gres_core::hostlist;
 use slurm_gpu_gres::config::gres_conf::{GresConf, NodeContext, NodeGresConf};
 use slurm_gpu_gres::config::syntax::{visit_file, ConfError, Diagnostic, FsReader, LineVisitor, Location, RawLine};
-use gres_core::hostlist;
 
 /// One file read: its path and text.
 struct FileText {

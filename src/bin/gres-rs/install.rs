@@ -8,9 +8,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use gres_core::plugin_files::PLUGIN_FILES;
 use slurm_gpu_gres::ffi::entry_points::LIBRARY_SYMBOL_PREFIX;
 use slurm_gpu_gres::plugin_file_bytes;
-use gres_core::plugin_files::PLUGIN_FILES;
 use slurm_gpu_gres::predict::slurm_conf::SlurmConf;
 use slurm_gpu_gres::{is_library_file, BUILT_LIBRARY_FILE, LIBRARY_FILE};
 

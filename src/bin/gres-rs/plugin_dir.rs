@@ -18,8 +18,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use slurm_gpu_gres::config::gres_conf::AutoDetect;
 use gres_core::behaviour::Behaviour;
+use slurm_gpu_gres::config::gres_conf::AutoDetect;
 use slurm_gpu_gres::predict::slurm_conf::SlurmConf;
 use slurm_gpu_gres::predict::{Problem, Severity};
 use slurm_gpu_gres::LIBRARY_FILE;

@@ -6,10 +6,10 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use annotate_snippets::{Level, Renderer, Snippet};
-use serde::Serialize;
-use slurm_gpu_gres::config::syntax::Location;
 use gres_core::bounded_read::{read_bounded, MAX_FILE_LEN};
 use gres_core::model::{flags_to_string, ConfFlags, GresRecord};
+use serde::Serialize;
+use slurm_gpu_gres::config::syntax::Location;
 use slurm_gpu_gres::predict::{Problem, Severity};
 
 /// The lines of the configuration files, read once each.

@@ -4,12 +4,12 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use slurm_gpu_gres::config::gres_conf::{AutoDetect, NodeContext};
-use slurm_gpu_gres::config::syntax::{ConfError, Location};
 use gres_core::behaviour::Behaviour;
 use gres_core::devices::{stat_device, DevStat};
 use gres_core::fake_gpus::{self, CpuConv};
 use gres_core::host::{NodeConfig, StandaloneHost};
+use slurm_gpu_gres::config::gres_conf::{AutoDetect, NodeContext};
+use slurm_gpu_gres::config::syntax::{ConfError, Location};
 use slurm_gpu_gres::predict::slurm_conf::SlurmConf;
 use slurm_gpu_gres::predict::{self, CpuMap, NodeInput, Prediction, Problem, Severity};
 

@@ -4,10 +4,10 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use slurm_gpu_gres::config::gres_conf::GresConf;
-use slurm_gpu_gres::config::syntax::{ConfErrors, ErrorKind, Location};
 use gres_core::behaviour::Behaviour;
 use gres_core::hostlist;
+use slurm_gpu_gres::config::gres_conf::GresConf;
+use slurm_gpu_gres::config::syntax::{ConfErrors, ErrorKind, Location};
 use slurm_gpu_gres::ffi::behaviour as abi;
 use slurm_gpu_gres::predict::slurm_conf::SlurmConf;
 use slurm_gpu_gres::predict::{Prediction, Problem, Severity};

@@ -2,8 +2,8 @@
 
 use std::io::Write;
 
-use serde::Serialize;
 use gres_core::hostlist::ranged_string;
+use serde::Serialize;
 use slurm_gpu_gres::predict::{Problem, Severity};
 
 use super::{Group, Outcome, Report};
