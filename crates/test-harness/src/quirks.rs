@@ -128,138 +128,57 @@ impl StockQuirks {
 }
 
 /// The table of [`StockQuirks`], one row per series of the test bed, oldest
-/// first.  The rows of the series built from source (23.02, 23.11, 24.05,
-/// 25.05, 25.11) were read in their source as the fields' docs say.
-pub const BEHAVIOURS: [StockQuirks; 8] = [
-    StockQuirks {
-        series: "22.05",
-        log_prefix: LogPrefix::Program,
-        slurmd_g_needs_munged: false,
-        slurmd_keeps_gpu_plugin: true,
-        sharing_env_order_fixed: false,
-        reconfigure_reexecs: false,
-        reconfigure_logs_sighup: false,
-        nvml_flags_mig: false,
-        nvml_flags_mig_uuid: false,
-        gpu_env_uuid_node_wide: false,
-        refused_registration_blocks_steps: false,
-        pending_jobs_wait_for_backfill: false,
-        usage_last_gpu_only: false,
-        nvml_mig_links: true,
-    },
-    StockQuirks {
-        series: "23.02",
-        log_prefix: LogPrefix::Program,
-        slurmd_g_needs_munged: false,
-        slurmd_keeps_gpu_plugin: true,
-        sharing_env_order_fixed: true,
-        reconfigure_reexecs: false,
-        reconfigure_logs_sighup: false,
-        nvml_flags_mig: false,
-        nvml_flags_mig_uuid: false,
-        gpu_env_uuid_node_wide: false,
-        refused_registration_blocks_steps: false,
-        pending_jobs_wait_for_backfill: true,
-        usage_last_gpu_only: false,
-        nvml_mig_links: false,
-    },
-    StockQuirks {
-        series: "23.11",
-        log_prefix: LogPrefix::Program,
-        slurmd_g_needs_munged: true,
-        slurmd_keeps_gpu_plugin: true,
-        sharing_env_order_fixed: true,
-        reconfigure_reexecs: true,
-        reconfigure_logs_sighup: false,
-        nvml_flags_mig: false,
-        nvml_flags_mig_uuid: false,
-        gpu_env_uuid_node_wide: false,
-        refused_registration_blocks_steps: true,
-        pending_jobs_wait_for_backfill: true,
-        usage_last_gpu_only: true,
-        nvml_mig_links: false,
-    },
-    StockQuirks {
-        series: "24.05",
-        log_prefix: LogPrefix::Program,
-        slurmd_g_needs_munged: true,
-        slurmd_keeps_gpu_plugin: true,
-        sharing_env_order_fixed: true,
-        reconfigure_reexecs: true,
-        reconfigure_logs_sighup: false,
-        nvml_flags_mig: false,
-        nvml_flags_mig_uuid: false,
-        gpu_env_uuid_node_wide: false,
-        refused_registration_blocks_steps: true,
-        pending_jobs_wait_for_backfill: true,
-        usage_last_gpu_only: false,
-        nvml_mig_links: false,
-    },
-    StockQuirks {
-        series: "24.11",
-        log_prefix: LogPrefix::Program,
-        slurmd_g_needs_munged: true,
-        slurmd_keeps_gpu_plugin: true,
-        sharing_env_order_fixed: true,
-        reconfigure_reexecs: true,
-        reconfigure_logs_sighup: true,
-        nvml_flags_mig: false,
-        nvml_flags_mig_uuid: false,
-        gpu_env_uuid_node_wide: false,
-        refused_registration_blocks_steps: true,
-        pending_jobs_wait_for_backfill: false,
-        usage_last_gpu_only: false,
-        nvml_mig_links: false,
-    },
-    StockQuirks {
-        series: "25.05",
-        log_prefix: LogPrefix::Timestamp,
-        slurmd_g_needs_munged: true,
-        slurmd_keeps_gpu_plugin: true,
-        sharing_env_order_fixed: true,
-        reconfigure_reexecs: true,
-        reconfigure_logs_sighup: true,
-        nvml_flags_mig: false,
-        nvml_flags_mig_uuid: false,
-        gpu_env_uuid_node_wide: false,
-        refused_registration_blocks_steps: true,
-        pending_jobs_wait_for_backfill: false,
-        usage_last_gpu_only: false,
-        nvml_mig_links: false,
-    },
-    StockQuirks {
-        series: "25.11",
-        log_prefix: LogPrefix::Timestamp,
-        slurmd_g_needs_munged: true,
-        slurmd_keeps_gpu_plugin: false,
-        sharing_env_order_fixed: true,
-        reconfigure_reexecs: true,
-        reconfigure_logs_sighup: true,
-        nvml_flags_mig: true,
-        nvml_flags_mig_uuid: false,
-        gpu_env_uuid_node_wide: false,
-        refused_registration_blocks_steps: true,
-        pending_jobs_wait_for_backfill: false,
-        usage_last_gpu_only: false,
-        nvml_mig_links: false,
-    },
-    StockQuirks {
-        series: "26.05",
-        log_prefix: LogPrefix::Timestamp,
-        slurmd_g_needs_munged: true,
-        slurmd_keeps_gpu_plugin: false,
-        sharing_env_order_fixed: true,
-        reconfigure_reexecs: true,
-        reconfigure_logs_sighup: true,
-        nvml_flags_mig: true,
-        nvml_flags_mig_uuid: true,
-        gpu_env_uuid_node_wide: true,
-        refused_registration_blocks_steps: true,
-        pending_jobs_wait_for_backfill: false,
-        usage_last_gpu_only: false,
-        nvml_mig_links: false,
-    },
-];
+/// first; each row below states only what changed since the series
+/// before it.  The rows of the series built from source (23.02, 23.11,
+/// 24.05, 25.05, 25.11) were read in their source as the fields' docs say.
+pub const BEHAVIOURS: [StockQuirks; 8] = [QUIRKS_22_05, QUIRKS_23_02, QUIRKS_23_11, QUIRKS_24_05, QUIRKS_24_11, QUIRKS_25_05, QUIRKS_25_11, QUIRKS_26_05];
+
+/// 22.05: the oldest series, in full.
+const QUIRKS_22_05: StockQuirks = StockQuirks {
+    series: "22.05",
+    log_prefix: LogPrefix::Program,
+    slurmd_g_needs_munged: false,
+    slurmd_keeps_gpu_plugin: true,
+    sharing_env_order_fixed: false,
+    reconfigure_reexecs: false,
+    reconfigure_logs_sighup: false,
+    nvml_flags_mig: false,
+    nvml_flags_mig_uuid: false,
+    gpu_env_uuid_node_wide: false,
+    refused_registration_blocks_steps: false,
+    pending_jobs_wait_for_backfill: false,
+    usage_last_gpu_only: false,
+    nvml_mig_links: true,
+};
+
+/// 23.02: what changed since 22.05.
+const QUIRKS_23_02: StockQuirks =
+    StockQuirks { series: "23.02", sharing_env_order_fixed: true, pending_jobs_wait_for_backfill: true, nvml_mig_links: false, ..QUIRKS_22_05 };
+
+/// 23.11: what changed since 23.02.
+const QUIRKS_23_11: StockQuirks = StockQuirks {
+    series: "23.11",
+    slurmd_g_needs_munged: true,
+    reconfigure_reexecs: true,
+    refused_registration_blocks_steps: true,
+    usage_last_gpu_only: true,
+    ..QUIRKS_23_02
+};
+
+/// 24.05: what changed since 23.11.
+const QUIRKS_24_05: StockQuirks = StockQuirks { series: "24.05", usage_last_gpu_only: false, ..QUIRKS_23_11 };
+
+/// 24.11: what changed since 24.05.
+const QUIRKS_24_11: StockQuirks = StockQuirks { series: "24.11", reconfigure_logs_sighup: true, pending_jobs_wait_for_backfill: false, ..QUIRKS_24_05 };
+
+/// 25.05: what changed since 24.11.
+const QUIRKS_25_05: StockQuirks = StockQuirks { series: "25.05", log_prefix: LogPrefix::Timestamp, ..QUIRKS_24_11 };
+
+/// 25.11: what changed since 25.05.
+const QUIRKS_25_11: StockQuirks = StockQuirks { series: "25.11", slurmd_keeps_gpu_plugin: false, nvml_flags_mig: true, ..QUIRKS_25_05 };
+
+/// 26.05: what changed since 25.11.
+const QUIRKS_26_05: StockQuirks = StockQuirks { series: "26.05", nvml_flags_mig_uuid: true, gpu_env_uuid_node_wide: true, ..QUIRKS_25_11 };
 
 /// "24.11" of "24.11.5".
 pub fn series_of(version: &str) -> String {
