@@ -25,11 +25,12 @@
 use std::path::{Path, PathBuf};
 
 use crate::counts::parse_count;
+use crate::flag_remarks::{later_flag_words, unknown_flag_words};
 use crate::syntax::{
     leftover_error, unknown_key, ConfError, ConfErrors, ConfReader, Diagnostic, ErrorKind, FsReader, LineSink, Location, Pair, ParsedLine, Spanned,
 };
 use gres_core::behaviour::{Behaviour, Feature};
-use gres_core::flags::{later_flag_words, parse_flags_for, unknown_flag_words};
+use gres_core::flags::parse_flags_for;
 use gres_core::hostlist;
 use gres_core::model::{gres_build_id, Bitmap, ConfFlags, GresRecord, LogLevel};
 use gres_core::record_rules::{is_shared_name, links_validate};

@@ -8,5 +8,6 @@
 //! flags, hostlists) and under `gres-predict` and the CLI.
 
 pub mod counts;
+pub mod flag_remarks;
 pub mod gres_conf;
 pub mod syntax;

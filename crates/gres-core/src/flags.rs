@@ -1,9 +1,10 @@
 //! The `Flags=` words of gres.conf and fake_gpus.conf, per release: which
-//! words a release knows and their bits, how Slurm finds them in a value
-//! (`gres_flags_parse()`), the words only later releases know or none
-//! does, and how a release spells the flags back (`gres_flags2str()`).
+//! words a release knows and their bits, and how Slurm finds them in a
+//! value (`gres_flags_parse()`).  The remarks on words a release does not
+//! know are gres-config's; how slurmd spells flags in its log,
+//! gres-predict's.
 
-use crate::behaviour::{Behaviour, ConfBit14, Feature};
+use crate::behaviour::{Behaviour, Feature};
 use crate::model::ConfFlags;
 use crate::text::contains_ignore_case;
 
@@ -52,38 +53,6 @@ pub fn parse_flags_for(input: &str, behaviour: &Behaviour) -> ParsedFlags {
     ParsedFlags { flags, no_gpu_env: has("no_gpu_env"), sharing_mentioned: flags.has(ConfFlags::ONE_SHARING) || has("all_sharing") }
 }
 
-/// The words of a `Flags=` value that only later releases than
-/// `behaviour`'s know (which ignores them): each with its byte offset in
-/// `input` and its feature.
-pub fn later_flag_words(input: &str, behaviour: &Behaviour) -> Vec<(usize, &'static str, Feature)> {
-    let lower = input.to_ascii_lowercase();
-    LATER_FLAG_WORDS.iter().filter(|(_, _, f)| !behaviour.has(*f)).filter_map(|(word, _, f)| lower.find(word).map(|at| (at, *word, *f))).collect()
-}
-
-/// The comma-separated words of a `Flags=` value in which Slurm finds no
-/// word it knows (of any release: [`later_flag_words`] reports those of
-/// later ones), so that it ignores them without a word: each with its byte
-/// offset in `input` and the closest known word, if one is close.
-pub fn unknown_flag_words(input: &str) -> Vec<(usize, &str, Option<&'static str>)> {
-    let known: Vec<&'static str> =
-        FLAG_WORDS.iter().map(|(w, _)| *w).chain(LATER_FLAG_WORDS.iter().map(|(w, _, _)| *w)).chain(["no_gpu_env", "all_sharing"]).collect();
-    let mut out = Vec::new();
-    let mut at = 0;
-    for word in input.split(',') {
-        let trimmed = word.trim();
-        let lead = word.len() - word.trim_start().len();
-        if !trimmed.is_empty() && !known.iter().any(|k| contains_ignore_case(Some(trimmed), Some(k))) {
-            let lower = trimmed.to_ascii_lowercase();
-            let lowered: Vec<String> = known.iter().map(|k| k.to_ascii_lowercase()).collect();
-            let candidates: Vec<&str> = lowered.iter().map(String::as_str).collect();
-            let close = crate::text::closest_key(&lower, &candidates).and_then(|c| known.iter().find(|k| k.eq_ignore_ascii_case(c)).copied());
-            out.push((at + lead, trimmed, close));
-        }
-        at += word.len() + 1;
-    }
-    out
-}
-
 /// The `Flags=` words of the release that behaves as `behaviour` and
 /// their bits, in the order `gres_flags_parse()` tests them (each word
 /// anywhere in the value, in any case).
@@ -91,38 +60,6 @@ pub fn flag_words(behaviour: &Behaviour) -> Vec<(&'static str, u32)> {
     let mut words = FLAG_WORDS.to_vec();
     words.extend(LATER_FLAG_WORDS.iter().filter(|(_, _, f)| behaviour.has(*f)).map(|(w, bit, _)| (*w, *bit)));
     words
-}
-
-/// [`flags_to_string`](crate::model::flags_to_string) as release `b`'s `gres_flags2str()` spells them
-/// (`src/interfaces/gres.c`): `Explicit` after `CountOnly` where the
-/// release has the flag (23.02+), `UUID` after `ENV_NVML` where bit 14 is
-/// `GRES_CONF_UUID` (26.05+), `MIG` last where the release has it
-/// (25.11+).
-pub fn flags_to_string_as(flags: ConfFlags, b: &Behaviour) -> String {
-    let explicit = b.flag_explicit && flags.has(ConfFlags::EXPLICIT);
-    let uuid = b.conf_bit14 == ConfBit14::Uuid && flags.has(ConfFlags::BIT14);
-    let mig = b.mig_conf_flag && flags.has(ConfFlags::MIG);
-    let names: Vec<&str> = [
-        (flags.has(ConfFlags::COUNT_ONLY), "CountOnly"),
-        (explicit, "Explicit"),
-        (flags.has(ConfFlags::HAS_FILE), "HAS_FILE"),
-        (flags.has(ConfFlags::LOADED), "LOADED"),
-        (flags.has(ConfFlags::HAS_TYPE), "HAS_TYPE"),
-        (flags.has(ConfFlags::ENV_NVML), "ENV_NVML"),
-        (uuid, "UUID"),
-        (flags.has(ConfFlags::ENV_RSMI), "ENV_RSMI"),
-        (flags.has(ConfFlags::ENV_ONEAPI), "ENV_ONEAPI"),
-        (flags.has(ConfFlags::ENV_OPENCL), "ENV_OPENCL"),
-        (flags.has(ConfFlags::ENV_DEF), "ENV_DEFAULT"),
-        (flags.has(ConfFlags::SHARED), "SHARED"),
-        (flags.has(ConfFlags::ONE_SHARING), "ONE_SHARING"),
-        (mig, "MIG"),
-    ]
-    .into_iter()
-    .filter(|(on, _)| *on)
-    .map(|(_, n)| n)
-    .collect();
-    names.join(",")
 }
 
 #[cfg(test)]

@@ -51,10 +51,6 @@ const MIN_DEVICE_BYTES: usize = 5 * 4 + 2 * 4;
 /// `GRES_DEV_MIG`, bit 0 of a device's flags on the wire.
 const DEV_MIG: u32 = 1 << 0;
 
-pub fn write_devices(w: &mut dyn WireWriter, devices: &[GresDevice]) {
-    write_devices_as(w, devices, &Behaviour::BASELINE)
-}
-
 /// The device list in the layout of the release that behaves as
 /// `behaviour` (each device's flags last where
 /// [`Behaviour::device_flags_on_wire`]).
@@ -74,11 +70,8 @@ pub fn write_devices_as(w: &mut dyn WireWriter, devices: &[GresDevice], behaviou
     }
 }
 
-pub fn read_devices(r: &mut dyn WireReader) -> Result<Vec<GresDevice>, WireError> {
-    read_devices_as(r, &Behaviour::BASELINE)
-}
-
-/// [`read_devices`] in the layout of the release that behaves as `behaviour`.
+/// What [`write_devices_as`] wrote for the release that behaves as
+/// `behaviour`, every value checked.
 pub fn read_devices_as(r: &mut dyn WireReader, behaviour: &Behaviour) -> Result<Vec<GresDevice>, WireError> {
     let count = r.u32("device count")?;
     let min = MIN_DEVICE_BYTES + if behaviour.device_flags_on_wire { 4 } else { 0 };
@@ -101,22 +94,14 @@ pub fn read_devices_as(r: &mut dyn WireReader, behaviour: &Behaviour) -> Result<
     Ok(out)
 }
 
-/// The gres/gpu message: devices, then the node's env flags.
-pub fn write_gpu(w: &mut dyn WireWriter, devices: &[GresDevice], node_flags: ConfFlags) {
-    write_gpu_as(w, devices, node_flags, &Behaviour::BASELINE)
-}
-
-/// [`write_gpu`] in the layout of the release that behaves as `behaviour`.
+/// The gres/gpu message: devices, then the node's env flags, in the
+/// layout of the release that behaves as `behaviour`.
 pub fn write_gpu_as(w: &mut dyn WireWriter, devices: &[GresDevice], node_flags: ConfFlags, behaviour: &Behaviour) {
     write_devices_as(w, devices, behaviour);
     w.u32(node_flags.0);
 }
 
-pub fn read_gpu(r: &mut dyn WireReader) -> Result<(Vec<GresDevice>, ConfFlags), WireError> {
-    read_gpu_as(r, &Behaviour::BASELINE)
-}
-
-/// [`read_gpu`] in the layout of the release that behaves as `behaviour`.
+/// What [`write_gpu_as`] wrote, every value checked.
 pub fn read_gpu_as(r: &mut dyn WireReader, behaviour: &Behaviour) -> Result<(Vec<GresDevice>, ConfFlags), WireError> {
     let devices = read_devices_as(r, behaviour)?;
     let flags = r.u32("node flags")?;
@@ -186,12 +171,8 @@ pub struct SharedStepd {
 const SHARED_DEV_BYTES: usize = 16;
 
 /// The stock plugins' message: the devices, the node's flags (shard only),
-/// then the count and the device number of each GPU.
-pub fn write_shared(w: &mut dyn WireWriter, kind: SharedKind, info: &SharedStepd) {
-    write_shared_as(w, kind, info, &Behaviour::BASELINE)
-}
-
-/// [`write_shared`] in the layout of the release that behaves as `behaviour`.
+/// then the count and the device number of each GPU, in the layout of the
+/// release that behaves as `behaviour`.
 pub fn write_shared_as(w: &mut dyn WireWriter, kind: SharedKind, info: &SharedStepd, behaviour: &Behaviour) {
     write_devices_as(w, &info.devices, behaviour);
     if kind == SharedKind::Shard {
@@ -205,12 +186,7 @@ pub fn write_shared_as(w: &mut dyn WireWriter, kind: SharedKind, info: &SharedSt
     }
 }
 
-/// What [`write_shared`] wrote, every value checked.
-pub fn read_shared(r: &mut dyn WireReader, kind: SharedKind) -> Result<SharedStepd, WireError> {
-    read_shared_as(r, kind, &Behaviour::BASELINE)
-}
-
-/// [`read_shared`] in the layout of the release that behaves as `behaviour`.
+/// What [`write_shared_as`] wrote, every value checked.
 pub fn read_shared_as(r: &mut dyn WireReader, kind: SharedKind, behaviour: &Behaviour) -> Result<SharedStepd, WireError> {
     let devices = read_devices_as(r, behaviour)?;
     let node_flags = if kind == SharedKind::Shard { ConfFlags(r.u32("node flags")?) } else { ConfFlags(0) };
@@ -231,6 +207,29 @@ pub fn read_shared_as(r: &mut dyn WireReader, kind: SharedKind, behaviour: &Beha
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The baseline release's messages, which most tests use.
+    fn write_devices(w: &mut dyn WireWriter, devices: &[GresDevice]) {
+        write_devices_as(w, devices, &Behaviour::BASELINE)
+    }
+    fn read_devices(r: &mut dyn WireReader) -> Result<Vec<GresDevice>, WireError> {
+        read_devices_as(r, &Behaviour::BASELINE)
+    }
+    /// The gres/gpu message: devices, then the node's env flags.
+    fn write_gpu(w: &mut dyn WireWriter, devices: &[GresDevice], node_flags: ConfFlags) {
+        write_gpu_as(w, devices, node_flags, &Behaviour::BASELINE)
+    }
+    fn read_gpu(r: &mut dyn WireReader) -> Result<(Vec<GresDevice>, ConfFlags), WireError> {
+        read_gpu_as(r, &Behaviour::BASELINE)
+    }
+    /// The stock plugins' message: the devices, the node's flags (shard only),
+    /// then the count and the device number of each GPU.
+    fn write_shared(w: &mut dyn WireWriter, kind: SharedKind, info: &SharedStepd) {
+        write_shared_as(w, kind, info, &Behaviour::BASELINE)
+    }
+    fn read_shared(r: &mut dyn WireReader, kind: SharedKind) -> Result<SharedStepd, WireError> {
+        read_shared_as(r, kind, &Behaviour::BASELINE)
+    }
 
     fn sample() -> Vec<GresDevice> {
         vec![

@@ -4,6 +4,7 @@
 
 use crate::problem::GRES_PLUGINS;
 use crate::slurm_gres::SlurmGres;
+use gres_core::behaviour::{Behaviour, ConfBit14};
 use gres_core::hostlist;
 use gres_core::model::{gres_build_id, ConfFlags, GresRecord, LogLevel, LogLine};
 
@@ -244,7 +245,7 @@ pub fn slurmd_line(r: &GresRecord) -> String {
 /// [`slurmd_line`] as release `b` writes it: from 23.02
 /// ([`Behaviour::record_line_flags`]) `... Links=<links or (null)>
 /// Flags=<flags>`, the flags spelt as that release's `gres_flags2str()`
-/// ([`flags_to_string_as`](gres_core::flags::flags_to_string_as)).
+/// ([`flags_to_string_as`]).
 ///
 /// [`Behaviour::record_line_flags`]: gres_core::behaviour::Behaviour::record_line_flags
 pub fn slurmd_line_as(r: &GresRecord, b: &gres_core::behaviour::Behaviour) -> String {
@@ -253,7 +254,7 @@ pub fn slurmd_line_as(r: &GresRecord, b: &gres_core::behaviour::Behaviour) -> St
     }
     let null = |s: &Option<String>| s.clone().unwrap_or_else(|| "(null)".into());
     let type_name = null(&r.type_name);
-    let tail = format!("Links={} Flags={}", null(&r.links), gres_core::flags::flags_to_string_as(r.flags, b));
+    let tail = format!("Links={} Flags={}", null(&r.links), flags_to_string_as(r.flags, b));
     let index = line_index(r.file.as_deref());
     let head = format!("Gres Name={} Type={type_name} Count={}", r.name, r.count);
     match (&r.cpus, &r.file) {
@@ -261,4 +262,36 @@ pub fn slurmd_line_as(r: &GresRecord, b: &gres_core::behaviour::Behaviour) -> St
         (None, Some(file)) => format!("{head} Index={index} ID={} File={file} {tail}", r.plugin_id),
         (_, None) => format!("{head} ID={} {tail}", r.plugin_id),
     }
+}
+
+/// [`flags_to_string`](gres_core::model::flags_to_string) as release `b`'s `gres_flags2str()` spells them
+/// (`src/interfaces/gres.c`): `Explicit` after `CountOnly` where the
+/// release has the flag (23.02+), `UUID` after `ENV_NVML` where bit 14 is
+/// `GRES_CONF_UUID` (26.05+), `MIG` last where the release has it
+/// (25.11+).
+pub fn flags_to_string_as(flags: ConfFlags, b: &Behaviour) -> String {
+    let explicit = b.flag_explicit && flags.has(ConfFlags::EXPLICIT);
+    let uuid = b.conf_bit14 == ConfBit14::Uuid && flags.has(ConfFlags::BIT14);
+    let mig = b.mig_conf_flag && flags.has(ConfFlags::MIG);
+    let names: Vec<&str> = [
+        (flags.has(ConfFlags::COUNT_ONLY), "CountOnly"),
+        (explicit, "Explicit"),
+        (flags.has(ConfFlags::HAS_FILE), "HAS_FILE"),
+        (flags.has(ConfFlags::LOADED), "LOADED"),
+        (flags.has(ConfFlags::HAS_TYPE), "HAS_TYPE"),
+        (flags.has(ConfFlags::ENV_NVML), "ENV_NVML"),
+        (uuid, "UUID"),
+        (flags.has(ConfFlags::ENV_RSMI), "ENV_RSMI"),
+        (flags.has(ConfFlags::ENV_ONEAPI), "ENV_ONEAPI"),
+        (flags.has(ConfFlags::ENV_OPENCL), "ENV_OPENCL"),
+        (flags.has(ConfFlags::ENV_DEF), "ENV_DEFAULT"),
+        (flags.has(ConfFlags::SHARED), "SHARED"),
+        (flags.has(ConfFlags::ONE_SHARING), "ONE_SHARING"),
+        (mig, "MIG"),
+    ]
+    .into_iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, n)| n)
+    .collect();
+    names.join(",")
 }
