@@ -4,6 +4,7 @@
 use crate::run::{text, GRES_RS};
 use gres_test_harness::standin;
 use std::fs;
+use std::path::Path;
 use std::process::Command;
 
 #[test]
@@ -28,27 +29,28 @@ fn detect_with_given_library_and_files() {
     // The fixture's GPU on CPU 0 (this host may have only a few).
     let fixture = standin::scratch_dir().join("cli-a100_mig.conf");
     fs::write(&fixture, fs::read_to_string(standin::fixture("a100_mig.conf")).unwrap().replace("cpus 0-31", "cpus 0")).unwrap();
-    let out = Command::new(GRES_RS)
-        .args(["detect", "--format", "gres-conf", "--node-name", "n1", "--dev-dir", "/fake/dev", "--nvml-lib"])
-        .arg(&lib)
-        .arg("--mig-minors")
-        .arg(standin::fixture("mig-minors"))
-        .env("GRES_RS_NVML_FIXTURE", &fixture)
-        .output()
-        .unwrap();
+    // `gres-rs detect ARGS` on the stand-in's fixture, with `mig_minors`.
+    let detect = |args: &[&str], mig_minors: &Path| {
+        Command::new(GRES_RS)
+            .arg("detect")
+            .args(args)
+            .arg("--nvml-lib")
+            .arg(&lib)
+            .arg("--mig-minors")
+            .arg(mig_minors)
+            .env("GRES_RS_NVML_FIXTURE", &fixture)
+            .output()
+            .unwrap()
+    };
+    let minors = standin::fixture("mig-minors");
+    let out = detect(&["--format", "gres-conf", "--node-name", "n1", "--dev-dir", "/fake/dev"], &minors);
     let (stdout, err) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{err}");
     let files: Vec<&str> = stdout.lines().filter_map(|l| l.split(" MultipleFiles=").nth(1)).collect();
     assert_eq!(files.len(), 7, "{stdout}");
     assert!(files.iter().all(|f| f.starts_with("/fake/dev/nvidia0,/fake/dev/nvidia-caps/nvidia-cap")), "{stdout}");
     // Another mig-minors file: the one given is read.
-    let out = Command::new(GRES_RS)
-        .args(["detect", "--nvml-lib"])
-        .arg(&lib)
-        .args(["--mig-minors", "/nonexistent/mig-minors"])
-        .env("GRES_RS_NVML_FIXTURE", &fixture)
-        .output()
-        .unwrap();
+    let out = detect(&[], Path::new("/nonexistent/mig-minors"));
     assert!(text(&out.stderr).contains("Could not open file `/nonexistent/mig-minors`"), "{}", text(&out.stderr));
     // The error once, and a last line that adds up.
     let err = text(&out.stderr);
@@ -56,14 +58,7 @@ fn detect_with_given_library_and_files() {
     assert!(err.lines().any(|l| l.starts_with("gres-rs: detect: NVML counts 1 GPU; ") && l.ends_with("1 error above: what it concerns is left out")), "{err}");
 
     // The node's words for slurm.conf.
-    let out = Command::new(GRES_RS)
-        .args(["detect", "--format", "slurm-conf", "--node-name", "n1", "--nvml-lib"])
-        .arg(&lib)
-        .arg("--mig-minors")
-        .arg(standin::fixture("mig-minors"))
-        .env("GRES_RS_NVML_FIXTURE", &fixture)
-        .output()
-        .unwrap();
+    let out = detect(&["--format", "slurm-conf", "--node-name", "n1"], &minors);
     let (stdout, err) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{err}");
     let line = stdout.lines().last().unwrap_or_default();
