@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// The GPUs of a stand-in fixture file (`standin::parse_fixture`, the
-/// Rust reader of the format `nvml_standin.c` reads).
+/// Rust reader of the format the stand-in's `fixture.c` reads).
 pub fn read_fixture(path: &Path) -> Vec<FixtureGpu> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     standin::parse_fixture(&text)

@@ -8,7 +8,7 @@
 //! the stock Debian plugins ([`PluginSet::Stock`]) or ours
 //! ([`PluginSet::Ours`]), and proves which files the daemons really mapped.
 //! [`standin`] builds and drives the NVML stand-in
-//! (`tests/nvml-standin/nvml_standin.c`); [`gpu`] holds the helpers of the
+//! (the C files of `tests/nvml-standin/`); [`gpu`] holds the helpers of the
 //! gres/gpu proof tests (`slurmd -G` on stock and ours, compared).
 //!
 //! Use from an integration test:

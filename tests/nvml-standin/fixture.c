@@ -1,0 +1,251 @@
+/*
+ * The fixture file: its format and its reader (see standin.h).
+ *
+ * Fixture format: one setting per line, '#' starts a comment.
+ *   driver <version>            nvml <version>
+ *   init_error <code>           count_error <code>
+ *   gpu                         starts the next GPU (NVML index order)
+ *   mig                         starts the next MIG device of that GPU
+ *   then, for the current GPU or MIG device:
+ *   name <text...>   uuid <s>   bus_id <dddddddd:bb:dd.f>   pci_device_id <hex>
+ *   minor <n>        cpus <machine CPU list, e.g. 0-55,112-167>
+ *   nvlink_lanes <n>            lanes that exist (none: NOT_SUPPORTED)
+ *   nvlink <lane> <remote bus id>   an active lane
+ *   mig_mode <current> <pending>    (none: NOT_SUPPORTED)
+ *   mig_max <n>
+ *   gi <n>  ci <n>  slices <n>  mem_mb <n>      (MIG attributes)
+ *   mem_clocks <a,b,...>        gfx_clocks <mem> <a,b,...>
+ *   app_clocks <mem> <gfx>      default and current application clocks
+ *                               (and the current clocks while none are
+ *                               locked: nvmlDeviceSet*LockedClocks)
+ *   energy_mj <n>   power_mw <n>
+ *   ci_slices <n>               a MIG device's compute-instance slices
+ *                               (default: its `slices`)
+ *   proc <compute|graphics> <pid> <MiB>
+ *                               a process running on this device, using
+ *                               that much memory; <pid> is a number or
+ *                               pidfile:<path>, read at each call (a
+ *                               test's task writes its own PID there);
+ *                               a pidfile that is absent or empty lists
+ *                               no process
+ *   util <pid> <sm%> <mem%>     a process utilisation sample of <pid> (as
+ *                               for proc), stamped with the time of the
+ *                               call in microseconds, as the driver
+ *                               samples all the time
+ *   fail <function> <code>      that call fails on this device
+ *                               (nvmlDeviceGetHandleByIndex_v2 included)
+ *   delay_us <n>                (anywhere) every call takes n microseconds
+ *                               longer: a slow driver
+ *   init_delay_ms <n>           (anywhere) nvmlInit* takes n milliseconds
+ *                               longer when it loads the fixture
+ */
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "standin.h"
+
+static void set_cpus(unsigned long *words, char *list)
+{
+	char *save = NULL;
+
+	memset(words, 0, sizeof(unsigned long) * CPU_WORDS);
+	for (char *tok = strtok_r(list, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		unsigned int lo, hi;
+		int n = sscanf(tok, "%u-%u", &lo, &hi);
+
+		if (n < 1)
+			continue;
+		if (n == 1)
+			hi = lo;
+		for (unsigned int c = lo; c <= hi && c < CPU_WORDS * 64; c++)
+			words[c / 64] |= 1UL << (c % 64);
+	}
+}
+
+static int parse_list(char *s, unsigned int *out, int max)
+{
+	int n = 0;
+	char *save = NULL;
+
+	for (char *tok = strtok_r(s, ",", &save); tok && n < max;
+	     tok = strtok_r(NULL, ",", &save))
+		out[n++] = (unsigned int) strtoul(tok, NULL, 10);
+	return n;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char) *s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char) e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+void load_fixture(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	struct nvml_dev *cur = NULL;
+
+	memset(gpus, 0, sizeof(gpus));
+	memset(migs, 0, sizeof(migs));
+	n_gpus = n_migs_total = n_procs = 0;
+	init_error = count_error = 0;
+	delay_us = init_delay_ms = 0;
+	if (!f) {
+		init_error = NVML_ERROR_DRIVER_NOT_LOADED;
+		return;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *hash = strchr(line, '#');
+		char *key, *rest;
+
+		if (hash)
+			*hash = '\0';
+		key = trim(line);
+		if (!*key)
+			continue;
+		rest = key;
+		while (*rest && !isspace((unsigned char) *rest))
+			rest++;
+		if (*rest)
+			*rest++ = '\0';
+		rest = trim(rest);
+
+		if (!strcmp(key, "driver")) {
+			copy_str(driver_version, sizeof(driver_version), rest);
+		} else if (!strcmp(key, "nvml")) {
+			copy_str(nvml_version, sizeof(nvml_version), rest);
+		} else if (!strcmp(key, "init_error")) {
+			init_error = atoi(rest);
+		} else if (!strcmp(key, "count_error")) {
+			count_error = atoi(rest);
+		} else if (!strcmp(key, "delay_us")) {
+			delay_us = strtoul(rest, NULL, 10);
+		} else if (!strcmp(key, "init_delay_ms")) {
+			init_delay_ms = strtoul(rest, NULL, 10);
+		} else if (!strcmp(key, "gpu")) {
+			if (n_gpus >= MAX_GPUS)
+				break;
+			cur = &gpus[n_gpus];
+			cur->index = n_gpus++;
+		} else if (!strcmp(key, "mig")) {
+			struct nvml_dev *p = cur && cur->is_mig ?
+				&gpus[cur->parent] : cur;
+			if (!p || n_migs_total >= MAX_MIGS)
+				continue;
+			cur = &migs[n_migs_total];
+			cur->is_mig = 1;
+			cur->parent = p->index;
+			cur->index = p->n_migs;
+			p->migs[p->n_migs++] = n_migs_total++;
+		} else if (!cur) {
+			continue;
+		} else if (!strcmp(key, "name")) {
+			copy_str(cur->name, sizeof(cur->name), rest);
+		} else if (!strcmp(key, "uuid")) {
+			copy_str(cur->uuid, sizeof(cur->uuid), rest);
+		} else if (!strcmp(key, "bus_id")) {
+			copy_str(cur->bus_id, sizeof(cur->bus_id), rest);
+		} else if (!strcmp(key, "pci_device_id")) {
+			cur->pci_device_id = (unsigned int) strtoul(rest, NULL, 16);
+		} else if (!strcmp(key, "minor")) {
+			cur->minor = (unsigned int) strtoul(rest, NULL, 10);
+		} else if (!strcmp(key, "cpus")) {
+			set_cpus(cur->cpus, rest);
+		} else if (!strcmp(key, "nvlink_lanes")) {
+			cur->lanes = atoi(rest);
+		} else if (!strcmp(key, "nvlink")) {
+			int lane;
+			char bus[32];
+			if (sscanf(rest, "%d %31s", &lane, bus) == 2 &&
+			    lane >= 0 && lane < MAX_LANES) {
+				cur->active[lane] = 1;
+				copy_str(cur->remote[lane], 32, bus);
+			}
+		} else if (!strcmp(key, "mig_mode")) {
+			cur->mig_supported = 1;
+			sscanf(rest, "%u %u", &cur->mig_cur, &cur->mig_pend);
+		} else if (!strcmp(key, "mig_max")) {
+			cur->mig_max = (unsigned int) strtoul(rest, NULL, 10);
+		} else if (!strcmp(key, "gi")) {
+			cur->gi = (unsigned int) strtoul(rest, NULL, 10);
+		} else if (!strcmp(key, "ci")) {
+			cur->ci = (unsigned int) strtoul(rest, NULL, 10);
+		} else if (!strcmp(key, "slices")) {
+			cur->slices = (unsigned int) strtoul(rest, NULL, 10);
+		} else if (!strcmp(key, "mem_mb")) {
+			cur->mem_mb = strtoull(rest, NULL, 10);
+		} else if (!strcmp(key, "mem_clocks")) {
+			cur->n_mem = parse_list(rest, cur->mem, MAX_MEM);
+		} else if (!strcmp(key, "gfx_clocks")) {
+			char *list = rest;
+			struct gfx_list *g;
+			if (cur->n_gfx >= MAX_MEM)
+				continue;
+			g = &cur->gfx[cur->n_gfx++];
+			g->mem = (unsigned int) strtoul(rest, &list, 10);
+			g->n = (unsigned int) parse_list(trim(list), g->f,
+							 MAX_CLOCKS);
+		} else if (!strcmp(key, "app_clocks")) {
+			sscanf(rest, "%u %u", &cur->def_mem, &cur->def_gfx);
+			cur->app_mem = cur->def_mem;
+			cur->app_gfx = cur->def_gfx;
+		} else if (!strcmp(key, "energy_mj")) {
+			cur->energy_mj = strtoull(rest, NULL, 10);
+		} else if (!strcmp(key, "power_mw")) {
+			cur->power_mw = (unsigned int) strtoul(rest, NULL, 10);
+		} else if (!strcmp(key, "ci_slices")) {
+			cur->ci_slices = (unsigned int) strtoul(rest, NULL, 10);
+		} else if (!strcmp(key, "proc") || !strcmp(key, "util")) {
+			struct proc_entry *e;
+			char kind[16] = "", who[256] = "";
+			unsigned long long a = 0, b = 0;
+			int util = !strcmp(key, "util");
+			int n;
+
+			if (n_procs >= MAX_PROCS)
+				continue;
+			e = &procs[n_procs];
+			memset(e, 0, sizeof(*e));
+			e->dev = cur;
+			if (util) {
+				n = sscanf(rest, "%255s %llu %llu", who, &a, &b);
+				if (n != 3)
+					continue;
+				e->graphics = -1;
+				e->sm = (unsigned int) a;
+				e->mem = (unsigned int) b;
+			} else {
+				n = sscanf(rest, "%15s %255s %llu", kind, who, &a);
+				if (n != 3 || (strcmp(kind, "compute") &&
+					       strcmp(kind, "graphics")))
+					continue;
+				e->graphics = !strcmp(kind, "graphics");
+				e->mib = a;
+			}
+			if (!strncmp(who, "pidfile:", 8))
+				copy_str(e->pidfile, sizeof(e->pidfile), who + 8);
+			else
+				e->pid = (unsigned int) strtoul(who, NULL, 10);
+			n_procs++;
+		} else if (!strcmp(key, "fail")) {
+			char fn[64];
+			int code;
+			if (cur->n_fails < MAX_FAILS &&
+			    sscanf(rest, "%63s %d", fn, &code) == 2) {
+				copy_str(cur->fail_fn[cur->n_fails], 64, fn);
+				cur->fail_code[cur->n_fails++] = code;
+			}
+		}
+	}
+	fclose(f);
+}
