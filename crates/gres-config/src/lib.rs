@@ -7,6 +7,7 @@
 //! slurmd's own parse of gres.conf.  It sits over `gres-core` (records,
 //! flags, hostlists) and under `gres-predict` and the CLI.
 
+pub mod autodetect;
 pub mod counts;
 pub mod flag_remarks;
 pub mod gres_conf;
