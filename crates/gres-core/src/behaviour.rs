@@ -255,16 +255,6 @@ impl Behaviour {
         }
     }
 
-    /// The libraries slurmd tries, in order, before it picks gpu/nvml for
-    /// `AutoDetect=nvml` (one that loads makes it gpu/nvml).
-    pub fn nvml_probe_libs(&self) -> &'static [&'static str] {
-        if self.nvml_versioned_lib {
-            &["libnvidia-ml.so", "libnvidia-ml.so.1"]
-        } else {
-            &["libnvidia-ml.so"]
-        }
-    }
-
     /// gpu/nvml sets bit 14 on MIG records (`GLOBAL_INDEX` or `UUID`).
     pub fn nvml_mig_bit14(&self) -> bool {
         self.conf_bit14 != ConfBit14::Unused
@@ -280,7 +270,5 @@ mod tests {
         let b = Behaviour::default();
         assert!(Feature::ALL.iter().all(|f| !b.has(*f)));
         assert!(!b.nvml_mig_bit14());
-        assert_eq!(b.nvml_probe_libs(), ["libnvidia-ml.so"]);
-        assert_eq!(Behaviour { nvml_versioned_lib: true, ..b }.nvml_probe_libs(), ["libnvidia-ml.so", "libnvidia-ml.so.1"]);
     }
 }

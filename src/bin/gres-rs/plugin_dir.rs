@@ -10,7 +10,7 @@
 //! The gpu plugin is chosen before it is searched for: slurmd's
 //! `_get_gpu_type()` (`src/interfaces/gpu.c`) makes it gpu/nvml for
 //! `AutoDetect=nvml` when one of the NVML libraries of the release
-//! ([`Behaviour::nvml_probe_libs`]) can be loaded, else gpu/generic
+//! ([`nvml_probe_libs`]) can be loaded, else gpu/generic
 //! ([`gpu_plugin`]); a gpu/nvml without a `gpu_nvml.so` it accepts stops
 //! slurmd (`cannot create gpu context for gpu/nvml`), and the stock
 //! packages of Debian ship none.
@@ -176,12 +176,24 @@ impl GpuPick {
     }
 }
 
+/// The libraries slurmd tries, in order, before it picks gpu/nvml for
+/// `AutoDetect=nvml` (one that loads makes it gpu/nvml): the unversioned
+/// name, and from 24.05 on ([`Behaviour::nvml_versioned_lib`]) also
+/// `libnvidia-ml.so.1`.
+pub fn nvml_probe_libs(behaviour: &Behaviour) -> &'static [&'static str] {
+    if behaviour.nvml_versioned_lib {
+        &["libnvidia-ml.so", "libnvidia-ml.so.1"]
+    } else {
+        &["libnvidia-ml.so"]
+    }
+}
+
 /// The gpu plugin slurmd of `behaviour`'s release picks for `autodetect`
 /// (`_get_gpu_type()`), `loadable` telling which libraries `dlopen()`
 /// finds.  `None` where this tool does not predict it (rsmi, nrt,
 /// nvidia: plugins of libraries it does not look for).
 pub fn gpu_plugin(autodetect: AutoDetect, behaviour: &Behaviour, loadable: &dyn Fn(&str) -> bool) -> Option<GpuPick> {
-    let libs = behaviour.nvml_probe_libs();
+    let libs = nvml_probe_libs(behaviour);
     let nvml_lib = libs.iter().find(|l| loadable(l));
     let generic = |why: String| Some(GpuPick { name: "gpu_generic", why, required: true });
     match autodetect {
@@ -241,6 +253,13 @@ pub fn gpu_problems(pick: &GpuPick, choice: &Choice, dirs_text: &str, slurm: &Sl
 mod tests {
     use super::*;
     use slurm_gpu_gres::ffi::behaviour::for_release;
+
+    #[test]
+    fn nvml_libraries_slurmd_tries() {
+        let b = Behaviour::BASELINE;
+        assert_eq!(nvml_probe_libs(&b), ["libnvidia-ml.so"]);
+        assert_eq!(nvml_probe_libs(&Behaviour { nvml_versioned_lib: true, ..b }), ["libnvidia-ml.so", "libnvidia-ml.so.1"]);
+    }
 
     fn pick(autodetect: AutoDetect, release: (u32, u32, u32), have: &[&str]) -> Option<(&'static str, String, bool)> {
         let b = for_release(release.0, release.1, release.2).unwrap();
