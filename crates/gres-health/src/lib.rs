@@ -1,0 +1,11 @@
+#![deny(unsafe_code)]
+//! The pure core of `gres-rs health`, the program an admin sets as Slurm's
+//! `HealthCheckProgram`: what a GPU fault is ([`fault`]), the one table that
+//! says what each fault means ([`catalog`]) and the site's changes to it
+//! ([`overrides`]), the kernel log's XID lines ([`kmsg`]), the cursor that
+//! reports each XID once ([`cursor`]), the drain reason ([`reason`]) and the
+//! verdict ([`decide`]).  No NVML, no Slurm, no process, no unsafe: the tool
+//! gathers the facts and runs `scontrol`; everything here is unit-tested.
+
+pub mod catalog;
+pub mod fault;
