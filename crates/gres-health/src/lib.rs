@@ -9,3 +9,4 @@
 
 pub mod catalog;
 pub mod fault;
+pub mod kmsg;
