@@ -8,5 +8,6 @@
 //! gathers the facts and runs `scontrol`; everything here is unit-tested.
 
 pub mod catalog;
+pub mod cursor;
 pub mod fault;
 pub mod kmsg;
