@@ -11,3 +11,4 @@ pub mod catalog;
 pub mod cursor;
 pub mod fault;
 pub mod kmsg;
+pub mod overrides;
