@@ -12,3 +12,4 @@ pub mod cursor;
 pub mod fault;
 pub mod kmsg;
 pub mod overrides;
+pub mod reason;
