@@ -9,6 +9,7 @@
 
 pub mod catalog;
 pub mod cursor;
+pub mod decide;
 pub mod fault;
 pub mod kmsg;
 pub mod overrides;
