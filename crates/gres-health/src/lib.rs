@@ -3,9 +3,10 @@
 //! `HealthCheckProgram`: what a GPU fault is ([`fault`]), the one table that
 //! says what each fault means ([`catalog`]) and the site's changes to it
 //! ([`overrides`]), the kernel log's XID lines ([`kmsg`]), the cursor that
-//! reports each XID once ([`cursor`]), the drain reason ([`reason`]) and the
-//! verdict ([`decide`]).  No NVML, no Slurm, no process, no unsafe: the tool
-//! gathers the facts and runs `scontrol`; everything here is unit-tested.
+//! reports each XID once ([`cursor`]), the drain reason ([`reason`]), the
+//! verdict ([`decide`]) and what a run reports besides Slurm ([`report`]).
+//! No NVML, no Slurm, no process, no unsafe: the tool gathers the facts and
+//! runs `scontrol`; everything here is unit-tested.
 
 pub mod catalog;
 pub mod cursor;
@@ -14,3 +15,4 @@ pub mod fault;
 pub mod kmsg;
 pub mod overrides;
 pub mod reason;
+pub mod report;
