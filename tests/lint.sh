@@ -35,7 +35,7 @@ fi
 
 echo "==> the layers: each crate depends only on the crates below it"
 # From the bottom; a crate may depend on those before it, never after.
-layers=(gres-core gres-config gres-predict gres-log nvml-extra gres-nvml gres-plugins gres-slurm-abi gres_rs slurm-gpu-gres)
+layers=(gres-core gres-health gres-config gres-predict gres-log nvml-extra gres-nvml gres-plugins gres-slurm-abi gres_rs slurm-gpu-gres)
 for i in "${!layers[@]}"; do
     deps="$(cargo tree -p "${layers[$i]}" -e normal,build --prefix none --format '{p}' | awk '{print $1}' | sort -u)"
     for above in "${layers[@]:$((i + 1))}"; do
@@ -47,12 +47,12 @@ for i in "${!layers[@]}"; do
 done
 echo "==> the plugin library runs none of gres-rs check's crates"
 lib_deps="$(cargo tree -p gres_rs -e normal,build --prefix none --format '{p}' | awk '{print $1}' | sort -u)"
-if grep -xE 'gres-config|gres-predict' <<<"$lib_deps"; then
+if grep -xE 'gres-config|gres-predict|gres-health' <<<"$lib_deps"; then
     echo "lint: libgres_rs.so links gres-rs check's crates; the plugins get slurmd's parse (CONTRIBUTING.md)" >&2
     exit 1
 fi
 echo "==> unsafe code only in the ABI layer and nvml-extra"
-for root in crates/gres-core/src/lib.rs crates/gres-config/src/lib.rs crates/gres-predict/src/lib.rs crates/gres-log/src/lib.rs crates/gres-nvml/src/lib.rs \
+for root in crates/gres-core/src/lib.rs crates/gres-health/src/lib.rs crates/gres-config/src/lib.rs crates/gres-predict/src/lib.rs crates/gres-log/src/lib.rs crates/gres-nvml/src/lib.rs \
     crates/gres-plugins/src/lib.rs src/lib.rs src/bin/gres-rs/main.rs; do
     if ! grep -qxF '#![deny(unsafe_code)]' "$root"; then
         echo "lint: $root lacks #![deny(unsafe_code)]: unsafe belongs in crates/slurm-abi or crates/nvml-extra" >&2
