@@ -18,10 +18,11 @@
 
 use std::collections::VecDeque;
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::kmsg::{Origin, XidEvent};
+use gres_core::bounded_read::read_bounded;
 
 /// The file's name in the state directory.
 pub const STATE_FILE: &str = "health.state";
@@ -122,13 +123,10 @@ impl Cursor {
     /// Load the state file from `dir`.  No file: no cursor, no warning.
     pub fn load(dir: &Path) -> Loaded {
         let path = Cursor::path(dir);
-        let mut text = String::new();
-        let read = fs::File::open(&path).and_then(|f| f.take(MAX_FILE + 1).read_to_string(&mut text));
-        let problem = match read {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Loaded { cursor: None, warning: None },
+        let problem = match read_bounded(&path, MAX_FILE) {
+            Err(e) if e.is_not_found() => return Loaded { cursor: None, warning: None },
             Err(e) => e.to_string(),
-            Ok(n) if n as u64 > MAX_FILE => format!("larger than {MAX_FILE} bytes"),
-            Ok(_) => match Cursor::parse(&text) {
+            Ok(bytes) => match std::str::from_utf8(&bytes).map_err(|_| "not UTF-8 text".to_string()).and_then(Cursor::parse) {
                 Ok(c) => return Loaded { cursor: Some(c), warning: None },
                 Err(why) => why,
             },

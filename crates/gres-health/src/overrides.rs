@@ -22,10 +22,10 @@
 //! file, line and column and suggests the closest valid word; a file over
 //! [`MAX_FILE`] bytes is refused.
 
-use std::fs;
-use std::io::Read;
 use std::path::Path;
 
+use gres_core::bounded_read::{read_bounded, ReadError};
+use gres_core::text::closest_key;
 use thiserror::Error;
 
 use crate::catalog::{Action, Remedy, Rule, Table};
@@ -116,28 +116,6 @@ const ACTIONS: [&str; 3] = ["ignore", "warn", "drain"];
 const FLAGS: [&str; 2] = ["recoverable", "manual"];
 const SETTINGS: [&str; 3] = ["xid", "unknown_xid", "guard_max_nodes"];
 
-/// Levenshtein distance, for suggestions.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
-}
-
-/// The candidate closest to `word`, if close enough to be a typo.
-pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let word = word.to_ascii_lowercase();
-    candidates.into_iter().map(|c| (distance(&word, c), c)).filter(|(d, c)| *d <= (c.len() / 3).max(2)).min_by_key(|(d, _)| *d).map(|(_, c)| c)
-}
-
 /// A word and its byte offset in the line.
 type Tok<'a> = (usize, &'a str);
 
@@ -179,7 +157,7 @@ impl LineCtx<'_> {
 
     fn unknown(&self, (at, word): Tok<'_>, what: &str, valid: &[&str]) -> OverrideError {
         let msg = format!("unknown {what} `{word}` (one of: {})", valid.join(", "));
-        self.err(at, msg, closest(word, valid.iter().copied()))
+        self.err(at, msg, closest_key(word, valid))
     }
 }
 
@@ -287,7 +265,7 @@ fn parse_guard(cx: &LineCtx<'_>, toks: &[Tok<'_>], end: usize) -> Result<Guard, 
         let at = toks.get(1).map_or(end, |t| t.0);
         return Err(cx.err(at, "expected one value: a node count, a percentage like 10%, or off", None));
     };
-    let bad = || cx.err(*at, format!("`{value}` is not a node count (1 or more), a percentage (1% to 100%) or off"), closest(value, ["off"]));
+    let bad = || cx.err(*at, format!("`{value}` is not a node count (1 or more), a percentage (1% to 100%) or off"), closest_key(value, &["off"]));
     if *value == "off" {
         return Ok(Guard::Off);
     }
@@ -348,18 +326,12 @@ pub fn parse(file: &str, text: &str) -> Result<SiteConfig, OverrideError> {
 /// Read and parse an override file, refusing one over [`MAX_FILE`].
 pub fn load(path: &Path) -> Result<SiteConfig, OverrideError> {
     let file = path.display().to_string();
-    let io = |e: std::io::Error| OverrideError::Io { file: file.clone(), message: e.to_string() };
-    let f = fs::File::open(path).map_err(io)?;
-    let size = f.metadata().map_err(io)?.len();
-    let too_large = |size| OverrideError::TooLarge { file: file.clone(), size, max: MAX_FILE };
-    if size > MAX_FILE {
-        return Err(too_large(size));
-    }
-    let mut text = String::new();
-    let n = f.take(MAX_FILE + 1).read_to_string(&mut text).map_err(io)?;
-    if n as u64 > MAX_FILE {
-        return Err(too_large(n as u64));
-    }
+    // Only a regular file, never waiting on a FIFO or a device.
+    let bytes = read_bounded(path, MAX_FILE).map_err(|e| match e {
+        ReadError::TooLarge { size, .. } => OverrideError::TooLarge { file: file.clone(), size: size.unwrap_or(MAX_FILE + 1), max: MAX_FILE },
+        e => OverrideError::Io { file: file.clone(), message: e.to_string() },
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| OverrideError::Io { file: file.clone(), message: "not UTF-8 text".into() })?;
     parse(&file, &text)
 }
 
@@ -367,6 +339,7 @@ pub fn load(path: &Path) -> Result<SiteConfig, OverrideError> {
 mod tests {
     use super::*;
     use crate::fault::Fault;
+    use std::fs;
 
     fn xid(code: u32) -> Fault {
         Fault::Xid { code, pid: None, process: None, message: String::new() }
