@@ -26,6 +26,7 @@
 #                                          gpu_nvml.so libgres_rs-<version>.so (a directory
 #                                          of its own: no file of another package)
 #   /usr/bin/gres-rs                       the admin tool
+#   /usr/bin/gres-rs-health                link: gres-rs health, for HealthCheckProgram
 #   /usr/share/man/man1/gres-rs*.1.gz      man pages (gres-rs generate man)
 #   bash, zsh and fish completions          (gres-rs generate completions)
 #   /usr/share/slurm-gpu-gres/             the MPS Prolog/Epilog scripts, examples
@@ -136,6 +137,9 @@ done
 strip --strip-debug "$root$plugin_dir/$library"
 install -m 0755 "$bin" "$root/usr/bin/gres-rs"
 strip --strip-debug "$root/usr/bin/gres-rs"
+# slurmd runs HealthCheckProgram without arguments: as gres-rs-health the
+# tool runs `gres-rs health`.
+ln -s gres-rs "$root/usr/bin/gres-rs-health"
 
 "$bin" generate man "$work/man" >/dev/null
 for page in "$work"/man/*.1; do

@@ -52,7 +52,7 @@ fn man_pages_and_completions_from_the_help_definitions() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let mut pages: Vec<String> = fs::read_dir(&man).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     pages.sort();
-    assert_eq!(pages, ["gres-rs-check.1", "gres-rs-detect.1", "gres-rs-install.1", "gres-rs-status.1", "gres-rs.1"]);
+    assert_eq!(pages, ["gres-rs-check.1", "gres-rs-detect.1", "gres-rs-health.1", "gres-rs-install.1", "gres-rs-status.1", "gres-rs.1"]);
     let check = fs::read_to_string(man.join("gres-rs-check.1")).unwrap();
     assert!(check.contains(".TH gres-rs-check 1") && check.contains("no\\-device\\-check") && check.contains("EXIT STATUS"), "{check}");
     assert!(check.contains("slurmd: The exact lines `slurmd \\-G` prints"), "{check}");

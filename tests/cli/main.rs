@@ -10,6 +10,7 @@
 
 mod check;
 mod detect;
+mod health;
 mod help;
 mod install;
 mod nvml;

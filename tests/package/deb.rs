@@ -112,6 +112,9 @@ fn the_debian_package_installs_runs_jobs_and_removes_cleanly() {
     }
     let (code, status) = gres_rs_status();
     assert_eq!(code, Some(0), "gres-rs status with ours loaded:\n{status}");
+    // The HealthCheckProgram slurmd can run without arguments.
+    let link = std::fs::read_link("/usr/bin/gres-rs-health").expect("/usr/bin/gres-rs-health");
+    assert_eq!(link, Path::new("gres-rs"), "/usr/bin/gres-rs-health -> {}", link.display());
     let ours = status_lines_of(&status, slurmd);
     for t in ["gres/gpu", "gres/mps", "gres/shard"] {
         let want = format!("  {t:<12} ours   Slurm {slurm}");
@@ -151,6 +154,7 @@ fn the_debian_package_installs_runs_jobs_and_removes_cleanly() {
         }
         assert!(!plugin_dir.exists(), "{} left after removal", plugin_dir.display());
         assert!(!Path::new("/usr/bin/gres-rs").exists(), "/usr/bin/gres-rs left after removal");
+        assert!(std::fs::symlink_metadata("/usr/bin/gres-rs-health").is_err(), "/usr/bin/gres-rs-health left after removal");
         assert!(!installed());
         // Removed, only dpkg's record of its maintainer scripts is left
         // ("rc"); purging leaves nothing.

@@ -182,6 +182,14 @@ impl Table {
         })
     }
 
+    /// The rule for a kind of fault: the site's, else the catalog's, else
+    /// the unknown-XID default (what `gres-rs health --list-faults` prints;
+    /// a recovery action's remedy depends on the action, see
+    /// [`Table::rule`]).
+    pub fn rule_of_kind(&self, kind: FaultKind) -> Rule {
+        self.overrides.get(&kind).copied().or_else(|| Table::catalog_rule(kind)).unwrap_or_else(|| self.unknown_xid_rule())
+    }
+
     /// The rule for a fault: the site's, else the catalog's, else the
     /// unknown-XID default.
     pub fn rule(&self, fault: &Fault) -> Rule {

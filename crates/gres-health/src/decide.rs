@@ -150,10 +150,11 @@ pub const EXIT_OK: i32 = 0;
 /// Exit status: warnings only.
 pub const EXIT_WARN: i32 = 1;
 /// Exit status: the node is unhealthy (drained now, kept drained, or
-/// drained by someone else).
-pub const EXIT_UNHEALTHY: i32 = 2;
+/// drained by someone else).  (2 is the tool's own: a usage error or a
+/// check that could not run.)
+pub const EXIT_UNHEALTHY: i32 = 3;
 /// Exit status: the node is unhealthy and the guard refused to drain it.
-pub const EXIT_GUARD: i32 = 3;
+pub const EXIT_GUARD: i32 = 4;
 
 impl Decision {
     /// The tool's exit status.

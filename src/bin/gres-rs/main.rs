@@ -17,6 +17,7 @@ mod detect;
 mod elf;
 mod generate;
 mod gres_conf_index;
+mod health;
 mod host;
 mod install;
 mod installed;
@@ -233,6 +234,40 @@ EXIT STATUS
     1   no daemon runs them (stock plugins only, or no daemon running)
     2   no daemon could be looked at (permissions), or /proc is unreadable";
 
+const HEALTH_LONG_ABOUT: &str = "\
+One health check of this node's GPUs, for slurm.conf's HealthCheckProgram
+(slurmd runs it as root every HealthCheckInterval, with no arguments and
+only SLURMD_NODENAME set: install the link gres-rs-health, which runs
+`gres-rs health`).  It reads the XIDs the NVIDIA driver wrote to the
+kernel log since the last run (each reported once, across runs and
+reboots: the cursor in --state-dir), and counts the GPUs' device files and
+NVIDIA GPUs on the PCI bus.  Each finding is classified by one table
+(after NVIDIA's XID catalog: application faults such as XID 13, 31, 43 and
+45 never drain), which /etc/slurm/gres-rs-health.conf may override.
+
+When a finding calls for it, the node is drained with one reason that
+names the GPU, the fault and the remedy, e.g.
+  gres-rs: gpu 3 GPU-5c1b2e3f 0000:41:00.0 xid 79 (fallen off the bus)
+  -> reboot node [resume:reboot@0f5c1b2e]
+A node is resumed only when gres-rs drained it, the fault is one the table
+marks recoverable, and the check is clean again; a drain an admin or
+another tool set is never touched.  A guard (guard_max_nodes, default 10%
+of the cluster) refuses to drain when that many nodes are already drained
+by gres-rs: a driver bug must not empty a cluster.  Run with --dry-run
+first.  docs/health.md has the table and the roll-out.
+
+EXAMPLES
+    gres-rs health --dry-run
+    gres-rs health --kmsg /var/log/kern.log --dry-run --format json
+    HealthCheckProgram=/usr/sbin/gres-rs-health
+
+EXIT STATUS
+    0   healthy (or resumed)
+    1   warnings only (e.g. throttling)
+    2   the check could not run (usage error, unreadable kernel log)
+    3   unhealthy: drained now, kept drained, or drained by someone else
+    4   unhealthy, and the guard refused to drain";
+
 #[derive(Parser, Debug)]
 #[command(name = "gres-rs", version, about = "Check, detect and install Slurm GPU GRES configurations", long_about = LONG_ABOUT)]
 struct Cli {
@@ -251,6 +286,9 @@ enum Command {
     /// Install the plugin files where slurmd loads them
     #[command(long_about = INSTALL_LONG_ABOUT)]
     Install(InstallArgs),
+    /// Check this node's GPUs (XIDs, device files, PCI) and drain it when one fails: Slurm's HealthCheckProgram
+    #[command(long_about = HEALTH_LONG_ABOUT)]
+    Health(HealthArgs),
     /// Show which plugin files the running slurmd, slurmstepd and slurmctld have loaded
     #[command(long_about = STATUS_LONG_ABOUT)]
     Status(StatusArgs),
@@ -395,6 +433,52 @@ pub struct DetectArgs {
     pub usage: Vec<u32>,
 }
 
+/// Output formats of `health`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HealthFormat {
+    /// A line per finding, the verdict and what was done
+    Text,
+    /// One JSON document (findings, verdict, reason, action, exit status)
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct HealthArgs {
+    /// Decide and print, but change neither the node nor the XID cursor
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask Slurm for the node's state (sinfo) and change nothing: decide as for a node in service
+    #[arg(long)]
+    pub no_slurm: bool,
+    /// Print the fault table (every XID and fault kind, with the site's rules applied) and exit
+    #[arg(long)]
+    pub list_faults: bool,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = HealthFormat::Text)]
+    pub format: HealthFormat,
+    /// Slurm's name of this node [default: $SLURMD_NODENAME, else the short host name]
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+    /// Directory of the XID cursor, health.state [default: /var/lib/gres-rs]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Read the kernel log from FILE (dmesg output or saved /dev/kmsg records) instead of /dev/kmsg
+    #[arg(long, value_name = "FILE")]
+    pub kmsg: Option<PathBuf>,
+    /// The site's rules over the fault table [default: /etc/slurm/gres-rs-health.conf, if it exists]
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Also write the findings for node_exporter's textfile collector into FILE (replaced atomically)
+    #[arg(long, value_name = "FILE")]
+    pub textfile: Option<PathBuf>,
+    /// Directory of the GPUs' device files [default: /dev]
+    #[arg(long, value_name = "DIR")]
+    pub dev_dir: Option<PathBuf>,
+    /// The sysfs root whose bus/pci/devices lists the PCI devices [default: /sys]
+    #[arg(long, value_name = "DIR")]
+    pub sys_dir: Option<PathBuf>,
+}
+
 #[derive(Args, Debug)]
 pub struct InstallArgs {
     /// Directory to install the plugin files into
@@ -419,13 +503,20 @@ fn version() -> &'static str {
 
 fn main() -> ExitCode {
     use clap::{CommandFactory, FromArgMatches};
-    let matches = Cli::command().version(version()).get_matches();
+    // slurmd runs HealthCheckProgram with no arguments: as gres-rs-health
+    // (a link to this program) it is `gres-rs health`.
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.first().and_then(|a| Path::new(a).file_name()).is_some_and(|n| n == "gres-rs-health") {
+        argv.insert(1, "health".into());
+    }
+    let matches = Cli::command().version(version()).get_matches_from(argv);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let code = match cli.command {
         Command::Check(args) => check::run(&args),
         Command::Detect(args) => detect::run(&args),
         Command::Install(args) => install::run(&args),
         Command::Status(args) => status::run(&args),
+        Command::Health(args) => health::run(&args),
         Command::Generate(args) => generate::run(&args),
     };
     ExitCode::from(code)

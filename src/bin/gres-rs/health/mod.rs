@@ -1,0 +1,371 @@
+//! `gres-rs health`: one health check of this node's GPUs, as Slurm's
+//! `HealthCheckProgram` runs it (as root, every `HealthCheckInterval`,
+//! killed after 60 s, with only `SLURMD_NODENAME` in its environment).
+//!
+//! The facts come from here ([`inventory`], [`kmsg_source`], NVML through
+//! `gres-nvml`, [`slurm_node`]); what they mean and what to do is
+//! `gres-health`'s: the fault table, the XID cursor, the drain reason, the
+//! verdict.  This module runs the sequence and writes what it did.
+
+pub mod inventory;
+pub mod kmsg_source;
+pub mod slurm_node;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use gres_health::catalog::{Action, Rule, XIDS};
+use gres_health::cursor::{select_new, Cursor};
+use gres_health::decide::{decide, Cluster, Decision, Inputs, NodeState as HealthNode, Verdict};
+use gres_health::fault::{Fault, FaultKind, Finding, GpuRef, Source};
+use gres_health::kmsg::{Format, XidEvent, XidReader};
+use gres_health::overrides::{self, SiteConfig};
+use gres_health::report::{render_metrics, summarize, RunStats, Summary};
+
+use crate::installed::program;
+use crate::render::JsonHeader;
+use crate::{tool_error, HealthArgs, HealthFormat};
+
+/// The tool's own failure (it could not check): distinct from the
+/// verdicts' statuses (0 healthy, 1 warnings, 3 unhealthy, 4 guard).
+const EXIT_CANNOT_CHECK: u8 = 2;
+
+/// The site's file of rules, read when it exists.
+pub const DEFAULT_CONFIG: &str = "/etc/slurm/gres-rs-health.conf";
+
+/// Where the XID cursor lives by default.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/gres-rs";
+
+/// The longest `sinfo` or `scontrol` may take: slurmd kills the whole
+/// check at 60 s.
+const SLURM_COMMAND_LIMIT: Duration = Duration::from_secs(15);
+
+/// What one run found and did.
+struct Run {
+    findings: Vec<Finding>,
+    notes: Vec<String>,
+    decision: Option<Decision>,
+    summary: Option<Summary>,
+    acted: Option<String>,
+    stats: RunStats,
+}
+
+pub fn run(args: &HealthArgs) -> u8 {
+    let site = match site_config(args) {
+        Ok(s) => s,
+        Err(e) => {
+            tool_error(e);
+            return EXIT_CANNOT_CHECK;
+        }
+    };
+    if args.list_faults {
+        print!("{}", fault_table(&site));
+        return 0;
+    }
+    let state_dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
+    let boot_id = read_boot_id();
+    let mut run = Run { findings: Vec::new(), notes: Vec::new(), decision: None, summary: None, acted: None, stats: RunStats::default() };
+
+    // 1. The kernel's log: XIDs since the last run.
+    let next_cursor = match xid_findings(args, &state_dir, &boot_id, &mut run) {
+        Ok(c) => c,
+        Err(e) => {
+            tool_error(e);
+            return EXIT_CANNOT_CHECK;
+        }
+    };
+    // 2. What the machine shows outside NVML.
+    let dev = inventory::device_minors(&args.dev_dir.clone().unwrap_or_else(|| PathBuf::from("/dev")));
+    let pci = inventory::pci_gpus(&args.sys_dir.clone().unwrap_or_else(|| PathBuf::from("/sys")).join("bus/pci/devices"));
+    run.notes.push(format!("{} GPU device files, {} NVIDIA GPUs on the PCI bus", dev.len(), pci.len()));
+    if dev.len() != pci.len() {
+        let fault = Fault::CountMismatch { nvml: dev.len() as u32, dev_files: dev.len() as u32, pci: pci.len() as u32, configured: None };
+        run.findings.push(Finding::new(fault, GpuRef::default(), Source::Pci));
+    }
+
+    // 3. The node as Slurm sees it, the verdict, and the action.
+    let node_name = args.node.clone().or_else(|| std::env::var("SLURMD_NODENAME").ok()).unwrap_or_else(crate::host::short_hostname);
+    // Without the node's state the check cannot know whose drain is on it:
+    // it decides, says so, and changes nothing.
+    let view = if args.no_slurm { Err("--no-slurm: Slurm not asked".to_string()) } else { slurm_view(&node_name) };
+    let (node, cluster, can_act) = match view {
+        Ok((node, cluster)) => (node, cluster, true),
+        Err(e) => {
+            run.notes.push(format!("{e}; the node is left as it is"));
+            (slurm_node::NodeState::default(), Vec::new(), false)
+        }
+    };
+    let reasons: Vec<&str> = cluster.iter().map(|(_, s)| s.reason.as_str()).filter(|r| !r.is_empty()).collect();
+    let inputs = Inputs {
+        node: HealthNode { state: &node.state, reason: Some(node.reason.as_str()).filter(|r| !r.is_empty()), reason_user: None },
+        findings: &run.findings,
+        table: &site.table,
+        guard: site.guard,
+        cluster: Cluster { total_nodes: cluster.len().max(1), reasons: &reasons },
+        boot_id: &boot_id,
+        reset_seen: false,
+        our_user: None,
+    };
+    let decision = decide(&inputs);
+    run.acted = if can_act { act(args, &node_name, &decision.verdict) } else { None };
+    run.summary = Some(summarize(&site.table, &run.findings, &decision));
+    run.decision = Some(decision);
+
+    if !args.dry_run {
+        if let Err(e) = next_cursor.save(&state_dir) {
+            run.notes.push(format!("cannot save the XID cursor in {}: {e} (this boot's XIDs will be reported again)", state_dir.display()));
+        }
+    }
+    run.stats.timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    output(args, &node_name, &run)
+}
+
+fn site_config(args: &HealthArgs) -> Result<SiteConfig, String> {
+    match &args.config {
+        Some(path) => overrides::load(path).map_err(|e| e.to_string()),
+        None if Path::new(DEFAULT_CONFIG).exists() => overrides::load(Path::new(DEFAULT_CONFIG)).map_err(|e| e.to_string()),
+        None => Ok(SiteConfig::default()),
+    }
+}
+
+/// `--list-faults`: what each fault gets, as this build and the site's
+/// file make it: every kind but XIDs, then every XID of NVIDIA's catalog.
+fn fault_table(site: &SiteConfig) -> String {
+    let row = |what: String, name: &str, rule: Rule| {
+        let remedy = rule.remedy.map_or("-", |r| r.text());
+        let resume = if rule.action != Action::Drain {
+            "-"
+        } else if rule.recoverable {
+            "when clear"
+        } else {
+            "by hand"
+        };
+        format!("{what:<16} {:<7} {remedy:<26} {resume:<11} {name}\n", rule.action.word())
+    };
+    let mut out = format!("{:<16} {:<7} {:<26} {:<11} {}\n", "FAULT", "ACTION", "REMEDY", "RESUME", "WHAT");
+    for (kind, word) in FaultKind::NAMED {
+        out.push_str(&row(word.to_string(), "", site.table.rule_of_kind(kind)));
+    }
+    for x in XIDS {
+        out.push_str(&row(format!("xid {}", x.code), x.name, site.table.rule_of_kind(FaultKind::Xid(x.code))));
+    }
+    out.push_str(&row("xid (other)".into(), "an XID the catalog does not list", site.table.unknown_xid_rule()));
+    out
+}
+
+/// This boot's id (`/proc/sys/kernel/random/boot_id`); empty where the
+/// kernel does not say.
+fn read_boot_id() -> String {
+    gres_core::bounded_read::read_bounded(Path::new("/proc/sys/kernel/random/boot_id"), 64)
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// A recorded log is `/dev/kmsg` records when its first line is one
+/// (`<prio>,<seq>,<usec>,<flags>;text`), else `dmesg` text.
+fn format_of(text: &str) -> Format {
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let head = first.split(';').next().unwrap_or("");
+    let fields: Vec<&str> = head.split(',').collect();
+    if first.contains(';') && fields.len() >= 4 && fields[..3].iter().all(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit())) {
+        Format::Kmsg
+    } else {
+        Format::Text
+    }
+}
+
+/// The XIDs of the kernel's log not reported before, as findings; the
+/// cursor to save after the run.  On the first run (no state yet) the
+/// XIDs already in this boot's log are noted and not acted on: they
+/// happened before the check was installed, and a GPU they broke is seen
+/// broken by NVML.
+fn xid_findings(args: &HealthArgs, state_dir: &Path, boot_id: &str, run: &mut Run) -> Result<Cursor, String> {
+    let (text, what) = match &args.kmsg {
+        Some(file) => (kmsg_source::read_log_file(file)?, file.display().to_string()),
+        None => (kmsg_source::read_kmsg_device(Path::new("/dev/kmsg"))?, "/dev/kmsg".to_string()),
+    };
+    let mut reader = XidReader::new(std::io::Cursor::new(text.as_bytes()), format_of(&text));
+    let events: Vec<XidEvent> = reader.read_all().map_err(|e| format!("{what}: {e}"))?;
+    run.stats.long_lines = reader.long_lines();
+    let loaded = Cursor::load(state_dir);
+    if let Some(w) = loaded.warning {
+        run.notes.push(w);
+    }
+    let first_run = loaded.cursor.is_none() && args.kmsg.is_none();
+    let (new, next) = select_new(loaded.cursor.as_ref(), boot_id, &events);
+    if first_run && !new.is_empty() {
+        run.notes.push(format!(
+            "first run: {} XID(s) already in this boot's kernel log before the check was set up, not acted on (replay them with --kmsg FILE)",
+            new.len()
+        ));
+        return Ok(next);
+    }
+    run.stats.new_xids = new.len() as u64;
+    run.findings.extend(new.iter().map(XidEvent::finding));
+    Ok(next)
+}
+
+/// This node's state and reason, and every node's (for the guard).
+fn slurm_view(node: &str) -> Result<(slurm_node::NodeState, Vec<(String, slurm_node::NodeState)>), String> {
+    let sinfo = program("sinfo").ok_or("no sinfo found")?;
+    let text = slurm_node::run_limited(&sinfo, &["-h", "-N", "-o", "%N|%T|%E"], SLURM_COMMAND_LIMIT)?;
+    let mut all: Vec<(String, slurm_node::NodeState)> = text.lines().filter_map(slurm_node::parse_sinfo_line).collect();
+    // A node in several partitions is listed once a partition.
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all.dedup_by(|a, b| a.0 == b.0);
+    let this = all.iter().find(|(n, _)| n == node).map(|(_, s)| s.clone()).ok_or_else(|| format!("sinfo does not list node {node}"))?;
+    Ok((this, all))
+}
+
+/// Drain or resume through `scontrol` (not with `--dry-run`); what was
+/// done, in words.
+fn act(args: &HealthArgs, node: &str, verdict: &Verdict) -> Option<String> {
+    let (state, reason) = match verdict {
+        Verdict::Drain(r) => ("DRAIN", Some(r.text.clone())),
+        Verdict::Resume { .. } => ("RESUME", None),
+        _ => return None,
+    };
+    let node_arg = format!("NodeName={node}");
+    let state_arg = format!("State={state}");
+    let reason_arg = reason.as_ref().map(|r| format!("Reason={r}"));
+    let mut argv: Vec<&str> = vec!["update", &node_arg, &state_arg];
+    if let Some(r) = &reason_arg {
+        argv.push(r);
+    }
+    if args.dry_run {
+        return Some(format!("would run: scontrol {}", argv.join(" ")));
+    }
+    let Some(scontrol) = program("scontrol") else { return Some("no scontrol found: the node was not changed".into()) };
+    Some(match slurm_node::run_limited(&scontrol, &argv, SLURM_COMMAND_LIMIT) {
+        Ok(_) => format!("ran: scontrol {}", argv.join(" ")),
+        Err(e) => format!("the node was not changed: {e}"),
+    })
+}
+
+fn output(args: &HealthArgs, node: &str, run: &Run) -> u8 {
+    let Some(summary) = &run.summary else { return EXIT_CANNOT_CHECK };
+    if let Some(path) = &args.textfile {
+        if let Err(e) = write_atomically(path, &render_metrics(summary, run.stats)) {
+            tool_error(format!("cannot write {}: {e}", path.display()));
+        }
+    }
+    match args.format {
+        HealthFormat::Json => println!("{}", json(node, run, summary)),
+        HealthFormat::Text => {
+            for n in &run.notes {
+                println!("note: {n}");
+            }
+            for f in &summary.findings {
+                let gpu = f.gpu.map_or_else(|| "node".to_string(), |g| format!("gpu {g}"));
+                let remedy = f.remedy.map(|r| format!(" -> {r}")).unwrap_or_default();
+                println!("{}: {gpu}: {} [{}]{remedy} ({})", f.action, f.text, f.kind, f.source);
+            }
+            let reason = summary.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+            println!("verdict: {}{reason}", summary.verdict);
+            if let Some(a) = &run.acted {
+                println!("{a}");
+            }
+        }
+    }
+    u8::try_from(summary.exit_status).unwrap_or(EXIT_CANNOT_CHECK)
+}
+
+/// `--format json`: the tool's header, then the run.
+#[derive(Serialize)]
+struct JsonHealth<'a> {
+    #[serde(flatten)]
+    header: JsonHeader,
+    node: &'a str,
+    verdict: &'a str,
+    reason: Option<&'a str>,
+    waiting: Option<&'a str>,
+    /// When the guard refused: gres-rs's drained nodes and the limit.
+    guard: Option<JsonGuard>,
+    /// The scontrol command run (or, with --dry-run, that would run).
+    action: Option<&'a str>,
+    exit_status: i32,
+    findings: Vec<JsonFinding<'a>>,
+    warnings: &'a [String],
+    notes: &'a [String],
+    new_xids: u64,
+}
+
+#[derive(Serialize)]
+struct JsonGuard {
+    drained_by_gres_rs: usize,
+    limit: usize,
+}
+
+#[derive(Serialize)]
+struct JsonFinding<'a> {
+    gpu: Option<u32>,
+    uuid: Option<&'a str>,
+    pci: Option<&'a str>,
+    kind: &'a str,
+    detail: &'a str,
+    text: &'a str,
+    action: &'a str,
+    remedy: Option<&'a str>,
+    recoverable: bool,
+    source: &'a str,
+}
+
+fn json(node: &str, run: &Run, s: &Summary) -> String {
+    let findings = s
+        .findings
+        .iter()
+        .map(|f| JsonFinding {
+            gpu: f.gpu,
+            uuid: f.uuid.as_deref(),
+            pci: f.pci.as_deref(),
+            kind: f.kind,
+            detail: &f.detail,
+            text: &f.text,
+            action: f.action,
+            remedy: f.remedy,
+            recoverable: f.recoverable,
+            source: &f.source,
+        })
+        .collect();
+    let doc = JsonHealth {
+        header: JsonHeader::new(),
+        node,
+        verdict: s.verdict,
+        reason: s.reason.as_deref(),
+        waiting: s.waiting.as_deref(),
+        guard: s.guard.map(|(drained_by_gres_rs, limit)| JsonGuard { drained_by_gres_rs, limit }),
+        action: run.acted.as_deref(),
+        exit_status: s.exit_status,
+        findings,
+        warnings: &s.warnings,
+        notes: &run.notes,
+        new_xids: run.stats.new_xids,
+    };
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
+}
+
+/// Write `text` to `path` as node_exporter's textfile collector wants it:
+/// a temporary file beside it, renamed over it, so the collector never
+/// reads half a file.
+fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recorded_log_says_its_format() {
+        assert!(matches!(format_of("6,3545,51282211373,-;vn2: left allmulticast mode\n"), Format::Kmsg));
+        assert!(matches!(format_of("\n[ 1.0] NVRM: Xid (PCI:0000:41:00): 79, pid=1\n"), Format::Text));
+        assert!(matches!(format_of("Dec  4 20:00:00 node kernel: NVRM: Xid (PCI:0000:41:00): 79;x\n"), Format::Text));
+        assert!(matches!(format_of(""), Format::Text));
+    }
+}

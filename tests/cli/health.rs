@@ -1,0 +1,149 @@
+//! `gres-rs health` without Slurm (`--no-slurm`) on recorded kernel logs:
+//! what it finds, what it would drain with, the XID cursor, the site's
+//! rules, the exit statuses, and the textfile.
+
+use crate::run::{gres_rs, temp_dir, text};
+use std::fs;
+use std::path::Path;
+use std::process::Output;
+
+/// A dmesg of a node whose GPU 0000:41:00.0 had an application fault
+/// (XID 13) and then fell off the bus (XID 79).
+const DMESG: &str = "\
+[    5.123456] nvidia: loading out-of-tree module taints kernel.
+[ 1234.567890] NVRM: Xid (PCI:0000:41:00): 13, pid=4242, name=python3, Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address
+[ 1300.000001] NVRM: Xid (PCI:0000:41:00): 79, pid=1234, name=python3, GPU has fallen off the bus.
+";
+
+/// The same as `/dev/kmsg` records, application faults only.
+const KMSG_APP_ONLY: &str = "\
+6,3545,51282211373,-;nvidia: loading out-of-tree module taints kernel.
+4,3546,51282211380,-;NVRM: Xid (PCI:0000:41:00): 13, pid=4242, name=python3, Graphics SM Warp Exception
+ SUBSYSTEM=pci
+ DEVICE=+pci:0000:41:00.0
+4,3547,51282211390,-;NVRM: Xid (PCI:0000:41:00): 43, pid=4242, name=python3, Ch 00000008
+4,3548,51282211399,-;NVRM: Xid (PCI:0000:41:00): 45, pid=4242, name=python3, Ch 00000008
+";
+
+fn health(dir: &Path, log: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["health", "--no-slurm", "--node", "tux0", "--kmsg", log.to_str().unwrap(), "--state-dir", dir.to_str().unwrap()];
+    let empty = dir.join("empty");
+    fs::create_dir_all(&empty).unwrap();
+    // No GPU files and no PCI GPUs: the counts agree (zero each).
+    args.extend_from_slice(&["--dev-dir", empty.to_str().unwrap(), "--sys-dir", empty.to_str().unwrap()]);
+    args.extend_from_slice(extra);
+    gres_rs(&args)
+}
+
+#[test]
+fn a_gpu_fallen_off_the_bus_drains_with_a_reason_naming_it() {
+    let d = temp_dir("health-79");
+    let log = d.0.join("dmesg.txt");
+    fs::write(&log, DMESG).unwrap();
+    let out = health(&d.0, &log, &["--dry-run"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("ignore: node: xid 13 (graphics engine exception)"), "{stdout}");
+    let verdict = stdout.lines().find(|l| l.starts_with("verdict: ")).unwrap();
+    assert!(verdict.starts_with("verdict: drain: gres-rs: gpu 0000:41:00.0 xid 79 (fallen off the bus) -> reboot node [resume:reboot@"), "{verdict}");
+    // Slurm not asked: nothing is changed, and it says so.
+    assert!(stdout.contains("note: --no-slurm: Slurm not asked; the node is left as it is"), "{stdout}");
+    // A dry run saves no cursor: the next run sees the same XIDs.
+    assert!(!d.0.join("health.state").exists());
+    let again = health(&d.0, &log, &["--dry-run", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(doc["verdict"], "drain");
+    assert_eq!(doc["exit_status"], 3);
+    assert_eq!(doc["new_xids"], 2);
+    assert_eq!(doc["findings"][1]["pci"], "0000:41:00.0");
+    assert_eq!(doc["findings"][1]["remedy"], "reboot node");
+    assert_eq!(doc["tool"], "gres-rs");
+}
+
+#[test]
+fn each_xid_is_reported_once() {
+    let d = temp_dir("health-once");
+    let log = d.0.join("dmesg.txt");
+    fs::write(&log, DMESG).unwrap();
+    assert_eq!(health(&d.0, &log, &[]).status.code(), Some(3));
+    assert!(fs::read_to_string(d.0.join("health.state")).unwrap().starts_with("gres-rs-health-state 1"));
+    // The same log replayed: nothing new, nothing to drain for.
+    let out = health(&d.0, &log, &["--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((doc["new_xids"].as_u64(), doc["verdict"].as_str()), (Some(0), Some("nothing")), "{doc}");
+    assert_eq!(out.status.code(), Some(0));
+    // A new line in the log is new.
+    fs::write(&log, format!("{DMESG}[ 1400.0] NVRM: Xid (PCI:0000:41:00): 48, pid=1, name=x, An uncorrectable double bit error\n")).unwrap();
+    let out = health(&d.0, &log, &["--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["new_xids"], 1, "{doc}");
+    assert!(doc["reason"].as_str().unwrap().contains("xid 48"), "{doc}");
+}
+
+#[test]
+fn application_xids_drain_nothing() {
+    let d = temp_dir("health-app");
+    let log = d.0.join("kmsg.txt");
+    fs::write(&log, KMSG_APP_ONLY).unwrap();
+    let out = health(&d.0, &log, &["--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["verdict"], "nothing", "{doc}");
+    assert_eq!(doc["findings"].as_array().unwrap().len(), 3);
+    assert!(doc["findings"].as_array().unwrap().iter().all(|f| f["action"] == "ignore"), "{doc}");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn the_sites_rules_change_the_action_and_a_typo_names_its_place() {
+    let d = temp_dir("health-site");
+    let log = d.0.join("dmesg.txt");
+    fs::write(&log, DMESG).unwrap();
+    let conf = d.0.join("health.conf");
+    fs::write(&conf, "# this site lets XID 79 only warn\nxid 79 = warn\n").unwrap();
+    let out = health(&d.0, &log, &["--dry-run", "--config", conf.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("verdict: warn"), "{stdout}");
+    fs::write(&conf, "xid 79 = drian\n").unwrap();
+    let out = health(&d.0, &log, &["--dry-run", "--config", conf.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("{}:1:", conf.display())) && err.contains("drain"), "{err}");
+}
+
+#[test]
+fn a_fifo_as_the_sites_file_is_refused_without_waiting() {
+    let d = temp_dir("health-fifo");
+    let log = d.0.join("dmesg.txt");
+    fs::write(&log, DMESG).unwrap();
+    let fifo = d.0.join("health.conf");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let t = std::time::Instant::now();
+    let out = health(&d.0, &log, &["--dry-run", "--config", fifo.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(t.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn the_textfile_holds_the_findings_for_node_exporter() {
+    let d = temp_dir("health-textfile");
+    let log = d.0.join("dmesg.txt");
+    fs::write(&log, DMESG).unwrap();
+    let prom = d.0.join("gres_rs_health.prom");
+    health(&d.0, &log, &["--dry-run", "--textfile", prom.to_str().unwrap()]);
+    let metrics = fs::read_to_string(&prom).unwrap();
+    assert!(metrics.contains("# TYPE ") && metrics.contains("xid"), "{metrics}");
+    assert!(metrics.lines().any(|l| l.contains("pci=\"0000:41:00.0\"") && l.contains("79")), "{metrics}");
+    // Replaced whole, no temporary file left beside it.
+    assert_eq!(fs::read_dir(&d.0).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains(".tmp")).count(), 0);
+}
+
+#[test]
+fn as_gres_rs_health_it_runs_the_health_check() {
+    // slurmd runs HealthCheckProgram with no arguments.
+    let d = temp_dir("health-link");
+    let link = d.0.join("gres-rs-health");
+    std::os::unix::fs::symlink(crate::run::GRES_RS, &link).unwrap();
+    let out = std::process::Command::new(&link).arg("--help").output().unwrap();
+    assert!(text(&out.stdout).contains("HealthCheckProgram"), "{}", text(&out.stdout));
+}
