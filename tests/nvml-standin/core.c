@@ -1,8 +1,8 @@
 /*
  * The NVML stand-in's state and what every call shares: the call log
- * (GRES_RS_NVML_CALLS), the slow driver (delay_us), failure injection
- * (`fail`), init and shutdown (which load the fixture), error strings and
- * versions.  See standin.h.
+ * (GRES_RS_NVML_CALLS), the slow driver (delay_us) and the hanging call
+ * (`delay`), failure injection (`fail`, `lost`), init and shutdown (which
+ * load the fixture), error strings and versions.  See standin.h.
  */
 
 #include <stdarg.h>
@@ -24,8 +24,12 @@ char nvml_version[80] = "12.535.104.05";
 int init_error, count_error;
 int init_count;
 unsigned long delay_us, init_delay_ms;
+struct xid_entry xids[MAX_XIDS];
+int n_xids;
+struct call_delay delays[MAX_DELAYS];
+int n_delays;
 
-static void pause_us(unsigned long us)
+void pause_us(unsigned long us)
 {
 	struct timespec ts = { .tv_sec = (time_t) (us / 1000000),
 			       .tv_nsec = (long) (us % 1000000) * 1000 };
@@ -76,8 +80,23 @@ const char *dev_name(nvmlDevice_t d)
 	return buf;
 }
 
+/* The `delay`s of call `fn` on `d` (NULL: a call without a device). */
+void pause_call(nvmlDevice_t d, const char *fn)
+{
+	for (int i = 0; i < n_delays; i++)
+		if ((!delays[i].dev || delays[i].dev == d) &&
+		    !strcmp(delays[i].fn, fn))
+			pause_us(delays[i].ms * 1000);
+}
+
+/* What call `fn` on `d` fails with (0: nothing), after its delays: a lost
+ * GPU (or a MIG device of one) fails every call, as the driver's do after
+ * XID 79; else its `fail`s. */
 int failure(nvmlDevice_t d, const char *fn)
 {
+	pause_call(d, fn);
+	if (d->lost || (d->is_mig && gpus[d->parent].lost))
+		return NVML_ERROR_GPU_IS_LOST;
 	for (int i = 0; i < d->n_fails; i++)
 		if (!strcmp(d->fail_fn[i], fn))
 			return d->fail_code[i];
@@ -101,6 +120,7 @@ static nvmlReturn_t do_init(const char *fn)
 			return NVML_ERROR_DRIVER_NOT_LOADED;
 		load_fixture(path);
 		pause_us(init_delay_ms * 1000);
+		pause_call(NULL, fn);
 	}
 	if (init_error)
 		return init_error;

@@ -35,6 +35,7 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
 	record("%s", __func__);
 	if (!init_count)
 		return NVML_ERROR_UNINITIALIZED;
+	pause_call(NULL, __func__);
 	if (count_error)
 		return count_error;
 	*count = (unsigned int) n_gpus;

@@ -38,6 +38,43 @@
  *                               longer: a slow driver
  *   init_delay_ms <n>           (anywhere) nvmlInit* takes n milliseconds
  *                               longer when it loads the fixture
+ *   delay <function> <ms>       that call takes ms milliseconds longer on
+ *                               this device; before the first `gpu`, on
+ *                               every device and for the calls without one
+ *                               (nvmlInit_v2, nvmlDeviceGetCount_v2,
+ *                               nvmlEventSetWait_v2): a hanging driver
+ *
+ * Reuse:
+ *   include <file>              read that fixture file here (relative to
+ *                               this file's directory, or absolute)
+ *   select <n>                  GPU n (NVML index, already defined) is the
+ *                               current device again, to add settings to
+ *                               an included node
+ *
+ * Health (health.c); without these keys the calls are NOT_SUPPORTED, as
+ * on a GPU without ECC, page retirement or row remapping:
+ *   lost                        the GPU fell off the bus (XID 79): every
+ *                               call on it or its MIG devices, its handle
+ *                               included, fails with GPU_IS_LOST
+ *   ecc_mode <current> <pending>    1 enabled, 0 disabled (ECC error
+ *                               counts are NOT_SUPPORTED while disabled)
+ *   dbe <volatile> <aggregate>  uncorrected (double-bit) ECC error counts
+ *   sbe <volatile> <aggregate>  corrected (single-bit) ECC error counts
+ *   retired_pages <sbe> <dbe> <pending>     pages retired for multiple
+ *                               single-bit / for double-bit errors, and
+ *                               1 when some wait for a reboot to retire
+ *   remapped_rows <corrected> <uncorrected> <pending> <failure>
+ *                               row remapping (Ampere on)
+ *   throttle <mask>             clock event (throttle) reasons, NVML's
+ *                               bits in hex (0x8 HW slowdown, 0x20 SW
+ *                               thermal, 0x40 HW thermal, 0x80 HW power
+ *                               brake, 0x4 SW power cap, 0x1 idle)
+ *   nvlink_down <lane>          that lane is inactive (e.g. after
+ *                               `select`, one `nvlink` set up)
+ *   xid <n>                     an XID critical error event on this
+ *                               device, queued for nvmlEventSetWait_v2 in
+ *                               file order (on a MIG device: delivered as
+ *                               its GPU's, with its gi and ci)
  */
 
 #include <ctype.h>
@@ -89,17 +126,90 @@ static char *trim(char *s)
 	return s;
 }
 
+/* The settings of the health keys (see the format above); 0: not one. */
+static int health_key(struct nvml_dev *cur, const char *key, const char *rest)
+{
+	if (!strcmp(key, "lost")) {
+		cur->lost = 1;
+	} else if (!strcmp(key, "ecc_mode")) {
+		cur->ecc_supported = 1;
+		sscanf(rest, "%u %u", &cur->ecc_cur, &cur->ecc_pend);
+	} else if (!strcmp(key, "dbe")) {
+		sscanf(rest, "%llu %llu", &cur->dbe[0], &cur->dbe[1]);
+	} else if (!strcmp(key, "sbe")) {
+		sscanf(rest, "%llu %llu", &cur->sbe[0], &cur->sbe[1]);
+	} else if (!strcmp(key, "retired_pages")) {
+		cur->pages_supported = 1;
+		sscanf(rest, "%u %u %u", &cur->pages_sbe, &cur->pages_dbe,
+		       &cur->pages_pending);
+	} else if (!strcmp(key, "remapped_rows")) {
+		cur->remap_supported = 1;
+		sscanf(rest, "%u %u %u %u", &cur->remap_corr, &cur->remap_unc,
+		       &cur->remap_pending, &cur->remap_failure);
+	} else if (!strcmp(key, "throttle")) {
+		cur->throttle_supported = 1;
+		cur->throttle = strtoull(rest, NULL, 16);
+	} else if (!strcmp(key, "nvlink_down")) {
+		int lane = atoi(rest);
+		if (lane >= 0 && lane < MAX_LANES)
+			cur->active[lane] = 0;
+	} else if (!strcmp(key, "xid")) {
+		if (n_xids < MAX_XIDS) {
+			xids[n_xids].dev = cur;
+			xids[n_xids++].xid = strtoull(rest, NULL, 10);
+		}
+	} else {
+		return 0;
+	}
+	return 1;
+}
+
+static void add_delay(const struct nvml_dev *cur, const char *rest)
+{
+	char fn[64];
+	unsigned long ms;
+
+	if (n_delays < MAX_DELAYS && sscanf(rest, "%63s %lu", fn, &ms) == 2) {
+		delays[n_delays].dev = cur;
+		copy_str(delays[n_delays].fn, 64, fn);
+		delays[n_delays++].ms = ms;
+	}
+}
+
+/* The device the settings go to: kept across `include`s. */
+static struct nvml_dev *cur;
+
+static void read_fixture(const char *path, int depth);
+
+static void include(const char *from, const char *name, int depth)
+{
+	char path[4096];
+	const char *slash = strrchr(from, '/');
+
+	if (name[0] == '/' || !slash)
+		copy_str(path, sizeof(path), name);
+	else
+		snprintf(path, sizeof(path), "%.*s/%s", (int) (slash - from),
+			 from, name);
+	read_fixture(path, depth + 1);
+}
+
 void load_fixture(const char *path)
 {
-	FILE *f = fopen(path, "r");
-	char line[4096];
-	struct nvml_dev *cur = NULL;
-
 	memset(gpus, 0, sizeof(gpus));
 	memset(migs, 0, sizeof(migs));
-	n_gpus = n_migs_total = n_procs = 0;
+	n_gpus = n_migs_total = n_procs = n_xids = n_delays = 0;
 	init_error = count_error = 0;
 	delay_us = init_delay_ms = 0;
+	cur = NULL;
+	read_fixture(path, 0);
+}
+
+static void read_fixture(const char *path, int depth)
+{
+	FILE *f = depth < 8 ? fopen(path, "r") : NULL;
+	char line[4096];
+
 	if (!f) {
 		init_error = NVML_ERROR_DRIVER_NOT_LOADED;
 		return;
@@ -132,6 +242,14 @@ void load_fixture(const char *path)
 			delay_us = strtoul(rest, NULL, 10);
 		} else if (!strcmp(key, "init_delay_ms")) {
 			init_delay_ms = strtoul(rest, NULL, 10);
+		} else if (!strcmp(key, "delay")) {
+			add_delay(cur, rest);
+		} else if (!strcmp(key, "include")) {
+			include(path, rest, depth);
+		} else if (!strcmp(key, "select")) {
+			int n = atoi(rest);
+			if (n >= 0 && n < n_gpus)
+				cur = &gpus[n];
 		} else if (!strcmp(key, "gpu")) {
 			if (n_gpus >= MAX_GPUS)
 				break;
@@ -148,6 +266,8 @@ void load_fixture(const char *path)
 			cur->index = p->n_migs;
 			p->migs[p->n_migs++] = n_migs_total++;
 		} else if (!cur) {
+			continue;
+		} else if (health_key(cur, key, rest)) {
 			continue;
 		} else if (!strcmp(key, "name")) {
 			copy_str(cur->name, sizeof(cur->name), rest);

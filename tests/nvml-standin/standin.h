@@ -28,6 +28,8 @@
  *                NVLink, MIG
  *   clocks.c     supported, application and locked clocks; energy, power
  *   processes.c  running processes and their utilisation samples
+ *   health.c     GPU faults: ECC error counts, retired pages, row
+ *                remapping, clock event (throttle) reasons, XID events
  */
 
 #ifndef NVML_STANDIN_H
@@ -43,6 +45,8 @@ typedef struct nvml_dev *nvmlDevice_t;
 #define NVML_ERROR_NOT_FOUND 6
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_ERROR_DRIVER_NOT_LOADED 9
+#define NVML_ERROR_TIMEOUT 10
+#define NVML_ERROR_GPU_IS_LOST 15
 
 #define MAX_GPUS 64
 #define MAX_MIGS 256
@@ -52,6 +56,8 @@ typedef struct nvml_dev *nvmlDevice_t;
 #define MAX_CLOCKS 256
 #define MAX_MEM 16
 #define MAX_PROCS 2048 /* proc and util entries of all devices */
+#define MAX_XIDS 256
+#define MAX_DELAYS 32
 
 struct gfx_list {
 	unsigned int mem;
@@ -100,6 +106,32 @@ struct nvml_dev {
 	char fail_fn[MAX_FAILS][64];
 	int fail_code[MAX_FAILS];
 	int n_fails;
+	/* Health (health.c); each *_supported 0: the call is NOT_SUPPORTED. */
+	int lost;	/* every call on it (and its MIG devices): GPU_IS_LOST */
+	int ecc_supported;
+	unsigned int ecc_cur, ecc_pend;
+	unsigned long long dbe[2], sbe[2];	/* [0] volatile, [1] aggregate */
+	int pages_supported;
+	unsigned int pages_sbe, pages_dbe, pages_pending;
+	int remap_supported;
+	unsigned int remap_corr, remap_unc, remap_pending, remap_failure;
+	int throttle_supported;
+	unsigned long long throttle;
+};
+
+/* An XID (`xid`): on `dev`, a GPU or a MIG device (delivered as its
+ * parent's, with its GPU and compute instance ids). */
+struct xid_entry {
+	const struct nvml_dev *dev;
+	unsigned long long xid;
+};
+
+/* A call made slower (`delay`): `fn` on `dev` (NULL: on any device, and
+ * the calls without one). */
+struct call_delay {
+	const struct nvml_dev *dev;
+	char fn[64];
+	unsigned long ms;
 };
 
 /*
@@ -120,12 +152,18 @@ extern char nvml_version[80];
 extern int init_error, count_error;
 extern int init_count;
 extern unsigned long delay_us, init_delay_ms;
+extern struct xid_entry xids[MAX_XIDS];
+extern int n_xids;
+extern struct call_delay delays[MAX_DELAYS];
+extern int n_delays;
 
 /* core.c */
 void record(const char *fmt, ...);
 int valid(nvmlDevice_t d);
 const char *dev_name(nvmlDevice_t d);
 int failure(nvmlDevice_t d, const char *fn);
+void pause_call(nvmlDevice_t d, const char *fn);
+void pause_us(unsigned long us);
 void copy_str(char *dst, unsigned int len, const char *src);
 
 /* fixture.c */
