@@ -1,8 +1,11 @@
 //! NVML calls `nvml-wrapper` 0.11 does not offer: the four for enumerating
 //! MIG devices (`nvmlDeviceGetMaxMigDeviceCount`,
 //! `nvmlDeviceGetMigDeviceHandleByIndex`, `nvmlDeviceGetGpuInstanceId`,
-//! `nvmlDeviceGetComputeInstanceId`) and `nvmlErrorString` (for log lines
-//! worded like the stock plugin's).  They are looked up in the same NVML
+//! `nvmlDeviceGetComputeInstanceId`), `nvmlErrorString` (for log lines
+//! worded like the stock plugin's), `nvmlDeviceGetRemappedRows` (row
+//! remapping, for the health check) and `nvmlEventSetWait_v2` with the
+//! whole event (the wrapper's drops the GPU and compute instance ids that
+//! attribute an XID to a MIG device).  They are looked up in the same NVML
 //! library file `nvml-wrapper` loads (the dynamic loader hands back the
 //! same loaded copy), and a MIG handle is given back as an
 //! `nvml_wrapper::Device`, so every other query goes through the wrapper.
@@ -12,13 +15,55 @@
 //! the crates above it.
 
 use nvml_wrapper::error::{nvml_try, NvmlError};
-use nvml_wrapper::Device;
-use std::ffi::{c_char, c_uint, c_void, CStr, CString, OsStr};
+use nvml_wrapper::{Device, EventSet, Nvml};
+use std::ffi::{c_char, c_uint, c_ulonglong, c_void, CStr, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 
 type CountFn = unsafe extern "C" fn(*mut c_void, *mut c_uint) -> c_uint;
 type ByIndexFn = unsafe extern "C" fn(*mut c_void, c_uint, *mut *mut c_void) -> c_uint;
 type ErrorStringFn = unsafe extern "C" fn(c_uint) -> *const c_char;
+type RemappedRowsFn = unsafe extern "C" fn(*mut c_void, *mut c_uint, *mut c_uint, *mut c_uint, *mut c_uint) -> c_uint;
+type EventWaitFn = unsafe extern "C" fn(*mut c_void, *mut RawEventData, c_uint) -> c_uint;
+
+/// nvml.h's `nvmlEventData_t`.
+#[repr(C)]
+struct RawEventData {
+    device: *mut c_void,
+    event_type: c_ulonglong,
+    event_data: c_ulonglong,
+    gpu_instance_id: c_uint,
+    compute_instance_id: c_uint,
+}
+
+/// `nvmlDeviceGetRemappedRows`: rows remapped for corrected and for
+/// uncorrected errors, whether a remapping waits for a GPU reset, whether
+/// a remapping failed (no spare row left).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RemappedRows {
+    pub corrected: u32,
+    pub uncorrected: u32,
+    pub pending: bool,
+    pub failure: bool,
+}
+
+/// NVML's "no instance" id in an event (`gpuInstanceId`,
+/// `computeInstanceId` of an event no MIG device caused).
+pub const NO_INSTANCE: u32 = u32::MAX;
+
+/// One event of `nvmlEventSetWait_v2`, whole.
+#[derive(Debug)]
+pub struct Event<'n> {
+    /// The GPU it happened on (the MIG device's parent GPU for MIG).
+    pub device: Device<'n>,
+    /// `nvmlEventType*` bits.
+    pub event_type: u64,
+    /// The XID for `nvmlEventTypeXidCriticalError`.
+    pub data: u64,
+    /// GPU and compute instance of the MIG device it is attributed to, or
+    /// [`NO_INSTANCE`].
+    pub gpu_instance_id: u32,
+    pub compute_instance_id: u32,
+}
 
 /// A `dlopen()` reference to the NVML library, closed on drop.
 struct LibRef(*mut c_void);
@@ -47,6 +92,8 @@ pub struct NvmlExtra {
     gi_id: Option<CountFn>,
     ci_id: Option<CountFn>,
     error_string: Option<ErrorStringFn>,
+    remapped_rows: Option<RemappedRowsFn>,
+    event_wait: Option<EventWaitFn>,
     _lib: LibRef,
 }
 
@@ -83,6 +130,7 @@ impl NvmlExtra {
             sym(c"nvmlDeviceGetComputeInstanceId"),
             sym(c"nvmlErrorString"),
         );
+        let (remapped_rows, event_wait) = (sym(c"nvmlDeviceGetRemappedRows"), sym(c"nvmlEventSetWait_v2"));
         let as_count = |p: *mut c_void| {
             (!p.is_null()).then(|| {
                 // SAFETY: NVML declares these symbols with exactly this C
@@ -103,6 +151,19 @@ impl NvmlExtra {
             error_string: (!error_string.is_null()).then(|| {
                 // SAFETY: NVML's `const char *nvmlErrorString(nvmlReturn_t)`.
                 unsafe { std::mem::transmute::<*mut c_void, ErrorStringFn>(error_string) }
+            }),
+            remapped_rows: (!remapped_rows.is_null()).then(|| {
+                // SAFETY: NVML's `nvmlReturn_t nvmlDeviceGetRemappedRows(
+                // nvmlDevice_t, unsigned int *corrRows, unsigned int
+                // *uncRows, unsigned int *isPending, unsigned int
+                // *failureOccurred)`.
+                unsafe { std::mem::transmute::<*mut c_void, RemappedRowsFn>(remapped_rows) }
+            }),
+            event_wait: (!event_wait.is_null()).then(|| {
+                // SAFETY: NVML's `nvmlReturn_t nvmlEventSetWait_v2(
+                // nvmlEventSet_t, nvmlEventData_t *, unsigned int)`, with
+                // `RawEventData` laid out as nvmlEventData_t.
+                unsafe { std::mem::transmute::<*mut c_void, EventWaitFn>(event_wait) }
             }),
             _lib: lib,
         })
@@ -150,6 +211,42 @@ impl NvmlExtra {
         Ok(unsafe { Device::new(mig.cast(), dev.nvml()) })
     }
 
+    /// `nvmlDeviceGetRemappedRows` (Ampere and later).
+    pub fn remapped_rows(&self, dev: &Device<'_>) -> Result<RemappedRows, NvmlError> {
+        let f = self.remapped_rows.ok_or(NvmlError::FunctionNotFound)?;
+        let (mut corrected, mut uncorrected, mut pending, mut failure): (c_uint, c_uint, c_uint, c_uint) = (0, 0, 0, 0);
+        // SAFETY: valid device handle (see `count_call`), four valid out
+        // pointers.
+        let rc = unsafe { f(dev.handle().cast(), &mut corrected, &mut uncorrected, &mut pending, &mut failure) };
+        nvml_try(rc)?;
+        Ok(RemappedRows { corrected, uncorrected, pending: pending != 0, failure: failure != 0 })
+    }
+
+    /// `nvmlEventSetWait_v2`: the next event of `set` (created by `nvml`),
+    /// waiting up to `timeout_ms` (`Err(Timeout)` when none came).
+    pub fn event_wait<'n>(&self, nvml: &'n Nvml, set: &EventSet<'n>, timeout_ms: u32) -> Result<Event<'n>, NvmlError> {
+        let f = self.event_wait.ok_or(NvmlError::FunctionNotFound)?;
+        let mut raw =
+            RawEventData { device: std::ptr::null_mut(), event_type: 0, event_data: 0, gpu_instance_id: NO_INSTANCE, compute_instance_id: NO_INSTANCE };
+        // SAFETY: the set handle is valid while `set` lives (it is freed on
+        // its drop); `raw` is a valid nvmlEventData_t to fill.
+        let rc = unsafe { f(set.handle().cast(), &mut raw, timeout_ms) };
+        nvml_try(rc)?;
+        if raw.device.is_null() {
+            return Err(NvmlError::Unknown);
+        }
+        Ok(Event {
+            // SAFETY: NVML gave a device handle, valid while the library
+            // stays initialized, which the `'n` borrow of `Nvml` (the set's)
+            // guarantees.
+            device: unsafe { Device::new(raw.device.cast(), nvml) },
+            event_type: raw.event_type,
+            data: raw.event_data,
+            gpu_instance_id: raw.gpu_instance_id,
+            compute_instance_id: raw.compute_instance_id,
+        })
+    }
+
     /// NVML's own text for a return code (`nvmlErrorString`).
     pub fn error_string(&self, code: u32) -> Option<String> {
         let f = self.error_string?;
@@ -162,6 +259,13 @@ impl NvmlExtra {
         // SAFETY: non-NULL, NUL-terminated, static in the library.
         Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
     }
+}
+
+/// Whether two device handles are the same device (handles are unique
+/// per device while NVML is initialized), e.g. an event's and a GPU's.
+pub fn same_device(a: &Device<'_>, b: &Device<'_>) -> bool {
+    // SAFETY: the handles are only compared, never used.
+    unsafe { a.handle() == b.handle() }
 }
 
 /// Whether the dynamic loader finds and loads `name` (as `dlopen()` with
