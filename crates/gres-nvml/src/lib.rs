@@ -8,6 +8,9 @@
 //! - [`clocks`]: application clocks for a step's GPUs.
 //! - [`report`]: detection as a table and gres.conf lines, for a CLI.
 //! - [`usage`]: per-process GPU memory and utilisation for job accounting.
+//! - [`health`]: ECC, retired pages, remapped rows, throttling, NVLink and
+//!   XID events of each GPU, for a health check; every call bounded by a
+//!   deadline ([`bounded`]).
 //!
 //! The pure rules (type names, links, MIG files, the record) are in
 //! [`gres_core::nvml_model`] and [`gres_core::gpu_freq`].
@@ -20,13 +23,16 @@
 //! daemon's environment, see `slurm_gpu_gres::plugins::nvml_paths`), `gres-rs
 //! detect` its options, and tests their stand-ins.
 
+pub mod bounded;
 pub mod clocks;
 pub mod detect;
+pub mod health;
 pub mod report;
 pub mod session;
 pub mod usage;
 
 pub use detect::{detect, system_gpu_list};
+pub use health::{read_health, wait_xid_events, HealthReading, XidWatch};
 pub use report::{detect_report, DetectReport};
 pub use session::DetectError;
 pub use session::{release, session, Session};

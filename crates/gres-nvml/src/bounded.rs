@@ -1,0 +1,230 @@
+//! NVML calls bounded by a deadline: the work runs in a worker thread that
+//! announces each call before making it; the caller waits for the worker
+//! and, when one call runs past its deadline, stops waiting and reports
+//! that call ([`NvmlHang`]), with what the worker had gathered so far.
+//!
+//! The hung worker is abandoned, not stopped, and this is the only safe
+//! way: a thread inside NVML is usually in an `ioctl` on the driver (in the
+//! kernel, often in uninterruptible sleep after a GPU fault), which no
+//! signal ends; killing or cancelling the thread (`pthread_cancel`, which
+//! Rust does not offer for good reason) would unwind through, or stop in
+//! the middle of, NVML's own code holding NVML's internal locks, leaving the
+//! library (and memory this process shares with it) in a state no later
+//! call may touch.  So the thread is left to finish on its own: it makes
+//! no further NVML call once abandoned (it checks before each one), it
+//! drops its share of the NVML session when its call returns, and a
+//! short-lived process (`gres-rs health`) simply exits, which ends it.
+//! [`workers_running`] tells how many are still out.  A worker stuck in
+//! `nvmlInit` holds the process's session lock ([`crate::session()`]): later
+//! NVML users of the same process wait for it, so a process whose
+//! reading hung should use NVML no more.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// An NVML call that did not return in time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NvmlHang {
+    /// NVML's name of the function (`nvmlDeviceGetTotalEccErrors`), or
+    /// `"(between calls)"` when the worker made none for that long.
+    pub call: &'static str,
+    /// The GPU (NVML index) it was called for, if one.
+    pub gpu: Option<u32>,
+    /// How long it had run when the caller stopped waiting.
+    pub waited_ms: u64,
+}
+
+impl std::fmt::Display for NvmlHang {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.gpu {
+            Some(g) => write!(f, "{} on GPU {g} did not return in {} ms", self.call, self.waited_ms),
+            None => write!(f, "{} did not return in {} ms", self.call, self.waited_ms),
+        }
+    }
+}
+
+/// NVML worker threads not finished yet: after a bounded run returned, the
+/// abandoned ones whose call still hangs.
+pub fn workers_running() -> usize {
+    RUNNING.load(Ordering::SeqCst)
+}
+
+static RUNNING: AtomicUsize = AtomicUsize::new(0);
+
+/// The call in progress.
+struct Current {
+    call: &'static str,
+    gpu: Option<u32>,
+    started: Instant,
+    /// Its deadline: the per-call deadline, plus any time the call is
+    /// meant to wait (an event wait's timeout).
+    allowed: Duration,
+}
+
+struct Progress<R> {
+    out: R,
+    calls: u32,
+    current: Option<Current>,
+    /// When the worker last started or ended a call.
+    since: Instant,
+    done: bool,
+}
+
+struct Shared<R> {
+    progress: Mutex<Progress<R>>,
+    changed: Condvar,
+    abandoned: AtomicBool,
+}
+
+impl<R> Shared<R> {
+    fn lock(&self) -> MutexGuard<'_, Progress<R>> {
+        // A panic elsewhere while holding it leaves whole data behind.
+        self.progress.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The worker's side: announces calls and publishes what it read.
+pub struct Tracker<R> {
+    shared: Arc<Shared<R>>,
+    deadline: Duration,
+}
+
+impl<R> Tracker<R> {
+    /// Make NVML call(s) `call` (for GPU `gpu`), counted as `n` calls,
+    /// allowed the deadline plus `extra`; `None`, without calling, once
+    /// the caller stopped waiting.
+    pub fn call<T>(&self, call: &'static str, gpu: Option<u32>, n: u32, extra: Duration, f: impl FnOnce() -> T) -> Option<T> {
+        {
+            let mut p = self.shared.lock();
+            if self.shared.abandoned.load(Ordering::SeqCst) {
+                return None;
+            }
+            let now = Instant::now();
+            p.current = Some(Current { call, gpu, started: now, allowed: self.deadline.saturating_add(extra) });
+            p.since = now;
+            p.calls += n;
+        }
+        self.shared.changed.notify_all();
+        let out = f();
+        {
+            let mut p = self.shared.lock();
+            p.current = None;
+            p.since = Instant::now();
+        }
+        self.shared.changed.notify_all();
+        Some(out)
+    }
+
+    /// Count `n` more calls made inside the last [`Tracker::call`] (a
+    /// wrapper call that makes a second C call only sometimes).
+    pub fn add_calls(&self, n: u32) {
+        self.shared.lock().calls += n;
+    }
+
+    /// Change the output seen by the caller.
+    pub fn update(&self, f: impl FnOnce(&mut R)) {
+        f(&mut self.shared.lock().out);
+    }
+}
+
+/// What a bounded run gives back.
+pub struct Bounded<R> {
+    /// What the worker published (all of it, or up to the hang).
+    pub out: R,
+    /// The NVML calls it announced.
+    pub calls: u32,
+    pub hang: Option<NvmlHang>,
+}
+
+/// Marks the run done and counts the worker out, however it ends (a panic
+/// included: the caller never waits for a worker that is gone).
+struct DoneGuard<R>(Arc<Shared<R>>);
+
+impl<R> Drop for DoneGuard<R> {
+    fn drop(&mut self) {
+        self.0.lock().done = true;
+        self.0.changed.notify_all();
+        RUNNING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Run `work` in a worker thread, each of its NVML calls bounded by
+/// `deadline`; returns when it is done or when a call overran.
+pub fn run<R, W>(deadline: Duration, work: W) -> Result<Bounded<R>, String>
+where
+    R: Default + Send + 'static,
+    W: FnOnce(&Tracker<R>) + Send + 'static,
+{
+    let shared = Arc::new(Shared {
+        progress: Mutex::new(Progress { out: R::default(), calls: 0, current: None, since: Instant::now(), done: false }),
+        changed: Condvar::new(),
+        abandoned: AtomicBool::new(false),
+    });
+    let tracker = Tracker { shared: Arc::clone(&shared), deadline };
+    RUNNING.fetch_add(1, Ordering::SeqCst);
+    let spawned = std::thread::Builder::new().name("nvml-worker".into()).spawn(move || {
+        let _done = DoneGuard(Arc::clone(&tracker.shared));
+        work(&tracker);
+    });
+    if let Err(e) = spawned {
+        RUNNING.fetch_sub(1, Ordering::SeqCst);
+        return Err(format!("cannot start the NVML worker thread: {e}"));
+    }
+    let mut p = shared.lock();
+    let hang = loop {
+        if p.done {
+            break None;
+        }
+        let now = Instant::now();
+        let (call, gpu, started, limit) = match &p.current {
+            Some(c) => (c.call, c.gpu, c.started, c.started + c.allowed),
+            None => ("(between calls)", None, p.since, p.since + deadline),
+        };
+        if now >= limit {
+            shared.abandoned.store(true, Ordering::SeqCst);
+            break Some(NvmlHang { call, gpu, waited_ms: u64::try_from(now.duration_since(started).as_millis()).unwrap_or(u64::MAX) });
+        }
+        p = shared.changed.wait_timeout(p, limit - now).unwrap_or_else(PoisonError::into_inner).0;
+    };
+    let out = std::mem::take(&mut p.out);
+    Ok(Bounded { out, calls: p.calls, hang })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hung_call_is_named_and_the_worker_stops_there() {
+        let start = Instant::now();
+        let b = run(Duration::from_millis(50), |t: &Tracker<Vec<u32>>| {
+            for i in 0..3 {
+                if t.call("nvmlFast", Some(i), 1, Duration::ZERO, || ()).is_some() {
+                    t.update(|v| v.push(i));
+                }
+            }
+            t.call("nvmlSlow", Some(3), 1, Duration::ZERO, || std::thread::sleep(Duration::from_millis(400)));
+            t.call("nvmlNever", Some(4), 1, Duration::ZERO, || panic!("called after the hang"));
+        })
+        .unwrap();
+        assert!(start.elapsed() < Duration::from_millis(350), "{:?}", start.elapsed());
+        assert_eq!(b.out, vec![0, 1, 2]);
+        assert_eq!(b.calls, 4);
+        let hang = b.hang.expect("hang");
+        assert_eq!((hang.call, hang.gpu), ("nvmlSlow", Some(3)));
+        assert!(hang.waited_ms >= 50, "{hang:?}");
+    }
+
+    #[test]
+    fn a_wait_may_take_its_own_time_and_a_panic_ends_the_run() {
+        let b = run(Duration::from_millis(50), |t: &Tracker<u32>| {
+            t.call("nvmlEventSetWait_v2", None, 1, Duration::from_millis(200), || std::thread::sleep(Duration::from_millis(100)));
+            t.update(|n| *n = 7);
+        })
+        .unwrap();
+        assert_eq!((b.out, b.hang), (7, None));
+        let b = run(Duration::from_secs(5), |_: &Tracker<u32>| panic!("worker panics"));
+        assert!(b.unwrap().hang.is_none());
+    }
+}

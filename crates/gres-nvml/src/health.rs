@@ -1,0 +1,565 @@
+//! GPU health as NVML tells it, for `gres-rs health` (a Slurm
+//! `HealthCheckProgram`): per GPU its identity, uncorrected ECC error
+//! counts, retired pages, remapped rows, clock event (throttle) reasons and
+//! NVLink lanes ([`read_health`]), and the XID critical errors NVML
+//! delivers while a step runs ([`wait_xid_events`]).  Plain readings only:
+//! which of them drain a node is decided elsewhere (the classification
+//! core).
+//!
+//! Every NVML call is bounded by a deadline ([`crate::bounded`]): a driver
+//! that hangs on a failing GPU gives a reading that names the call
+//! ([`NvmlHang`]) instead of a health check that never returns.  MIG
+//! devices are not read: the counts and states are their GPU's.
+//!
+//! `NVML_ERROR_NOT_SUPPORTED` is [`Reading::NotSupported`] (a GPU without
+//! ECC, page retirement or row remapping is not unhealthy for it);
+//! `NVML_ERROR_GPU_IS_LOST` makes the GPU [`GpuHealth::lost`] and ends its
+//! reading; any other error is kept with the call's name and NVML's text
+//! ([`CallError`]).
+
+use crate::bounded::{self, Tracker};
+use crate::session::return_code;
+use crate::{Paths, Session};
+use nvml_extra::{RemappedRows, NO_INSTANCE};
+use nvml_wrapper::bitmasks::device::ThrottleReasons;
+use nvml_wrapper::bitmasks::event::EventTypes;
+use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError, RetirementCause};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, EventSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+pub use crate::bounded::{workers_running, NvmlHang};
+
+/// One value read from NVML, or why there is none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Reading<T> {
+    Value(T),
+    /// `NVML_ERROR_NOT_SUPPORTED`: the GPU does not have or keep this.
+    NotSupported,
+    /// `NVML_ERROR_GPU_IS_LOST` (the GPU is [`GpuHealth::lost`]).
+    Lost,
+    /// Any other error.
+    Failed(CallError),
+    /// Not asked: the GPU was lost, or the reading stopped (a hang).
+    #[default]
+    NotRead,
+}
+
+impl<T> Reading<T> {
+    /// The value, if one was read.
+    pub fn value(&self) -> Option<&T> {
+        match self {
+            Reading::Value(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// An NVML call that failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallError {
+    /// NVML's name of the function.
+    pub call: &'static str,
+    /// The `nvmlReturn_t`, where the error is one.
+    pub code: Option<u32>,
+    /// NVML's text for it (`nvmlErrorString`).
+    pub text: String,
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.call, self.text)
+    }
+}
+
+/// Pages retired (Kepler to Volta; NVML answers NOT_SUPPORTED from Ampere,
+/// which remaps rows instead).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RetiredPages {
+    /// Retired for repeated single-bit (corrected) errors.
+    pub single_bit: u32,
+    /// Retired for a double-bit (uncorrected) error.
+    pub double_bit: u32,
+    /// Some page waits for a reboot (or driver reload) to be retired.
+    pub pending: bool,
+}
+
+impl RetiredPages {
+    pub fn count(&self) -> u32 {
+        self.single_bit.saturating_add(self.double_bit)
+    }
+}
+
+/// The clock event (throttle) reasons that tell of trouble, and the raw
+/// `nvmlClocksEventReason*` bits (idle, application clocks, sync boost and
+/// display clocks are normal and have no flag).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Throttle {
+    pub raw: u64,
+    /// Software thermal slowdown (GPU or memory over its max temperature).
+    pub sw_thermal: bool,
+    /// Hardware thermal slowdown (the GPU is far too hot).
+    pub hw_thermal: bool,
+    /// Software power cap (at its power limit).
+    pub sw_power_cap: bool,
+    /// Hardware power brake (the power supply or system asserted it).
+    pub hw_power_brake: bool,
+    /// Hardware slowdown (thermal, power brake, or a failing power supply).
+    pub hw_slowdown: bool,
+}
+
+impl Throttle {
+    pub fn from_bits(raw: u64) -> Throttle {
+        let has = |r: ThrottleReasons| raw & r.bits() != 0;
+        Throttle {
+            raw,
+            sw_thermal: has(ThrottleReasons::SW_THERMAL_SLOWDOWN),
+            hw_thermal: has(ThrottleReasons::HW_THERMAL_SLOWDOWN),
+            sw_power_cap: has(ThrottleReasons::SW_POWER_CAP),
+            hw_power_brake: has(ThrottleReasons::HW_POWER_BRAKE_SLOWDOWN),
+            hw_slowdown: has(ThrottleReasons::HW_SLOWDOWN),
+        }
+    }
+}
+
+/// NVLink lanes by state (lanes the GPU does not have are in neither).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NvLinks {
+    pub up: Vec<u32>,
+    pub down: Vec<u32>,
+}
+
+/// One GPU's health.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GpuHealth {
+    /// NVML index.
+    pub index: u32,
+    /// The GPU fell off the bus (`GPU_IS_LOST`; XID 79): its handle or a
+    /// query said so, and it was read no further.
+    pub lost: bool,
+    /// Its handle could not be had (for another reason than lost): it was
+    /// read no further.
+    pub handle_error: Option<CallError>,
+    pub uuid: Reading<String>,
+    /// `dddd:bb:dd.f`, lower case, as sysfs and the kernel's messages
+    /// write it (`0000:41:00.0`).
+    pub pci_bus_id: Reading<String>,
+    pub minor: Reading<u32>,
+    pub mig_mode: Reading<bool>,
+    /// ECC on now (the counts are kept only then: NotSupported otherwise).
+    pub ecc_enabled: Reading<bool>,
+    /// Uncorrected (double-bit) ECC errors since the driver loaded.
+    pub dbe_volatile: Reading<u64>,
+    /// Uncorrected ECC errors over the GPU's life.
+    pub dbe_aggregate: Reading<u64>,
+    pub retired_pages: Reading<RetiredPages>,
+    pub remapped_rows: Reading<RemappedRows>,
+    pub throttle: Reading<Throttle>,
+    pub nvlinks: Reading<NvLinks>,
+}
+
+impl GpuHealth {
+    /// The calls that failed (not NOT_SUPPORTED, not lost).
+    pub fn errors(&self) -> Vec<&CallError> {
+        fn e<T>(r: &Reading<T>) -> Option<&CallError> {
+            match r {
+                Reading::Failed(c) => Some(c),
+                _ => None,
+            }
+        }
+        let all = [
+            self.handle_error.as_ref(),
+            e(&self.uuid),
+            e(&self.pci_bus_id),
+            e(&self.minor),
+            e(&self.mig_mode),
+            e(&self.ecc_enabled),
+            e(&self.dbe_volatile),
+            e(&self.dbe_aggregate),
+            e(&self.retired_pages),
+            e(&self.remapped_rows),
+            e(&self.throttle),
+            e(&self.nvlinks),
+        ];
+        all.into_iter().flatten().collect()
+    }
+}
+
+/// The node's GPUs' health.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HealthReading {
+    /// NVML unusable (no library, init failed, no device count), or no
+    /// worker thread: no GPU was read.
+    pub unusable: Option<String>,
+    pub device_count: Option<u32>,
+    /// In NVML index order; on a hang, those read so far (the last one
+    /// partly).
+    pub gpus: Vec<GpuHealth>,
+    /// The call that did not return within the deadline; the reading
+    /// stopped there.
+    pub hang: Option<NvmlHang>,
+    /// NVML calls made (nvmlInit and the process's session excluded).
+    pub nvml_calls: u32,
+}
+
+/// Read every GPU's health with NVML at `paths`, each NVML call allowed
+/// `deadline_per_call`.  Never panics; returns within about
+/// `deadline_per_call` of the slowest call (a call past it ends the
+/// reading, see [`crate::bounded`]).
+pub fn read_health(paths: &Paths, deadline_per_call: Duration) -> HealthReading {
+    let paths = paths.clone();
+    match bounded::run(deadline_per_call, move |t: &Tracker<HealthReading>| read_all(t, &paths)) {
+        Ok(b) => HealthReading { hang: b.hang, nvml_calls: b.calls, ..b.out },
+        Err(e) => HealthReading { unusable: Some(e), ..Default::default() },
+    }
+}
+
+/// The process's NVML session, in the worker (nvmlInit may hang too).
+fn open<R>(t: &Tracker<R>, paths: &Paths) -> Option<Result<Arc<Session>, String>> {
+    t.call("nvmlInit_v2", None, 0, Duration::ZERO, || crate::session(paths).map_err(|e| e.to_string()))
+}
+
+fn read_all(t: &Tracker<HealthReading>, paths: &Paths) {
+    let s = match open(t, paths) {
+        Some(Ok(s)) => s,
+        Some(Err(e)) => return t.update(|r| r.unusable = Some(e)),
+        None => return,
+    };
+    let count = match t.call("nvmlDeviceGetCount_v2", None, 1, Duration::ZERO, || s.nvml.device_count()) {
+        Some(Ok(n)) => n,
+        Some(Err(e)) => return t.update(|r| r.unusable = Some(format!("Failed to get device count: {}", s.text(&e)))),
+        None => return,
+    };
+    t.update(|r| r.device_count = Some(count));
+    for i in 0..count {
+        let mut g = GpuReader { t, s: &s, h: GpuHealth { index: i, ..Default::default() }, pos: i as usize };
+        if g.read().is_none() {
+            return;
+        }
+    }
+}
+
+/// One GPU's reading, published to the caller after each call.
+struct GpuReader<'a> {
+    t: &'a Tracker<HealthReading>,
+    s: &'a Session,
+    h: GpuHealth,
+    pos: usize,
+}
+
+impl GpuReader<'_> {
+    /// [`GpuReader::publish`], then on.
+    fn published(&self) -> Option<()> {
+        self.publish();
+        Some(())
+    }
+
+    fn publish(&self) {
+        let h = self.h.clone();
+        let pos = self.pos;
+        self.t.update(move |r| {
+            r.gpus.truncate(pos);
+            r.gpus.push(h);
+        });
+    }
+
+    /// Make one call (counted as `n`) for this GPU (none once it is lost:
+    /// `NotRead`); `None` when the reading stopped.  The caller publishes
+    /// the field it fills.
+    fn get<T>(&mut self, call: &'static str, n: u32, f: impl FnOnce() -> Result<T, NvmlError>) -> Option<Reading<T>> {
+        if self.h.lost {
+            return Some(Reading::NotRead);
+        }
+        let r = match self.t.call(call, Some(self.h.index), n, Duration::ZERO, f)? {
+            Ok(v) => Reading::Value(v),
+            Err(NvmlError::NotSupported) => Reading::NotSupported,
+            Err(NvmlError::GpuLost) => {
+                self.h.lost = true;
+                Reading::Lost
+            }
+            Err(e) => Reading::Failed(CallError { call, code: return_code(&e), text: self.s.text(&e) }),
+        };
+        Some(r)
+    }
+
+    fn read(&mut self) -> Option<()> {
+        let nvml = &self.s.nvml;
+        let i = self.h.index;
+        self.publish();
+        let dev = match self.get("nvmlDeviceGetHandleByIndex_v2", 1, || nvml.device_by_index(i))? {
+            Reading::Value(d) => d,
+            Reading::Failed(e) => {
+                self.h.handle_error = Some(e);
+                return self.published();
+            }
+            Reading::NotSupported => {
+                self.h.handle_error = Some(CallError { call: "nvmlDeviceGetHandleByIndex_v2", code: Some(3), text: "Not Supported".into() });
+                return self.published();
+            }
+            Reading::Lost | Reading::NotRead => return self.published(),
+        };
+        self.h.uuid = self.get("nvmlDeviceGetUUID", 1, || dev.uuid())?;
+        self.publish();
+        self.h.pci_bus_id = self.get("nvmlDeviceGetPciInfo_v3", 1, || dev.pci_info().map(|p| short_bus_id(&p)))?;
+        self.publish();
+        self.h.minor = self.get("nvmlDeviceGetMinorNumber", 1, || dev.minor_number())?;
+        self.publish();
+        self.h.mig_mode = self.get("nvmlDeviceGetMigMode", 1, || dev.mig_mode().map(|m| m.current == 1))?;
+        self.publish();
+        self.ecc(&dev)?;
+        self.retired_pages(&dev)?;
+        self.h.remapped_rows = self.get("nvmlDeviceGetRemappedRows", 1, || self.s.extra.remapped_rows(&dev))?;
+        self.publish();
+        self.h.throttle = self.get("nvmlDeviceGetCurrentClocksThrottleReasons", 1, || dev.current_throttle_reasons().map(|r| Throttle::from_bits(r.bits())))?;
+        self.publish();
+        self.nvlinks(&dev)?;
+        self.publish();
+        Some(())
+    }
+
+    fn ecc(&mut self, dev: &Device<'_>) -> Option<()> {
+        self.h.ecc_enabled = self.get("nvmlDeviceGetEccMode", 1, || dev.is_ecc_enabled().map(|m| m.currently_enabled))?;
+        self.publish();
+        match self.h.ecc_enabled {
+            Reading::Value(true) => {
+                let total = |counter| move || dev.total_ecc_errors(MemoryError::Uncorrected, counter);
+                self.h.dbe_volatile = self.get("nvmlDeviceGetTotalEccErrors", 1, total(EccCounter::Volatile))?;
+                self.publish();
+                self.h.dbe_aggregate = self.get("nvmlDeviceGetTotalEccErrors", 1, total(EccCounter::Aggregate))?;
+            }
+            Reading::Value(false) | Reading::NotSupported => {
+                self.h.dbe_volatile = Reading::NotSupported;
+                self.h.dbe_aggregate = Reading::NotSupported;
+            }
+            _ => {}
+        }
+        self.publish();
+        Some(())
+    }
+
+    fn retired_pages(&mut self, dev: &Device<'_>) -> Option<()> {
+        let mut pages = RetiredPages::default();
+        for cause in [RetirementCause::MultipleSingleBitEccErrors, RetirementCause::DoubleBitEccError] {
+            let double = matches!(cause, RetirementCause::DoubleBitEccError);
+            // nvml-wrapper asks for the count, then (if any) the pages.
+            let r = self.get("nvmlDeviceGetRetiredPages", 1, || dev.retired_pages(cause))?;
+            let n = match r {
+                Reading::Value(list) => u32::try_from(list.len()).unwrap_or(u32::MAX),
+                other => {
+                    self.h.retired_pages = map_none(other);
+                    return self.published();
+                }
+            };
+            if n > 0 {
+                self.t.add_calls(1);
+            }
+            if double {
+                pages.double_bit = n;
+            } else {
+                pages.single_bit = n;
+            }
+        }
+        self.h.retired_pages = match self.get("nvmlDeviceGetRetiredPagesPendingStatus", 1, || dev.are_pages_pending_retired())? {
+            Reading::Value(pending) => Reading::Value(RetiredPages { pending, ..pages }),
+            other => map_none(other),
+        };
+        self.publish();
+        Some(())
+    }
+
+    /// The lanes' states, as detection reads them: an invalid lane does
+    /// not exist, NOT_SUPPORTED means no NVLink at all.
+    fn nvlinks(&mut self, dev: &Device<'_>) -> Option<()> {
+        let mut links = NvLinks::default();
+        for lane in 0..crate::detect::NVLINK_MAX_LINKS {
+            match self.get("nvmlDeviceGetNvLinkState", 1, || dev.link_wrapper_for(lane).is_active())? {
+                Reading::Value(true) => links.up.push(lane),
+                Reading::Value(false) => links.down.push(lane),
+                Reading::Failed(CallError { code: Some(2), .. }) => {}
+                Reading::NotSupported if lane == 0 => {
+                    self.h.nvlinks = Reading::NotSupported;
+                    return Some(());
+                }
+                Reading::NotSupported => break,
+                other => {
+                    self.h.nvlinks = map_none(other);
+                    return Some(());
+                }
+            }
+        }
+        self.h.nvlinks = Reading::Value(links);
+        Some(())
+    }
+}
+
+/// A reading without a value as a reading of another type.
+fn map_none<T, U>(r: Reading<T>) -> Reading<U> {
+    match r {
+        Reading::Value(_) | Reading::NotRead => Reading::NotRead,
+        Reading::NotSupported => Reading::NotSupported,
+        Reading::Lost => Reading::Lost,
+        Reading::Failed(e) => Reading::Failed(e),
+    }
+}
+
+/// `dddd:bb:dd.f` from NVML's PCI info (whose bus id has an 8-digit domain
+/// and upper-case hex).
+pub fn short_bus_id(p: &nvml_wrapper::struct_wrappers::device::PciInfo) -> String {
+    let function = p.bus_id.rsplit('.').next().and_then(|f| u32::from_str_radix(f, 16).ok()).unwrap_or(0);
+    format!("{:04x}:{:02x}:{:02x}.{:x}", p.domain & 0xffff, p.bus & 0xff, p.device & 0x1f, function & 0x7)
+}
+
+/// One XID critical error NVML delivered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XidEvent {
+    /// NVML index of its GPU (`None`: a device that was not asked for).
+    pub gpu: Option<u32>,
+    pub xid: u64,
+    /// The MIG device's GPU and compute instance it is attributed to.
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+    /// When it was received (after the watch started / wall clock).
+    pub after: Duration,
+    pub at: SystemTime,
+}
+
+/// What [`wait_xid_events`] saw.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct XidWatch {
+    /// As for [`HealthReading::unusable`] (or no event set).
+    pub unusable: Option<String>,
+    /// The GPUs registered for XID events.
+    pub registered: Vec<u32>,
+    /// Per GPU (`None`: the set), calls that failed; lost GPUs included.
+    pub errors: Vec<(Option<u32>, CallError)>,
+    /// In the order NVML delivered them.
+    pub events: Vec<XidEvent>,
+    pub hang: Option<NvmlHang>,
+    pub nvml_calls: u32,
+}
+
+/// Register the GPUs `gpus` (NVML indexes) for XID critical errors and
+/// collect the events NVML delivers for up to `duration`; every call but
+/// the event waits is allowed `deadline_per_call`, a wait its timeout
+/// plus that.
+pub fn wait_xid_events(paths: &Paths, gpus: &[u32], duration: Duration, deadline_per_call: Duration) -> XidWatch {
+    let paths = paths.clone();
+    let gpus = gpus.to_vec();
+    match bounded::run(deadline_per_call, move |t: &Tracker<XidWatch>| {
+        watch(t, &paths, &gpus, duration);
+    }) {
+        Ok(b) => XidWatch { hang: b.hang, nvml_calls: b.calls, ..b.out },
+        Err(e) => XidWatch { unusable: Some(e), ..Default::default() },
+    }
+}
+
+fn error(s: &Session, call: &'static str, e: &NvmlError) -> CallError {
+    CallError { call, code: return_code(e), text: s.text(e) }
+}
+
+/// An event set with the XID critical errors of `devs` registered.  A
+/// device NVML refuses is dropped from `devs`, and as nvml-wrapper then
+/// frees the set, a new one is made for the others.
+fn register<'n>(
+    t: &Tracker<XidWatch>,
+    s: &'n Session,
+    devs: &mut Vec<(u32, Device<'n>)>,
+    fail: &dyn Fn(Option<u32>, &'static str, &NvmlError),
+) -> Option<Result<EventSet<'n>, String>> {
+    'again: loop {
+        let mut set = match t.call("nvmlEventSetCreate", None, 1, Duration::ZERO, || s.nvml.create_event_set())? {
+            Ok(set) => set,
+            Err(e) => return Some(Err(format!("Failed to create an NVML event set: {}", s.text(&e)))),
+        };
+        for k in 0..devs.len() {
+            let (i, dev) = (devs[k].0, &devs[k].1);
+            match t.call("nvmlDeviceRegisterEvents", Some(i), 1, Duration::ZERO, || dev.register_events(EventTypes::CRITICAL_XID_ERROR, set))? {
+                Ok(back) => set = back,
+                Err(e) => {
+                    fail(Some(i), "nvmlDeviceRegisterEvents", &e.error);
+                    devs.remove(k);
+                    continue 'again;
+                }
+            }
+        }
+        return Some(Ok(set));
+    }
+}
+
+fn watch(t: &Tracker<XidWatch>, paths: &Paths, gpus: &[u32], duration: Duration) -> Option<()> {
+    let start = Instant::now();
+    let s = match open(t, paths)? {
+        Ok(s) => s,
+        Err(e) => {
+            t.update(|w| w.unusable = Some(e));
+            return Some(());
+        }
+    };
+    let nvml = &s.nvml;
+    let fail = |gpu: Option<u32>, call, e: &NvmlError| {
+        let e = error(&s, call, e);
+        t.update(|w| w.errors.push((gpu, e)));
+    };
+    let mut devices: Vec<(u32, Device<'_>)> = Vec::new();
+    for &i in gpus {
+        match t.call("nvmlDeviceGetHandleByIndex_v2", Some(i), 1, Duration::ZERO, || nvml.device_by_index(i))? {
+            Ok(d) => devices.push((i, d)),
+            Err(e) => fail(Some(i), "nvmlDeviceGetHandleByIndex_v2", &e),
+        }
+    }
+    let mut registered: Vec<(u32, Device<'_>)> = Vec::new();
+    for (i, dev) in devices {
+        match t.call("nvmlDeviceGetSupportedEventTypes", Some(i), 1, Duration::ZERO, || dev.supported_event_types())? {
+            Ok(types) if types.contains(EventTypes::CRITICAL_XID_ERROR) => registered.push((i, dev)),
+            Ok(_) => fail(Some(i), "nvmlDeviceGetSupportedEventTypes", &NvmlError::NotSupported),
+            Err(e) => fail(Some(i), "nvmlDeviceGetSupportedEventTypes", &e),
+        }
+    }
+    if registered.is_empty() {
+        return Some(());
+    }
+    let set = register(t, &s, &mut registered, &fail)?;
+    t.update(|w| w.registered = registered.iter().map(|(i, _)| *i).collect());
+    let set = match set {
+        Ok(set) => set,
+        Err(e) => {
+            t.update(|w| w.unusable = Some(e));
+            return Some(());
+        }
+    };
+    loop {
+        let left = duration.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            break;
+        }
+        let ms = u32::try_from(left.as_millis()).unwrap_or(u32::MAX).max(1);
+        match t.call("nvmlEventSetWait_v2", None, 1, left, || s.extra.event_wait(nvml, &set, ms))? {
+            Ok(ev) => {
+                let gpu = registered.iter().find(|(_, d)| nvml_extra::same_device(d, &ev.device)).map(|(i, _)| *i);
+                let instance = |id: u32| (id != NO_INSTANCE).then_some(id);
+                let x = XidEvent {
+                    gpu,
+                    xid: ev.data,
+                    gpu_instance: instance(ev.gpu_instance_id),
+                    compute_instance: instance(ev.compute_instance_id),
+                    after: start.elapsed(),
+                    at: SystemTime::now(),
+                };
+                if ev.event_type & EventTypes::CRITICAL_XID_ERROR.bits() != 0 {
+                    t.update(|w| w.events.push(x));
+                }
+            }
+            // No event this time (or an interrupt): wait on while time is left.
+            Err(NvmlError::Timeout) => {}
+            Err(e) => {
+                fail(None, "nvmlEventSetWait_v2", &e);
+                break;
+            }
+        }
+    }
+    if let Some(Err(e)) = t.call("nvmlEventSetFree", None, 1, Duration::ZERO, || set.release_events()) {
+        fail(None, "nvmlEventSetFree", &e);
+    }
+    Some(())
+}

@@ -1,0 +1,271 @@
+//! GPU health readings (`nvml::health`) against the NVML stand-in: a
+//! healthy node reads clean in a bounded number of NVML calls; each fault
+//! the stand-in plays (tests/nvml-standin/fixtures/health_*.conf) shows in
+//! the reading; a hanging NVML call ends the reading within its deadline
+//! and is named; XID events arrive in order with their GPU.  Needs `cc`;
+//! no GPU, no Slurm.
+
+use gres_test_harness::standin::{self, Standin};
+use slurm_gpu_gres::nvml::health::{self, GpuHealth, HealthReading, NvLinks, Reading, RetiredPages, Throttle};
+use std::time::{Duration, Instant};
+
+/// Generous for a loaded 2-CPU machine: no call of the stand-in takes it
+/// unless told to.
+const DEADLINE: Duration = Duration::from_secs(5);
+
+fn read(s: &Standin) -> HealthReading {
+    health::read_health(&s.paths(), DEADLINE)
+}
+
+/// A GPU of health_h100x8.conf as it reads when healthy.
+fn assert_healthy(g: &GpuHealth) {
+    assert!(!g.lost && g.handle_error.is_none(), "{g:#?}");
+    assert!(g.errors().is_empty(), "{g:#?}");
+    assert!(matches!(g.uuid, Reading::Value(ref u) if u.starts_with("GPU-")), "{g:#?}");
+    assert_eq!(g.mig_mode, Reading::Value(false));
+    if g.index == 7 {
+        // No ECC on this one: not supported, and so no counts.
+        assert_eq!((&g.ecc_enabled, &g.dbe_volatile, &g.dbe_aggregate), (&Reading::NotSupported, &Reading::NotSupported, &Reading::NotSupported));
+    } else {
+        assert_eq!((&g.ecc_enabled, &g.dbe_volatile, &g.dbe_aggregate), (&Reading::Value(true), &Reading::Value(0), &Reading::Value(0)), "{g:#?}");
+    }
+    // Hopper remaps rows and retires no pages.
+    assert_eq!(g.retired_pages, Reading::NotSupported);
+    let rows = g.remapped_rows.value().expect("remapped rows");
+    assert!(!rows.pending && !rows.failure && rows.uncorrected == 0, "{rows:?}");
+    let t = g.throttle.value().expect("throttle reasons");
+    assert!(!(t.sw_thermal || t.hw_thermal || t.sw_power_cap || t.hw_power_brake || t.hw_slowdown), "{t:?}");
+    assert_eq!(g.nvlinks, Reading::Value(NvLinks { up: (0..18).collect(), down: vec![] }));
+}
+
+fn gpu(r: &HealthReading, i: usize) -> &GpuHealth {
+    &r.gpus[i]
+}
+
+/// The healthy node: every GPU clean, ECC not supported on one handled,
+/// and the NVML calls made counted exactly (what the bench reports).
+#[test]
+fn a_healthy_node_reads_clean() {
+    let s = Standin::new("health_h100x8.conf");
+    let r = read(&s);
+    assert_eq!((&r.unusable, &r.hang, r.device_count), (&None, &None, Some(8)));
+    assert_eq!(r.gpus.len(), 8);
+    for g in &r.gpus {
+        assert_healthy(g);
+    }
+    let g0 = gpu(&r, 0);
+    assert_eq!(g0.uuid, Reading::Value("GPU-5bc8fbbc-bde5-c099-4164-d8399f767c45".into()));
+    assert_eq!(g0.pci_bus_id, Reading::Value("0000:18:00.0".into()));
+    assert_eq!(gpu(&r, 7).pci_bus_id, Reading::Value("0000:db:00.0".into()));
+    assert_eq!(gpu(&r, 3).minor, Reading::Value(3));
+    assert_eq!(gpu(&r, 1).remapped_rows.value().map(|m| m.corrected), Some(2));
+    // Per GPU: handle, UUID, PCI, minor, MIG mode, ECC mode, 2 ECC
+    // totals, retired pages (not supported: 1), remapped rows, throttle
+    // reasons, 18 NVLink lanes = 29; GPU 7 without ECC totals 27; plus
+    // the device count.
+    assert_eq!(r.nvml_calls, 7 * 29 + 27 + 1);
+    let made = s.calls().iter().filter(|c| !c.starts_with("nvmlInit") && !c.starts_with("nvmlShutdown")).count();
+    assert_eq!(r.nvml_calls as usize, made, "{:#?}", s.calls());
+    // No MIG device read, no second look.
+    assert_eq!(s.count("nvmlDeviceGetHandleByIndex_v2"), 8);
+    assert_eq!(s.count("nvmlDeviceGetMigDeviceHandleByIndex"), 0);
+}
+
+#[test]
+fn double_bit_ecc_errors() {
+    let s = Standin::new("health_dbe.conf");
+    let r = read(&s);
+    let g = gpu(&r, 2);
+    assert_eq!((&g.dbe_volatile, &g.dbe_aggregate), (&Reading::Value(1), &Reading::Value(3)));
+    for i in [0, 1, 3, 4, 5, 6, 7] {
+        assert_healthy(gpu(&r, i));
+    }
+}
+
+#[test]
+fn retired_pages_and_pending_retirement() {
+    let s = Standin::new("health_retired.conf");
+    let r = read(&s);
+    assert_eq!(gpu(&r, 0).retired_pages, Reading::Value(RetiredPages { single_bit: 0, double_bit: 0, pending: false }));
+    let pages = Reading::Value(RetiredPages { single_bit: 2, double_bit: 1, pending: true });
+    assert_eq!(gpu(&r, 1).retired_pages, pages);
+    assert_eq!(pages.value().map(RetiredPages::count), Some(3));
+    // GPU 0: two counts and the pending status; GPU 1 also reads the two
+    // lists of pages.
+    assert_eq!(r.nvml_calls, 7 * 29 + 27 + 1 + 2 + 4);
+    assert_eq!(r.nvml_calls as usize, s.calls().iter().filter(|c| !c.starts_with("nvmlInit") && !c.starts_with("nvmlShutdown")).count());
+}
+
+#[test]
+fn row_remapping_pending_and_failed() {
+    let s = Standin::new("health_remap.conf");
+    let r = read(&s);
+    let pending = gpu(&r, 3).remapped_rows.value().copied().expect("rows");
+    assert_eq!((pending.uncorrected, pending.pending, pending.failure), (1, true, false));
+    let failed = gpu(&r, 4).remapped_rows.value().copied().expect("rows");
+    assert_eq!((failed.corrected, failed.uncorrected, failed.pending, failed.failure), (3, 512, false, true));
+    assert_healthy(gpu(&r, 5));
+}
+
+#[test]
+fn a_lost_gpu() {
+    let s = Standin::new("health_lost.conf");
+    let r = read(&s);
+    assert_eq!((r.gpus.len(), &r.hang), (8, &None));
+    let g = gpu(&r, 5);
+    assert!(g.lost && g.handle_error.is_none(), "{g:#?}");
+    assert_eq!((&g.uuid, &g.ecc_enabled, &g.nvlinks), (&Reading::NotRead, &Reading::NotRead, &Reading::NotRead));
+    assert!(g.errors().is_empty());
+    for i in [0, 1, 2, 3, 4, 6, 7] {
+        assert_healthy(gpu(&r, i));
+    }
+    // Only its handle was asked for.
+    assert_eq!(s.calls().iter().filter(|c| c.contains(" gpu5")).count(), 0, "{:?}", s.calls());
+    assert!(s.calls().contains(&"nvmlDeviceGetHandleByIndex_v2 5".to_string()));
+}
+
+/// A GPU lost after its handle was had: the query that says so ends it.
+#[test]
+fn a_gpu_lost_while_read_and_other_errors_with_nvml_text() {
+    let text = format!(
+        "include {}\nselect 2\nfail nvmlDeviceGetEccMode 15\nselect 6\nfail nvmlDeviceGetRemappedRows 999\n",
+        standin::fixture("health_h100x8.conf").display()
+    );
+    let s = Standin::from_text(&text);
+    let r = read(&s);
+    let g = gpu(&r, 2);
+    assert!(g.lost, "{g:#?}");
+    assert!(g.uuid.value().is_some(), "read before it was lost");
+    assert_eq!((&g.ecc_enabled, &g.throttle), (&Reading::Lost, &Reading::NotRead));
+    let e = gpu(&r, 6).errors();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!((e[0].call, e[0].code, e[0].text.as_str()), ("nvmlDeviceGetRemappedRows", Some(999), "Unknown Error"));
+    assert_eq!(e[0].to_string(), "nvmlDeviceGetRemappedRows: Unknown Error");
+    assert!(gpu(&r, 6).throttle.value().is_some(), "the other readings go on");
+}
+
+#[test]
+fn nvlink_lanes_down() {
+    let s = Standin::new("health_nvlink_down.conf");
+    let r = read(&s);
+    let links = gpu(&r, 6).nvlinks.value().cloned().expect("links");
+    assert_eq!(links.down, vec![3, 9]);
+    assert_eq!(links.up.len(), 16);
+    assert_healthy(gpu(&r, 5));
+}
+
+#[test]
+fn throttle_reasons_as_flags() {
+    let s = Standin::new("health_throttle.conf");
+    let r = read(&s);
+    let t = |i| gpu(&r, i).throttle.value().copied().expect("throttle");
+    assert_eq!(t(0), Throttle { raw: 0x40, hw_thermal: true, ..Default::default() });
+    assert_eq!(t(1), Throttle { raw: 0x80, hw_power_brake: true, ..Default::default() });
+    assert_eq!(t(2), Throttle { raw: 0x8, hw_slowdown: true, ..Default::default() });
+    assert_eq!(t(3), Throttle { raw: 0x20, sw_thermal: true, ..Default::default() });
+    assert_eq!(t(4), Throttle { raw: 0x4, sw_power_cap: true, ..Default::default() });
+    // Idle is no trouble.
+    assert_eq!(t(5), Throttle { raw: 0x1, ..Default::default() });
+}
+
+/// Wait until the abandoned worker is done, so that the next test's
+/// fixture is loaded by a fresh nvmlInit (the stand-in reads it at the
+/// first init after the last shutdown): before any assertion, so that a
+/// failing test does not fail the next ones too.
+fn wait_for_workers() {
+    let start = Instant::now();
+    while health::workers_running() > 0 {
+        assert!(start.elapsed() < Duration::from_secs(30), "an NVML worker never came back");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Margin over the deadline for the reading before the hang and the
+/// thread hand-over, on a loaded machine.
+const MARGIN: Duration = Duration::from_millis(1500);
+
+#[test]
+fn a_hanging_call_is_named_within_the_deadline() {
+    let s = Standin::new("health_hang.conf");
+    let deadline = Duration::from_millis(300);
+    let start = Instant::now();
+    let r = health::read_health(&s.paths(), deadline);
+    let took = start.elapsed();
+    wait_for_workers();
+    assert!(took < deadline + MARGIN, "took {took:?}");
+    let hang = r.hang.clone().expect("a hang");
+    assert_eq!((hang.call, hang.gpu), ("nvmlDeviceGetTotalEccErrors", Some(3)));
+    assert!(hang.waited_ms >= 300, "{hang:?}");
+    assert_eq!(hang.to_string(), format!("nvmlDeviceGetTotalEccErrors on GPU 3 did not return in {} ms", hang.waited_ms));
+    // The GPUs before it read whole, the hung one up to its ECC mode.
+    assert_eq!(r.gpus.len(), 4);
+    for i in 0..3 {
+        assert_healthy(gpu(&r, i));
+    }
+    let g = gpu(&r, 3);
+    assert_eq!((&g.ecc_enabled, &g.dbe_volatile, &g.nvlinks), (&Reading::Value(true), &Reading::NotRead, &Reading::NotRead));
+    // The worker made no call after the hung one.
+    assert_eq!(s.calls().last().map(String::as_str), Some("nvmlDeviceGetTotalEccErrors gpu3 1 0"));
+}
+
+#[test]
+fn a_hanging_init_is_named() {
+    let text = format!("init_delay_ms 3000\ninclude {}\n", standin::fixture("health_h100x8.conf").display());
+    let s = Standin::from_text(&text);
+    let deadline = Duration::from_millis(300);
+    let start = Instant::now();
+    let r = health::read_health(&s.paths(), deadline);
+    let took = start.elapsed();
+    wait_for_workers();
+    assert!(took < deadline + MARGIN, "took {took:?}");
+    assert_eq!(r.hang.as_ref().map(|h| (h.call, h.gpu)), Some(("nvmlInit_v2", None)));
+    assert!(r.gpus.is_empty() && r.device_count.is_none());
+}
+
+#[test]
+fn no_driver() {
+    let s = Standin::with_fixture(None);
+    let r = read(&s);
+    assert!(r.unusable.as_deref().is_some_and(|e| e.contains("Driver Not Loaded")), "{r:?}");
+    assert!(r.gpus.is_empty() && r.hang.is_none());
+}
+
+#[test]
+fn xid_events_in_order_with_their_gpu() {
+    let s = Standin::new("health_xid.conf");
+    let window = Duration::from_millis(400);
+    let w = health::wait_xid_events(&s.paths(), &(0..8).collect::<Vec<_>>(), window, DEADLINE);
+    assert_eq!((&w.unusable, &w.hang), (&None, &None), "{w:#?}");
+    assert!(w.errors.is_empty(), "{w:#?}");
+    assert_eq!(w.registered, (0..8).collect::<Vec<_>>());
+    let got: Vec<(Option<u32>, u64, Option<u32>)> = w.events.iter().map(|e| (e.gpu, e.xid, e.gpu_instance)).collect();
+    assert_eq!(got, vec![(Some(0), 13, None), (Some(4), 48, None), (Some(7), 79, None)]);
+    // The set was freed, and the wait ran out with nothing left.
+    assert_eq!(s.count("nvmlEventSetFree"), 1);
+    assert!(w.nvml_calls as usize >= 8 * 3 + 2 + 4, "{}", w.nvml_calls);
+}
+
+/// Only the GPUs asked for; a GPU that cannot be registered is left out
+/// (and the set made again without it); a lost one too.
+#[test]
+fn xid_events_of_the_gpus_asked_for() {
+    let text = format!("include {}\nselect 4\nfail nvmlDeviceRegisterEvents 999\nselect 5\nlost\n", standin::fixture("health_xid.conf").display());
+    let s = Standin::from_text(&text);
+    let w = health::wait_xid_events(&s.paths(), &[0, 4, 5, 7], Duration::from_millis(300), DEADLINE);
+    assert_eq!(w.registered, vec![0, 7]);
+    let failed: Vec<(Option<u32>, &str, Option<u32>)> = w.errors.iter().map(|(g, e)| (*g, e.call, e.code)).collect();
+    assert_eq!(failed, vec![(Some(5), "nvmlDeviceGetHandleByIndex_v2", Some(15)), (Some(4), "nvmlDeviceRegisterEvents", Some(999))]);
+    assert_eq!(w.events.iter().map(|e| (e.gpu, e.xid)).collect::<Vec<_>>(), vec![(Some(0), 13), (Some(7), 79)]);
+    assert_eq!(s.count("nvmlEventSetCreate"), 2);
+}
+
+/// An XID on a MIG device comes as its GPU's, with its instances.
+#[test]
+fn xid_event_of_a_mig_device() {
+    let text = format!("include {}\nxid 31\n", standin::fixture("a100_mig.conf").display());
+    let s = Standin::from_text(&text);
+    let w = health::wait_xid_events(&s.paths(), &[0], Duration::from_millis(200), DEADLINE);
+    let e = w.events.first().expect("an event");
+    assert_eq!((e.gpu, e.xid, e.gpu_instance, e.compute_instance), (Some(0), 31, Some(13), Some(0)));
+    assert!(e.after <= Duration::from_millis(200) + MARGIN);
+}
