@@ -147,3 +147,85 @@ fn as_gres_rs_health_it_runs_the_health_check() {
     let out = std::process::Command::new(&link).arg("--help").output().unwrap();
     assert!(text(&out.stdout).contains("HealthCheckProgram"), "{}", text(&out.stdout));
 }
+
+/// `gres-rs health` on the NVML stand-in playing `fixture`, with the 8
+/// device files and 8 PCI GPUs of the node it plays; its JSON document.
+fn on_standin(dir: &Path, fixture: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let dev = dir.join("dev");
+    let pci = dir.join("sys/bus/pci/devices");
+    for i in 0..8 {
+        fs::create_dir_all(&dev).unwrap();
+        fs::write(dev.join(format!("nvidia{i}")), "").unwrap();
+        let p = pci.join(format!("0000:{:02x}:00.0", 0x10 + i));
+        fs::create_dir_all(&p).unwrap();
+        fs::write(p.join("vendor"), "0x10de\n").unwrap();
+        fs::write(p.join("class"), "0x030200\n").unwrap();
+    }
+    let log = dir.join("empty.log");
+    fs::write(&log, "").unwrap();
+    let lib = gres_test_harness::standin::library();
+    let mut args = vec!["health", "--no-slurm", "--node", "n1", "--format", "json", "--nvml-timeout", "1000"];
+    let (d, s, l, k, st) = (dev.to_str().unwrap(), dir.join("sys"), lib.to_str().unwrap(), log.to_str().unwrap(), dir.join("state"));
+    let (s, st) = (s.to_str().unwrap().to_string(), st.to_str().unwrap().to_string());
+    args.extend_from_slice(&["--dev-dir", d, "--sys-dir", &s, "--nvml-lib", l, "--kmsg", k, "--state-dir", &st]);
+    args.extend_from_slice(extra);
+    let out =
+        std::process::Command::new(crate::run::GRES_RS).args(&args).env("GRES_RS_NVML_FIXTURE", gres_test_harness::standin::fixture(fixture)).output().unwrap();
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
+    (out.status.code(), doc)
+}
+
+/// The kinds and actions of a document's findings.
+fn kinds(doc: &serde_json::Value) -> Vec<(String, String)> {
+    doc["findings"].as_array().unwrap().iter().map(|f| (f["kind"].as_str().unwrap().to_string(), f["action"].as_str().unwrap().to_string())).collect()
+}
+
+#[test]
+fn a_healthy_node_on_nvml_is_healthy() {
+    let d = temp_dir("health-nvml-ok");
+    let (code, doc) = on_standin(&d.0, "health_h100x8.conf", &["--dry-run"]);
+    assert_eq!((code, doc["verdict"].as_str()), (Some(0), Some("nothing")), "{doc:#}");
+    assert!(kinds(&doc).is_empty(), "{doc:#}");
+    // Every GPU read: 1 count and at most 29 calls a GPU (the stand-in's log
+    // has the exact list: tests/nvml_health.rs).
+    let calls = doc["nvml_calls"].as_u64().unwrap();
+    assert!((8..=1 + 8 * 29).contains(&calls), "{calls} NVML calls");
+    assert!(doc["notes"].as_array().unwrap().iter().any(|n| n == "8 GPUs in NVML, 8 GPU device files, 8 NVIDIA GPUs on the PCI bus"), "{doc:#}");
+}
+
+#[test]
+fn each_nvml_fault_gets_its_action() {
+    for (fixture, want) in [
+        ("health_dbe.conf", ("dbe", "drain")),
+        ("health_retired.conf", ("retire_pending", "drain")),
+        ("health_remap.conf", ("remap_failure", "drain")),
+        ("health_lost.conf", ("gpu_lost", "drain")),
+        ("health_hang.conf", ("nvml_hang", "drain")),
+        ("health_throttle.conf", ("throttle", "warn")),
+    ] {
+        let d = temp_dir(&format!("health-nvml-{fixture}"));
+        let (code, doc) = on_standin(&d.0, fixture, &["--dry-run"]);
+        let found = kinds(&doc);
+        assert!(found.contains(&(want.0.to_string(), want.1.to_string())), "{fixture}: {found:?}\n{doc:#}");
+        let expect = if want.1 == "drain" { (Some(3), "drain") } else { (Some(1), "warn") };
+        assert_eq!((code, doc["verdict"].as_str().unwrap()), expect, "{fixture}: {doc:#}");
+        if want.1 == "drain" {
+            assert!(doc["reason"].as_str().unwrap().starts_with("gres-rs: gpu "), "{fixture}: {doc:#}");
+        }
+    }
+}
+
+#[test]
+fn an_nvlink_is_down_only_after_it_was_seen_up() {
+    let d = temp_dir("health-nvlink");
+    // The first check sees the lanes down, never up: no fault.
+    let (code, doc) = on_standin(&d.0, "health_nvlink_down.conf", &[]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    fs::remove_file(d.0.join("state/nvlinks.state")).unwrap();
+    // Seen up on a healthy check, then down.
+    assert_eq!(on_standin(&d.0, "health_h100x8.conf", &[]).0, Some(0));
+    let (code, doc) = on_standin(&d.0, "health_nvlink_down.conf", &[]);
+    assert_eq!(code, Some(3), "{doc:#}");
+    let links: Vec<&str> = doc["findings"].as_array().unwrap().iter().filter(|f| f["kind"] == "nvlink_down").map(|f| f["detail"].as_str().unwrap()).collect();
+    assert_eq!(links, ["3", "9"], "{doc:#}");
+}

@@ -130,6 +130,8 @@ pub struct RunStats {
     pub long_lines: u64,
     /// XIDs new in this run.
     pub new_xids: u64,
+    /// NVML calls the run made (0: NVML not asked).
+    pub nvml_calls: u32,
 }
 
 fn family(out: &mut String, name: &str, help: &str) {
@@ -166,6 +168,8 @@ pub fn render_metrics(summary: &Summary, stats: RunStats) -> String {
     let _ = writeln!(out, "gres_rs_health_new_xids {}", stats.new_xids);
     family(&mut out, "gres_rs_health_kmsg_long_lines", "Kernel log lines the last health check skipped for length.");
     let _ = writeln!(out, "gres_rs_health_kmsg_long_lines {}", stats.long_lines);
+    family(&mut out, "gres_rs_health_nvml_calls", "NVML calls the last health check made.");
+    let _ = writeln!(out, "gres_rs_health_nvml_calls {}", stats.nvml_calls);
     family(&mut out, "gres_rs_health_last_run_timestamp_seconds", "When the last health check ended.");
     let _ = writeln!(out, "gres_rs_health_last_run_timestamp_seconds {}", stats.timestamp);
     out
@@ -220,7 +224,7 @@ mod tests {
     #[test]
     fn the_textfile_is_valid_prometheus_text() {
         let (s, _) = run(&findings());
-        let text = render_metrics(&s, RunStats { timestamp: 1_700_000_000, long_lines: 2, new_xids: 3 });
+        let text = render_metrics(&s, RunStats { timestamp: 1_700_000_000, long_lines: 2, new_xids: 3, nvml_calls: 231 });
         assert!(text.contains("gres_rs_health_fault{gpu=\"3\",uuid=\"GPU-5c1b\\\"x\",pci=\"0000:41:00.0\",kind=\"xid\",detail=\"13\",action=\"ignore\"} 2\n"));
         assert!(text.contains("kind=\"throttle\",detail=\"power\",action=\"warn\"} 1\n"));
         assert!(text.contains("gres_rs_health_verdict{verdict=\"drain\"} 1\n"));

@@ -477,6 +477,15 @@ pub struct HealthArgs {
     /// The sysfs root whose bus/pci/devices lists the PCI devices [default: /sys]
     #[arg(long, value_name = "DIR")]
     pub sys_dir: Option<PathBuf>,
+    /// NVML library to load [default: libnvidia-ml.so.1, found by the dynamic loader]
+    #[arg(long, value_name = "FILE")]
+    pub nvml_lib: Option<PathBuf>,
+    /// Do not ask NVML (the kernel log and the counts outside NVML only)
+    #[arg(long)]
+    pub no_nvml: bool,
+    /// The longest one NVML call may take before it counts as hanging
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    pub nvml_timeout: u64,
 }
 
 #[derive(Args, Debug)]

@@ -9,6 +9,7 @@
 
 pub mod inventory;
 pub mod kmsg_source;
+pub mod nvml_findings;
 pub mod slurm_node;
 
 use std::path::{Path, PathBuf};
@@ -76,12 +77,19 @@ pub fn run(args: &HealthArgs) -> u8 {
             return EXIT_CANNOT_CHECK;
         }
     };
-    // 2. What the machine shows outside NVML.
+    // 2. NVML's readings, and what the machine shows outside NVML.
     let dev = inventory::device_minors(&args.dev_dir.clone().unwrap_or_else(|| PathBuf::from("/dev")));
     let pci = inventory::pci_gpus(&args.sys_dir.clone().unwrap_or_else(|| PathBuf::from("/sys")).join("bus/pci/devices"));
-    run.notes.push(format!("{} GPU device files, {} NVIDIA GPUs on the PCI bus", dev.len(), pci.len()));
-    if dev.len() != pci.len() {
-        let fault = Fault::CountMismatch { nvml: dev.len() as u32, dev_files: dev.len() as u32, pci: pci.len() as u32, configured: None };
+    let nvml_count = if args.no_nvml { None } else { nvml_checks(args, &state_dir, !pci.is_empty() || !dev.is_empty(), &mut run) };
+    run.notes.push(format!(
+        "{} GPUs in NVML, {} GPU device files, {} NVIDIA GPUs on the PCI bus",
+        nvml_count.map_or("-".to_string(), |n| n.to_string()),
+        dev.len(),
+        pci.len()
+    ));
+    let counts = [Some(dev.len() as u32), Some(pci.len() as u32), nvml_count];
+    if counts.iter().flatten().any(|n| Some(*n) != counts[1]) {
+        let fault = Fault::CountMismatch { nvml: nvml_count.unwrap_or(0), dev_files: dev.len() as u32, pci: pci.len() as u32, configured: None };
         run.findings.push(Finding::new(fault, GpuRef::default(), Source::Pci));
     }
 
@@ -128,6 +136,40 @@ fn site_config(args: &HealthArgs) -> Result<SiteConfig, String> {
         None if Path::new(DEFAULT_CONFIG).exists() => overrides::load(Path::new(DEFAULT_CONFIG)).map_err(|e| e.to_string()),
         None => Ok(SiteConfig::default()),
     }
+}
+
+/// NVML's readings as findings; the XIDs' GPUs named by NVML's index and
+/// UUID where their PCI bus id matches.  NVML's GPU count, when it could
+/// count.  Where NVML cannot be used on a machine without NVIDIA GPUs
+/// (`gpus_here` false) there is nothing to find.
+fn nvml_checks(args: &HealthArgs, state_dir: &Path, gpus_here: bool, run: &mut Run) -> Option<u32> {
+    let mut paths = slurm_gpu_gres::nvml::Paths::default();
+    if let Some(lib) = &args.nvml_lib {
+        paths.library = lib.clone().into_os_string();
+    }
+    let reading = slurm_gpu_gres::nvml::read_health(&paths, Duration::from_millis(args.nvml_timeout));
+    run.stats.nvml_calls = reading.nvml_calls;
+    if let Some(why) = &reading.unusable {
+        if gpus_here {
+            run.findings.push(Finding::new(Fault::NvmlError { call: "nvmlInit".into(), text: why.clone() }, GpuRef::default(), Source::Nvml));
+        } else {
+            run.notes.push(format!("NVML not used: {why} (no NVIDIA GPU here)"));
+        }
+        return None;
+    }
+    for f in run.findings.iter_mut().filter(|f| f.gpu.index.is_none()) {
+        if let Some(g) = reading.gpus.iter().map(nvml_findings::gpu_ref).find(|g| g.pci.is_some() && g.pci == f.gpu.pci) {
+            f.gpu = g;
+        }
+    }
+    let mut links = nvml_findings::load_links(state_dir);
+    run.findings.extend(nvml_findings::findings(&reading, &mut links));
+    if !args.dry_run {
+        if let Err(e) = nvml_findings::save_links(state_dir, &links) {
+            run.notes.push(format!("cannot save the NVLinks seen up in {}: {e}", state_dir.display()));
+        }
+    }
+    reading.device_count
 }
 
 /// `--list-faults`: what each fault gets, as this build and the site's
@@ -290,6 +332,8 @@ struct JsonHealth<'a> {
     warnings: &'a [String],
     notes: &'a [String],
     new_xids: u64,
+    /// NVML calls made (0: NVML not asked).
+    nvml_calls: u32,
 }
 
 #[derive(Serialize)]
@@ -342,6 +386,7 @@ fn json(node: &str, run: &Run, s: &Summary) -> String {
         warnings: &s.warnings,
         notes: &run.notes,
         new_xids: run.stats.new_xids,
+        nvml_calls: run.stats.nvml_calls,
     };
     serde_json::to_string_pretty(&doc).unwrap_or_default()
 }
