@@ -105,7 +105,9 @@ pub fn run(args: &HealthArgs) -> u8 {
             (slurm_node::NodeState::default(), Vec::new(), false)
         }
     };
-    let reasons: Vec<&str> = cluster.iter().map(|(_, s)| s.reason.as_str()).filter(|r| !r.is_empty()).collect();
+    // The guard counts the nodes held out now: a resumed node's reason may
+    // linger in sinfo for a while.
+    let reasons: Vec<&str> = cluster.iter().filter(|(_, s)| s.state.contains("drain")).map(|(_, s)| s.reason.as_str()).filter(|r| !r.is_empty()).collect();
     let inputs = Inputs {
         node: HealthNode { state: &node.state, reason: Some(node.reason.as_str()).filter(|r| !r.is_empty()), reason_user: None },
         findings: &run.findings,

@@ -1,0 +1,206 @@
+//! `gres-rs health` as slurmd runs it (as root, no arguments, only
+//! `SLURMD_NODENAME` in its environment; here a wrapper that points it at
+//! the test's files), against a real slurmctld and slurmd of every release
+//! of the test bed (`GRES_RS_SLURM`): for each class of fault, injected
+//! through the NVML stand-in or a recorded kernel log, the node's state
+//! and reason in Slurm after the check, that the next job stays pending on
+//! a drained node, that application XIDs drain nothing, that an admin's
+//! resume and an admin's drain are respected, and that a recoverable drain
+//! is resumed once the check is clean.
+//!
+//! Needs root, the Debian Slurm packages and `cc` (crates/test-harness);
+//! skipped otherwise.
+
+use gres_test_harness as harness;
+use gres_test_harness::standin;
+
+use harness::*;
+use std::fs;
+use std::path::PathBuf;
+
+/// The node's files as the check sees them: a copy of `gres-rs` and the
+/// wrapper slurmd would run, 8 GPU device files and 8 NVIDIA GPUs on a
+/// PCI bus (the stand-in's 8-GPU node), the kernel log, the state
+/// directory.  In the stand-in's scratch directory, which a chroot's
+/// daemons see at the same path.
+struct Node {
+    dir: PathBuf,
+}
+
+impl Node {
+    fn new(tag: &str) -> Node {
+        let dir = standin::scratch_dir().join(format!("health-{tag}"));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("dev")).unwrap();
+        for i in 0..8 {
+            fs::write(dir.join(format!("dev/nvidia{i}")), "").unwrap();
+            let p = dir.join(format!("sys/bus/pci/devices/0000:{:02x}:00.0", 0x10 + i));
+            fs::create_dir_all(&p).unwrap();
+            fs::write(p.join("vendor"), "0x10de\n").unwrap();
+            fs::write(p.join("class"), "0x030200\n").unwrap();
+        }
+        fs::copy(env!("CARGO_BIN_EXE_gres-rs"), dir.join("gres-rs")).unwrap();
+        Node { dir }
+    }
+
+    /// The program slurmd would run: `gres-rs health` on this node's files,
+    /// with the stand-in playing `fixture` and `kmsg` as the kernel log.
+    fn wrapper(&self, c: &Cluster, fixture: &str, kmsg: &str) -> PathBuf {
+        let d = self.dir.display();
+        fs::write(self.dir.join("kmsg.log"), kmsg).unwrap();
+        let script = format!(
+            "#!/bin/sh\nexec env SLURM_CONF={conf} GRES_RS_NVML_FIXTURE={fixture} {d}/gres-rs health --format json --nvml-timeout 1000 \
+             --nvml-lib {lib} --kmsg {d}/kmsg.log --state-dir {d}/state --dev-dir {d}/dev --sys-dir {d}/sys\n",
+            conf = c.layout.slurm_conf().display(),
+            fixture = standin::fixture(fixture).display(),
+            lib = standin::library().display(),
+        );
+        let path = self.dir.join("health-check");
+        fs::write(&path, script).unwrap();
+        let _ = std::process::Command::new("chmod").arg("755").arg(&path).status();
+        path
+    }
+
+    /// Runs the check as slurmd does, beside slurmd (in its chroot); its
+    /// exit status and JSON document.
+    fn check(&self, c: &Cluster, fixture: &str, kmsg: &str) -> (Option<i32>, serde_json::Value) {
+        let wrapper = self.wrapper(c, fixture, kmsg);
+        let mut cmd = c.command_beside(Daemon::Slurmd, "/usr/bin/env").unwrap_or_else(|e| panic!("{e}"));
+        cmd.args(["-i", &format!("SLURMD_NODENAME={}", c.config.node_name)]).arg(&wrapper);
+        let out = cmd.output().expect("run the health check");
+        let doc = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), doc)
+    }
+}
+
+/// The node's state (lower case) and reason, as sinfo says.
+fn node_state(c: &Cluster) -> (String, String) {
+    let out = c.sinfo(&["-h", "-N", "-n", &c.config.node_name, "-o", "%T|%E"]).expect_ok("sinfo");
+    let line = out.stdout.lines().next().unwrap_or_default().to_string();
+    let (state, reason) = line.split_once('|').unwrap_or((&line, ""));
+    (state.trim().to_ascii_lowercase(), reason.trim().to_string())
+}
+
+/// The admin puts the node back in service.
+fn resume(c: &Cluster) {
+    c.scontrol(&["update", &format!("NodeName={}", c.config.node_name), "State=RESUME"]).expect_ok("scontrol resume");
+}
+
+fn xid(code: u32, text: &str) -> String {
+    format!("[ 1234.5678] NVRM: Xid (PCI:0000:41:00): {code}, pid=4242, name=python3, {text}\n")
+}
+
+/// One case of the matrix: the stand-in's fixture, the kernel log, the
+/// verdict and what the reason must say (drains only).
+struct Case {
+    what: &'static str,
+    fixture: &'static str,
+    kmsg: String,
+    verdict: &'static str,
+    reason: &'static str,
+}
+
+fn matrix() -> Vec<Case> {
+    let ok = "health_h100x8.conf";
+    let case = |what, fixture, kmsg: String, verdict, reason| Case { what, fixture, kmsg, verdict, reason };
+    vec![
+        case("application xid 13", ok, xid(13, "Graphics SM Warp Exception"), "nothing", ""),
+        case("application xid 31", ok, xid(31, "MMU Fault"), "nothing", ""),
+        case("application xid 43", ok, xid(43, "Ch 00000008"), "nothing", ""),
+        case("application xid 45", ok, xid(45, "Ch 00000008"), "nothing", ""),
+        case("xid 48 double-bit ECC", ok, xid(48, "An uncorrectable double bit error"), "drain", "xid 48"),
+        case("xid 63 row remap pending", ok, xid(63, "Row remapping event"), "warn", ""),
+        case("xid 64 row remap failure", ok, xid(64, "Row remapping failure"), "drain", "xid 64"),
+        case("xid 74 NVLink", ok, xid(74, "NVLink: fatal error"), "drain", "xid 74"),
+        case("xid 79 fallen off the bus", ok, xid(79, "GPU has fallen off the bus."), "drain", "xid 79 (fallen off the bus) -> reboot node"),
+        case("xid 94 contained ECC", ok, xid(94, "Contained ECC error"), "warn", ""),
+        case("xid 95 uncontained ECC", ok, xid(95, "Uncontained ECC error"), "drain", "xid 95"),
+        case("xid 119 GSP timeout", ok, xid(119, "Timeout waiting for RPC from GSP"), "drain", "xid 119"),
+        case("volatile double-bit ECC", "health_dbe.conf", String::new(), "drain", "dbe"),
+        case("pages pending retirement", "health_retired.conf", String::new(), "drain", "retire"),
+        case("remap failure", "health_remap.conf", String::new(), "drain", "remap failure"),
+        case("lost GPU", "health_lost.conf", String::new(), "drain", "gpu lost"),
+        case("NVML hang", "health_hang.conf", String::new(), "drain", "nvml hang"),
+        case("throttling", "health_throttle.conf", String::new(), "warn", ""),
+    ]
+}
+
+fn cluster(bed: &testbed::TestBed, test: &str) -> Option<Cluster> {
+    let cfg = ClusterConfig::gpus(PluginSet::Ours, 2).with_binds(standin::chroot_binds());
+    let cfg = bed.ours_config(cfg, test)?;
+    let c = Cluster::start(cfg);
+    c.assert_ours_loaded(&["gres_gpu"]);
+    Some(c)
+}
+
+per_release! {
+    fn each_fault_gets_its_action_on_the_node(bed) {
+        let Some(c) = cluster(bed, "each_fault_gets_its_action_on_the_node") else { return };
+        let node = Node::new(&format!("matrix-{}", bed.series));
+        for case in matrix() {
+            let _ = fs::remove_dir_all(node.dir.join("state"));
+            let (code, doc) = node.check(&c, case.fixture, &case.kmsg);
+            assert_eq!(doc["verdict"], case.verdict, "{}: {doc:#}", case.what);
+            let (state, reason) = node_state(&c);
+            if case.verdict == "drain" {
+                assert_eq!(code, Some(3), "{}: {doc:#}", case.what);
+                assert!(state.contains("drain"), "{}: node {state}", case.what);
+                assert!(reason.starts_with("gres-rs: ") && reason.contains(case.reason), "{}: reason {reason:?}", case.what);
+                resume(&c);
+            } else {
+                assert!(!state.contains("drain"), "{}: node {state} ({reason})", case.what);
+                assert_eq!(code, Some(if case.verdict == "warn" { 1 } else { 0 }), "{}: {doc:#}", case.what);
+            }
+        }
+        // The GPU counts: a device file gone.
+        let _ = fs::remove_dir_all(node.dir.join("state"));
+        fs::remove_file(node.dir.join("dev/nvidia7")).unwrap();
+        let (_, doc) = node.check(&c, "health_h100x8.conf", "");
+        assert!(doc["reason"].as_str().unwrap_or("").contains("gpu count"), "{doc:#}");
+        assert!(node_state(&c).0.contains("drain"));
+        resume(&c);
+        fs::write(node.dir.join("dev/nvidia7"), "").unwrap();
+        // An NVLink seen up on a clean check, then down.
+        let _ = fs::remove_dir_all(node.dir.join("state"));
+        assert_eq!(node.check(&c, "health_h100x8.conf", "").0, Some(0));
+        let (code, doc) = node.check(&c, "health_nvlink_down.conf", "");
+        assert_eq!(code, Some(3), "{doc:#}");
+        assert!(node_state(&c).1.contains("nvlink"), "{:?}", node_state(&c));
+        resume(&c);
+    }
+
+    fn drains_are_kept_resumed_and_left_as_slurm_users_expect(bed) {
+        let Some(c) = cluster(bed, "drains_are_kept_resumed_and_left_as_slurm_users_expect") else { return };
+        let node = Node::new(&format!("lifecycle-{}", bed.series));
+        let fell = xid(79, "GPU has fallen off the bus.");
+        // Drained: the next job waits.
+        assert_eq!(node.check(&c, "health_h100x8.conf", &fell).0, Some(3));
+        let (out, id) = c.sbatch_submit(&["--gres=gpu:1", "-o", "/dev/null"], "hostname");
+        let id = id.unwrap_or_else(|| panic!("sbatch: {out:?}"));
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        let q = c.squeue(&["-h", "-j", &id.to_string(), "-o", "%T"]).expect_ok("squeue");
+        assert_eq!(q.stdout.trim(), "PENDING", "the job on a drained node");
+        c.scancel(&[&id.to_string()]);
+        // The admin resumes it: the XID, reported once, drains no more.
+        resume(&c);
+        let (code, doc) = node.check(&c, "health_h100x8.conf", &fell);
+        assert_eq!((code, doc["verdict"].as_str()), (Some(0), Some("nothing")), "{doc:#}");
+        assert!(!node_state(&c).0.contains("drain"));
+        // A recoverable fault (a hanging NVML call) is resumed once the
+        // check is clean again.
+        assert_eq!(node.check(&c, "health_hang.conf", &fell).0, Some(3));
+        assert!(node_state(&c).0.contains("drain"));
+        let (code, doc) = node.check(&c, "health_h100x8.conf", &fell);
+        assert_eq!((code, doc["verdict"].as_str()), (Some(0), Some("resume")), "{doc:#}");
+        assert!(!node_state(&c).0.contains("drain"), "{:?}", node_state(&c));
+        // An admin's drain is never touched: not by a fault, not by a clean check.
+        c.scontrol(&["update", &format!("NodeName={}", c.config.node_name), "State=DRAIN", "Reason=maintenance window"]).expect_ok("drain");
+        let (code, doc) = node.check(&c, "health_dbe.conf", &fell);
+        assert_eq!((code, doc["verdict"].as_str()), (Some(3), Some("foreign")), "{doc:#}");
+        assert_eq!(node_state(&c).1, "maintenance window");
+        assert_eq!(node.check(&c, "health_h100x8.conf", &fell).1["verdict"], "foreign");
+        assert_eq!(node_state(&c).1, "maintenance window");
+        resume(&c);
+    }
+}
