@@ -64,9 +64,19 @@ impl Node {
     /// Runs the check as slurmd does, beside slurmd (in its chroot); its
     /// exit status and JSON document.
     fn check(&self, c: &Cluster, fixture: &str, kmsg: &str) -> (Option<i32>, serde_json::Value) {
+        let cmd = c.command_beside(Daemon::Slurmd, "/usr/bin/env").unwrap_or_else(|e| panic!("{e}"));
+        self.run(cmd, c, &c.config.node_name, fixture, kmsg)
+    }
+
+    /// The same for `node` of several, from the cluster's hub (where
+    /// slurmctld and every node are reachable).
+    fn check_node(&self, c: &Cluster, node: &str, fixture: &str, kmsg: &str) -> (Option<i32>, serde_json::Value) {
+        self.run(c.command("/usr/bin/env"), c, node, fixture, kmsg)
+    }
+
+    fn run(&self, mut cmd: std::process::Command, c: &Cluster, node: &str, fixture: &str, kmsg: &str) -> (Option<i32>, serde_json::Value) {
         let wrapper = self.wrapper(c, fixture, kmsg);
-        let mut cmd = c.command_beside(Daemon::Slurmd, "/usr/bin/env").unwrap_or_else(|e| panic!("{e}"));
-        cmd.args(["-i", &format!("SLURMD_NODENAME={}", c.config.node_name)]).arg(&wrapper);
+        cmd.args(["-i", &format!("SLURMD_NODENAME={node}")]).arg(&wrapper);
         let out = cmd.output().expect("run the health check");
         let doc = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{e}:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
@@ -76,7 +86,11 @@ impl Node {
 
 /// The node's state (lower case) and reason, as sinfo says.
 fn node_state(c: &Cluster) -> (String, String) {
-    let out = c.sinfo(&["-h", "-N", "-n", &c.config.node_name, "-o", "%T|%E"]).expect_ok("sinfo");
+    state_of(c, &c.config.node_name)
+}
+
+fn state_of(c: &Cluster, node: &str) -> (String, String) {
+    let out = c.sinfo(&["-h", "-N", "-n", node, "-o", "%T|%E"]).expect_ok("sinfo");
     let line = out.stdout.lines().next().unwrap_or_default().to_string();
     let (state, reason) = line.split_once('|').unwrap_or((&line, ""));
     (state.trim().to_ascii_lowercase(), reason.trim().to_string())
@@ -84,7 +98,11 @@ fn node_state(c: &Cluster) -> (String, String) {
 
 /// The admin puts the node back in service.
 fn resume(c: &Cluster) {
-    c.scontrol(&["update", &format!("NodeName={}", c.config.node_name), "State=RESUME"]).expect_ok("scontrol resume");
+    resume_node(c, &c.config.node_name);
+}
+
+fn resume_node(c: &Cluster, node: &str) {
+    c.scontrol(&["update", &format!("NodeName={node}"), "State=RESUME"]).expect_ok("scontrol resume");
 }
 
 fn xid(code: u32, text: &str) -> String {
@@ -202,5 +220,35 @@ per_release! {
         assert_eq!(node.check(&c, "health_h100x8.conf", &fell).1["verdict"], "foreign");
         assert_eq!(node_state(&c).1, "maintenance window");
         resume(&c);
+    }
+
+    fn one_bad_gpu_drains_one_node_and_the_guard_holds(bed) {
+        let nodes = vec![NodeConfig::new("n1", 2, "gpu:2"), NodeConfig::new("n2", 2, "gpu:2"), NodeConfig::new("n3", 2, "gpu:2")];
+        let mut cfg = ClusterConfig::multi(PluginSet::Ours, nodes).with_binds(standin::chroot_binds());
+        cfg.gres_conf = (1..=3).map(|i| format!("NodeName=n{i} Name=gpu File={{DEV}}/n{i}/nvidia[0-1]\n")).collect();
+        cfg.gres_types = "gpu".into();
+        let Some(cfg) = bed.ours_config(bed.on(cfg), "one_bad_gpu_drains_one_node_and_the_guard_holds") else { return };
+        let c = Cluster::start(cfg);
+        c.assert_ours_loaded_on_every_node(&["gres_gpu"]);
+        let fell = xid(79, "GPU has fallen off the bus.");
+        let node = |n: &str| Node::new(&format!("guard-{}-{n}", bed.series));
+        let (n1, n2, n3) = (node("n1"), node("n2"), node("n3"));
+        // One bad GPU: its node only.
+        assert_eq!(n1.check_node(&c, "n1", "health_h100x8.conf", &fell).0, Some(3));
+        assert!(state_of(&c, "n1").0.contains("drain"));
+        for n in ["n2", "n3"] {
+            assert!(!state_of(&c, n).0.contains("drain"), "{n}: {:?}", state_of(&c, n));
+        }
+        assert_eq!(n2.check_node(&c, "n2", "health_h100x8.conf", "").1["verdict"], "nothing");
+        // The same fault everywhere (a driver bug?): with one of three
+        // nodes drained by gres-rs, the guard (10%, at least one node)
+        // refuses to drain another.
+        for (n, check) in [("n2", &n2), ("n3", &n3)] {
+            let (code, doc) = check.check_node(&c, n, "health_h100x8.conf", &fell);
+            assert_eq!((code, doc["verdict"].as_str()), (Some(4), Some("guard_refused")), "{n}: {doc:#}");
+            assert_eq!(doc["guard"]["drained_by_gres_rs"], 1, "{n}: {doc:#}");
+            assert!(!state_of(&c, n).0.contains("drain"), "{n}: {:?}", state_of(&c, n));
+        }
+        resume_node(&c, "n1");
     }
 }
