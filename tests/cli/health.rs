@@ -229,3 +229,33 @@ fn an_nvlink_is_down_only_after_it_was_seen_up() {
     let links: Vec<&str> = doc["findings"].as_array().unwrap().iter().filter(|f| f["kind"] == "nvlink_down").map(|f| f["detail"].as_str().unwrap()).collect();
     assert_eq!(links, ["3", "9"], "{doc:#}");
 }
+
+#[test]
+fn a_thousand_checks_of_a_healthy_node_drain_nothing() {
+    let d = temp_dir("health-thousand");
+    for i in 0..1000 {
+        let (code, doc) = on_standin(&d.0, "health_h100x8.conf", &[]);
+        assert_eq!((code, doc["verdict"].as_str()), (Some(0), Some("nothing")), "check {i}: {doc:#}");
+    }
+}
+
+#[test]
+fn old_xids_after_a_reboot_drain_nothing() {
+    let d = temp_dir("health-reboot");
+    let log = d.0.join("kern.log");
+    fs::write(&log, DMESG).unwrap();
+    assert_eq!(health(&d.0, &log, &[]).status.code(), Some(3));
+    // The node reboots: another boot id; the kernel log kept on disk
+    // still holds the XIDs of the boot before.
+    let state = d.0.join("health.state");
+    let text = fs::read_to_string(&state).unwrap();
+    let rebooted: String = text
+        .lines()
+        .map(|l| if l.starts_with("boot_id=") { "boot_id=00000000-1111-2222-3333-444444444444".to_string() } else { l.to_string() } + "\n")
+        .collect();
+    assert_ne!(text, rebooted);
+    fs::write(&state, rebooted).unwrap();
+    let out = health(&d.0, &log, &["--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((out.status.code(), doc["verdict"].as_str(), doc["new_xids"].as_u64()), (Some(0), Some("nothing"), Some(0)), "{doc:#}");
+}

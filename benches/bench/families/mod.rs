@@ -1,6 +1,7 @@
 //! The benchmark families, one a module: each adds its rows to the report.
 
 pub mod check;
+pub mod health;
 pub mod rss;
 pub mod slurmd_g;
 pub mod stepd;
