@@ -151,6 +151,10 @@ fn as_gres_rs_health_it_runs_the_health_check() {
 /// `gres-rs health` on the NVML stand-in playing `fixture`, with the 8
 /// device files and 8 PCI GPUs of the node it plays; its JSON document.
 fn on_standin(dir: &Path, fixture: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
+    on_standin_with(dir, fixture, extra, &[])
+}
+
+fn on_standin_with(dir: &Path, fixture: &str, extra: &[&str], env: &[(&str, &Path)]) -> (Option<i32>, serde_json::Value) {
     let dev = dir.join("dev");
     let pci = dir.join("sys/bus/pci/devices");
     for i in 0..8 {
@@ -169,8 +173,13 @@ fn on_standin(dir: &Path, fixture: &str, extra: &[&str]) -> (Option<i32>, serde_
     let (s, st) = (s.to_str().unwrap().to_string(), st.to_str().unwrap().to_string());
     args.extend_from_slice(&["--dev-dir", d, "--sys-dir", &s, "--nvml-lib", l, "--kmsg", k, "--state-dir", &st]);
     args.extend_from_slice(extra);
-    let out =
-        std::process::Command::new(crate::run::GRES_RS).args(&args).env("GRES_RS_NVML_FIXTURE", gres_test_harness::standin::fixture(fixture)).output().unwrap();
+    let out = std::process::Command::new(crate::run::GRES_RS)
+        .args(&args)
+        .env("GRES_RS_NVML_FIXTURE", gres_test_harness::standin::fixture(fixture))
+        .env_remove("SLURM_CONF")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
     let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
     (out.status.code(), doc)
 }
@@ -258,4 +267,19 @@ fn old_xids_after_a_reboot_drain_nothing() {
     let out = health(&d.0, &log, &["--format", "json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((out.status.code(), doc["verdict"].as_str(), doc["new_xids"].as_u64()), (Some(0), Some("nothing"), Some(0)), "{doc:#}");
+}
+
+#[test]
+fn fewer_gpus_than_slurm_conf_configures_drain() {
+    let d = temp_dir("health-configured");
+    let conf = d.0.join("slurm.conf");
+    fs::write(&conf, "GresTypes=gpu\nNodeName=n1 CPUs=8 Gres=gpu:h100:8,gpu:a100:8\n").unwrap();
+    let (code, doc) = on_standin_with(&d.0, "health_h100x8.conf", &["--dry-run"], &[("SLURM_CONF", &conf)]);
+    assert_eq!(code, Some(3), "{doc:#}");
+    assert!(doc["reason"].as_str().unwrap().contains("conf 16"), "{doc:#}");
+    // More GPUs than configured is the admin's choice.
+    fs::write(&conf, "GresTypes=gpu\nNodeName=n1 CPUs=8 Gres=gpu:h100:4\n").unwrap();
+    let (code, doc) = on_standin_with(&d.0, "health_h100x8.conf", &["--dry-run"], &[("SLURM_CONF", &conf)]);
+    assert_eq!((code, doc["verdict"].as_str()), (Some(0), Some("nothing")), "{doc:#}");
+    assert!(doc["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().ends_with(", 4 configured")), "{doc:#}");
 }

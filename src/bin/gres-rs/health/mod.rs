@@ -25,6 +25,9 @@ use gres_health::kmsg::{Format, XidEvent, XidReader};
 use gres_health::overrides::{self, SiteConfig};
 use gres_health::report::{render_metrics, summarize, RunStats, Summary};
 
+use slurm_gpu_gres::predict::slurm_conf::SlurmConf;
+use slurm_gpu_gres::predict::slurm_gres::gres_cnt;
+
 use crate::installed::program;
 use crate::render::JsonHeader;
 use crate::{tool_error, HealthArgs, HealthFormat};
@@ -80,21 +83,30 @@ pub fn run(args: &HealthArgs) -> u8 {
     // 2. NVML's readings, and what the machine shows outside NVML.
     let dev = inventory::device_minors(&args.dev_dir.clone().unwrap_or_else(|| PathBuf::from("/dev")));
     let pci = inventory::pci_gpus(&args.sys_dir.clone().unwrap_or_else(|| PathBuf::from("/sys")).join("bus/pci/devices"));
-    let nvml_count = if args.no_nvml { None } else { nvml_checks(args, &state_dir, !pci.is_empty() || !dev.is_empty(), &mut run) };
+    let nvml = if args.no_nvml { None } else { nvml_checks(args, &state_dir, !pci.is_empty() || !dev.is_empty(), &mut run) };
+    let nvml_count = nvml.map(|(n, _)| n);
+    let node_name = args.node.clone().or_else(|| std::env::var("SLURMD_NODENAME").ok()).unwrap_or_else(crate::host::short_hostname);
+    // What slurm.conf configures for the node: fewer GPUs found than that
+    // is what slurmctld drains a registering node for; more is the
+    // admin's choice.  MIG devices count as GPUs there, not here: with MIG
+    // on, the configured count is not compared.
+    let configured = if nvml.is_some_and(|(_, mig)| mig) { None } else { configured_gpus(&node_name) };
     run.notes.push(format!(
-        "{} GPUs in NVML, {} GPU device files, {} NVIDIA GPUs on the PCI bus",
+        "{} GPUs in NVML, {} GPU device files, {} NVIDIA GPUs on the PCI bus, {} configured",
         nvml_count.map_or("-".to_string(), |n| n.to_string()),
         dev.len(),
-        pci.len()
+        pci.len(),
+        configured.map_or("-".to_string(), |n| n.to_string()),
     ));
-    let counts = [Some(dev.len() as u32), Some(pci.len() as u32), nvml_count];
-    if counts.iter().flatten().any(|n| Some(*n) != counts[1]) {
-        let fault = Fault::CountMismatch { nvml: nvml_count.unwrap_or(0), dev_files: dev.len() as u32, pci: pci.len() as u32, configured: None };
+    let found = [Some(dev.len() as u32), Some(pci.len() as u32), nvml_count];
+    let disagree = found.iter().flatten().any(|n| Some(*n) != found[1]);
+    let too_few = configured.is_some_and(|c| found.iter().flatten().any(|n| *n < c));
+    if disagree || too_few {
+        let fault = Fault::CountMismatch { nvml: nvml_count.unwrap_or(0), dev_files: dev.len() as u32, pci: pci.len() as u32, configured };
         run.findings.push(Finding::new(fault, GpuRef::default(), Source::Pci));
     }
 
     // 3. The node as Slurm sees it, the verdict, and the action.
-    let node_name = args.node.clone().or_else(|| std::env::var("SLURMD_NODENAME").ok()).unwrap_or_else(crate::host::short_hostname);
     // Without the node's state the check cannot know whose drain is on it:
     // it decides, says so, and changes nothing.
     let view = if args.no_slurm { Err("--no-slurm: Slurm not asked".to_string()) } else { slurm_view(&node_name) };
@@ -140,11 +152,20 @@ fn site_config(args: &HealthArgs) -> Result<SiteConfig, String> {
     }
 }
 
+/// The GPUs slurm.conf's `Gres=` gives `node` (every type counted, as
+/// slurmctld counts them); `None` where slurm.conf cannot be read or does
+/// not list the node.
+fn configured_gpus(node: &str) -> Option<u32> {
+    let conf = SlurmConf::load(&crate::default_slurm_conf()).ok()?;
+    let gres = conf.node(node)?.gres().map(|g| g.value.clone()).unwrap_or_default();
+    u32::try_from(gres_cnt(&gres, "gpu").0.count).ok()
+}
+
 /// NVML's readings as findings; the XIDs' GPUs named by NVML's index and
 /// UUID where their PCI bus id matches.  NVML's GPU count, when it could
 /// count.  Where NVML cannot be used on a machine without NVIDIA GPUs
 /// (`gpus_here` false) there is nothing to find.
-fn nvml_checks(args: &HealthArgs, state_dir: &Path, gpus_here: bool, run: &mut Run) -> Option<u32> {
+fn nvml_checks(args: &HealthArgs, state_dir: &Path, gpus_here: bool, run: &mut Run) -> Option<(u32, bool)> {
     let mut paths = slurm_gpu_gres::nvml::Paths::default();
     if let Some(lib) = &args.nvml_lib {
         paths.library = lib.clone().into_os_string();
@@ -171,7 +192,8 @@ fn nvml_checks(args: &HealthArgs, state_dir: &Path, gpus_here: bool, run: &mut R
             run.notes.push(format!("cannot save the NVLinks seen up in {}: {e}", state_dir.display()));
         }
     }
-    reading.device_count
+    let mig = reading.gpus.iter().any(|g| matches!(g.mig_mode, slurm_gpu_gres::nvml::health::Reading::Value(true)));
+    reading.device_count.map(|n| (n, mig))
 }
 
 /// `--list-faults`: what each fault gets, as this build and the site's
