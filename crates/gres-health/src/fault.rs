@@ -280,6 +280,14 @@ pub enum Source {
     Pci,
     /// The node's configuration.
     Config,
+    /// Our gpu/nvml in a step's slurmstepd, which NVML told of the XID
+    /// ([`crate::steps`]).
+    Step {
+        /// The step, when slurmstepd could say.
+        step: Option<crate::steps::StepId>,
+        /// The slurmstepd's process id.
+        pid: u32,
+    },
 }
 
 impl fmt::Display for Source {
@@ -291,6 +299,8 @@ impl fmt::Display for Source {
             Source::DevFiles => f.write_str("/dev/nvidia*"),
             Source::Pci => f.write_str("pci"),
             Source::Config => f.write_str("config"),
+            Source::Step { step: Some(s), .. } => write!(f, "step {s}"),
+            Source::Step { step: None, pid } => write!(f, "slurmstepd pid {pid}"),
         }
     }
 }

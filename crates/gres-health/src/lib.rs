@@ -4,9 +4,11 @@
 //! says what each fault means ([`catalog`]) and the site's changes to it
 //! ([`overrides`]), the kernel log's XID lines ([`kmsg`]), the cursor that
 //! reports each XID once ([`cursor`]), the drain reason ([`reason`]), the
-//! verdict ([`decide`]) and what a run reports besides Slurm ([`report`]).
+//! verdict ([`decide`]), what a run reports besides Slurm ([`report`]), and
+//! the records of the XIDs that hit a job step ([`steps`]).
 //! No NVML, no Slurm, no process, no unsafe: the tool gathers the facts and
-//! runs `scontrol`; everything here is unit-tested.
+//! runs `scontrol`, our gpu/nvml writes the step records; everything here is
+//! unit-tested.
 
 pub mod catalog;
 pub mod cursor;
@@ -16,3 +18,4 @@ pub mod kmsg;
 pub mod overrides;
 pub mod reason;
 pub mod report;
+pub mod steps;

@@ -10,6 +10,7 @@
 //! remap_pending = warn
 //! throttle = ignore
 //! guard_max_nodes = 10%            # or a count: 5; or off
+//! step_xids = on                   # our gpu/nvml records the job a fault hit
 //! ```
 //!
 //! A rule is `<key> = <action> [<remedy>] [recoverable|manual]`: the key is
@@ -21,6 +22,11 @@
 //! from the catalog's rule.  `#` starts a comment.  An error names the
 //! file, line and column and suggests the closest valid word; a file over
 //! [`MAX_FILE`] bytes is refused.
+//!
+//! `step_xids = on|off` (default off) is read by our gpu/nvml in each
+//! step's slurmstepd, once a process: with it on, the plugin watches the
+//! step's GPUs for XIDs and records the job a fault hit
+//! ([`crate::steps`]).
 
 use std::path::Path;
 
@@ -69,6 +75,8 @@ pub struct SiteConfig {
     pub table: Table,
     /// The cluster guard.
     pub guard: Guard,
+    /// `step_xids = on`: our gpu/nvml watches each step's GPUs for XIDs.
+    pub step_xids: bool,
 }
 
 /// Why an override file was refused.
@@ -114,7 +122,8 @@ fn hint(s: &Option<String>) -> String {
 
 const ACTIONS: [&str; 3] = ["ignore", "warn", "drain"];
 const FLAGS: [&str; 2] = ["recoverable", "manual"];
-const SETTINGS: [&str; 3] = ["xid", "unknown_xid", "guard_max_nodes"];
+const SETTINGS: [&str; 4] = ["xid", "unknown_xid", "guard_max_nodes", "step_xids"];
+const SWITCH: [&str; 2] = ["on", "off"];
 
 /// A word and its byte offset in the line.
 type Tok<'a> = (usize, &'a str);
@@ -166,6 +175,7 @@ enum Key {
     Kinds(Vec<FaultKind>),
     UnknownXid,
     Guard,
+    StepXids,
 }
 
 fn parse_key(cx: &LineCtx<'_>, toks: &[Tok<'_>], eq_at: usize) -> Result<Key, OverrideError> {
@@ -196,6 +206,7 @@ fn parse_key(cx: &LineCtx<'_>, toks: &[Tok<'_>], eq_at: usize) -> Result<Key, Ov
         }
         "unknown_xid" => Key::UnknownXid,
         "guard_max_nodes" => Key::Guard,
+        "step_xids" => Key::StepXids,
         word => match FaultKind::from_word(word) {
             Some(kind) => Key::Kinds(vec![kind]),
             None => {
@@ -281,6 +292,15 @@ fn parse_guard(cx: &LineCtx<'_>, toks: &[Tok<'_>], end: usize) -> Result<Guard, 
     }
 }
 
+fn parse_switch(cx: &LineCtx<'_>, toks: &[Tok<'_>], end: usize) -> Result<bool, OverrideError> {
+    match toks {
+        [(_, "on")] => Ok(true),
+        [(_, "off")] => Ok(false),
+        [tok] => Err(cx.unknown(*tok, "value", &SWITCH)),
+        _ => Err(cx.err(toks.get(1).map_or(end, |t| t.0), "expected one value: on or off", None)),
+    }
+}
+
 /// Parse an override file's text; `file` names it in errors.
 pub fn parse(file: &str, text: &str) -> Result<SiteConfig, OverrideError> {
     if text.len() as u64 > MAX_FILE {
@@ -308,6 +328,7 @@ pub fn parse(file: &str, text: &str) -> Result<SiteConfig, OverrideError> {
         let end = content.trim_end().len();
         match key {
             Key::Guard => config.guard = parse_guard(&cx, &value, end)?,
+            Key::StepXids => config.step_xids = parse_switch(&cx, &value, end)?,
             Key::UnknownXid => {
                 let base = config.table.unknown_xid_rule();
                 config.table.set_unknown_xid(parse_rule(&cx, &value, base, end)?);
@@ -417,6 +438,22 @@ guard_max_nodes = 5
         assert_eq!(Guard::Off.limit(10), None);
         assert_eq!(parse("f", "guard_max_nodes = 25%").unwrap().guard, Guard::Percent(25));
         assert_eq!(parse("f", "guard_max_nodes = off").unwrap().guard, Guard::Off);
+    }
+
+    #[test]
+    fn step_xids_is_a_switch_off_by_default() {
+        assert!(!parse("f", "").unwrap().step_xids);
+        assert!(parse("f", "step_xids = on  # the job a fault hit\n").unwrap().step_xids);
+        assert!(!parse("f", "step_xids = on\nstep_xids=off\n").unwrap().step_xids);
+        let err = parse("f", "step_xids = yes").unwrap_err();
+        assert_eq!(err.to_string(), "f:1:13: unknown value `yes` (one of: on, off)");
+        let err = parse("f", "step_xids = offf").unwrap_err();
+        assert!(err.to_string().ends_with("did you mean `off`?"), "{err}");
+        let err = parse("f", "step_xids = on off").unwrap_err();
+        let OverrideError::Syntax { col, .. } = err else { panic!() };
+        assert_eq!(col, 16);
+        let err = parse("f", "step_xid = on").unwrap_err();
+        assert!(err.to_string().ends_with("did you mean `step_xids`?"), "{err}");
     }
 
     #[test]

@@ -1,0 +1,339 @@
+//! The job a fault hit: the records our gpu/nvml writes in a step's
+//! slurmstepd when NVML delivered an XID for one of the step's GPUs
+//! (`step_xids = on` in the site's file), and what `gres-rs health` makes
+//! of them.
+//!
+//! One append-only file in the state directory ([`RECORDS_FILE`]), one
+//! line a fault, each written with a single `write(2)` on an `O_APPEND`
+//! descriptor (so lines of steps ending at once never mix), never longer
+//! than [`MAX_LINE`]; the plugin stops appending once the file holds
+//! [`MAX_FILE`] bytes:
+//!
+//! ```text
+//! step-xid 1 time=1733340000 job=12 step=0 pid=4567 gpu=3 uuid=GPU-5c1b2e3f pci=0000:41:00.0 xid=79
+//! ```
+//!
+//! `job=-` and `step=-` when the slurmstepd could not say which step it
+//! ran (its process title and its cgroup named none); a heterogeneous
+//! step's component is `step=0+1`.  The step's ids come from slurmstepd's
+//! process title (`slurmstepd: [12.0]`, which every release sets with
+//! `setproctitle` before it runs a step), else from its cgroup
+//! (`.../job_12/step_0/...`, Slurm's cgroup v2 layout).
+
+use std::fmt;
+
+use crate::catalog::xid_name;
+use crate::fault::{Fault, Finding, GpuRef, Source};
+
+/// The records' file in the state directory.
+pub const RECORDS_FILE: &str = "step-xids";
+
+/// The plugin appends no record to a file this big (about 8,000 records).
+pub const MAX_FILE: u64 = 1024 * 1024;
+
+/// The longest line [`StepXid::render`] makes (a longer UUID or bus id is
+/// cut).
+pub const MAX_LINE: usize = 512;
+
+/// The first word and version of every record.
+pub const TAG: &str = "step-xid 1";
+
+/// Slurm's step id numbers that have names (`slurm.h`).
+const PENDING: u32 = 0xffff_fffd;
+const EXTERN: u32 = 0xffff_fffc;
+const BATCH: u32 = 0xffff_fffb;
+const INTERACTIVE: u32 = 0xffff_fffa;
+
+/// A job step, as Slurm names it in logs (`12.0`, `12.batch`, `12.0+1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StepId {
+    /// The job id.
+    pub job: u32,
+    /// The step id (Slurm's numbers for batch, extern, ...).
+    pub step: u32,
+    /// The component of a heterogeneous step.
+    pub het_comp: Option<u32>,
+}
+
+impl StepId {
+    /// The step part (`0`, `batch`, `0+1`).
+    pub fn step_text(&self) -> String {
+        let step = match self.step {
+            BATCH => "batch".to_string(),
+            EXTERN => "extern".to_string(),
+            INTERACTIVE => "interactive".to_string(),
+            PENDING => "TDB".to_string(),
+            n => n.to_string(),
+        };
+        match self.het_comp {
+            Some(c) => format!("{step}+{c}"),
+            None => step,
+        }
+    }
+
+    /// Parse `<job>.<step>[+<comp>]` as Slurm writes it.
+    pub fn parse(s: &str) -> Option<StepId> {
+        let (job, step) = s.split_once('.')?;
+        Some(StepId { job: parse_num(job)?, ..parse_step(step)? })
+    }
+}
+
+impl fmt::Display for StepId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.job, self.step_text())
+    }
+}
+
+fn parse_num(s: &str) -> Option<u32> {
+    (!s.is_empty() && s.len() <= 10 && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten()
+}
+
+/// The step part of a step id, with job 0.
+fn parse_step(s: &str) -> Option<StepId> {
+    let (step, het_comp) = match s.split_once('+') {
+        Some((a, b)) => (a, Some(parse_num(b)?)),
+        None => (s, None),
+    };
+    let step = match step {
+        "batch" => BATCH,
+        "extern" => EXTERN,
+        "interactive" => INTERACTIVE,
+        "TDB" | "TBD" => PENDING,
+        n => parse_num(n)?,
+    };
+    Some(StepId { job: 0, step, het_comp })
+}
+
+/// The step a slurmstepd runs, from its process title (the NUL-separated
+/// bytes of `/proc/self/cmdline`): `slurmstepd: [12.0]`, 24.05 on also
+/// `[12.0 stepmgr]`.
+pub fn from_proc_title(cmdline: &[u8]) -> Option<StepId> {
+    let text = String::from_utf8_lossy(cmdline);
+    let title = text.split('\0').next()?;
+    let rest = title.strip_prefix("slurmstepd: [")?;
+    let inside = rest.split(']').next()?;
+    let id = inside.split(' ').next()?;
+    StepId::parse(id).filter(|s| s.job != 0)
+}
+
+/// The step a process runs in, from its `/proc/self/cgroup`: the first
+/// line whose path has `job_<id>/step_<id>` (Slurm's cgroup v2 layout;
+/// cgroup v1's is `job_<id>/step_<id>` too, under `uid_<n>`).
+pub fn from_cgroup(text: &str) -> Option<StepId> {
+    text.lines().find_map(|line| {
+        let path = line.splitn(3, ':').nth(2)?;
+        let parts: Vec<&str> = path.split('/').collect();
+        parts.windows(2).find_map(|w| {
+            let job = parse_num(w[0].strip_prefix("job_")?)?;
+            let step = parse_step(w[1].strip_prefix("step_")?)?;
+            (job != 0).then_some(StepId { job, ..step })
+        })
+    })
+}
+
+/// One XID NVML delivered for a GPU of a step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepXid {
+    /// Seconds since the epoch, when the plugin collected it.
+    pub time: u64,
+    /// The step, when slurmstepd could say.
+    pub step: Option<StepId>,
+    /// The slurmstepd's process id.
+    pub pid: u32,
+    /// The GPU.
+    pub gpu: GpuRef,
+    /// The XID number.
+    pub xid: u32,
+}
+
+/// Why a line is not a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadRecord {
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong.
+    pub why: String,
+}
+
+/// Keep only the characters a UUID or a PCI bus id has, at most `max`.
+fn clean(s: &str, max: usize) -> String {
+    s.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | ':' | '.')).take(max).collect()
+}
+
+impl StepXid {
+    /// The record's line, `\n` included; at most [`MAX_LINE`] bytes.
+    pub fn render(&self) -> String {
+        let opt = |v: Option<String>| v.filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into());
+        let (job, step) = match &self.step {
+            Some(s) => (s.job.to_string(), s.step_text()),
+            None => ("-".into(), "-".into()),
+        };
+        format!(
+            "{TAG} time={} job={job} step={step} pid={} gpu={} uuid={} pci={} xid={}\n",
+            self.time,
+            self.pid,
+            opt(self.gpu.index.map(|i| i.to_string())),
+            opt(self.gpu.uuid.as_deref().map(|u| clean(u, 96))),
+            opt(self.gpu.pci.as_deref().map(|p| clean(p, 32))),
+            self.xid
+        )
+    }
+
+    /// Parse one record line (without its `\n`).
+    pub fn parse(line: &str) -> Result<StepXid, String> {
+        let rest = line.strip_prefix(TAG).and_then(|r| r.strip_prefix(' ')).ok_or("not a step-xid 1 record")?;
+        let mut r = StepXid { time: 0, step: None, pid: 0, gpu: GpuRef::default(), xid: 0 };
+        let (mut job, mut step, mut xid) = (None, None, None);
+        for field in rest.split(' ') {
+            let (key, value) = field.split_once('=').ok_or_else(|| format!("`{field}` is not key=value"))?;
+            let bad = || format!("bad {key} `{value}`");
+            let some = (value != "-").then_some(value);
+            match key {
+                "time" => r.time = value.parse().map_err(|_| bad())?,
+                "job" => job = some.map(|v| parse_num(v).ok_or_else(bad)).transpose()?,
+                "step" => step = some.map(|v| parse_step(v).ok_or_else(bad)).transpose()?,
+                "pid" => r.pid = value.parse().map_err(|_| bad())?,
+                "gpu" => r.gpu.index = some.map(|v| v.parse().map_err(|_| bad())).transpose()?,
+                "uuid" => r.gpu.uuid = some.map(|v| clean(v, 96)),
+                "pci" => r.gpu.pci = some.map(|v| clean(v, 32)),
+                "xid" => xid = Some(value.parse().map_err(|_| bad())?),
+                // A later version's field: kept readable.
+                _ => {}
+            }
+        }
+        r.xid = xid.ok_or("no xid")?;
+        r.step = match (job, step) {
+            (Some(job), Some(s)) => Some(StepId { job, ..s }),
+            _ => None,
+        };
+        Ok(r)
+    }
+
+    /// The step as text (`12.0`, or `-` when unknown).
+    pub fn step_text(&self) -> String {
+        self.step.map_or_else(|| "-".to_string(), |s| s.to_string())
+    }
+
+    /// The GPU as the log line names it (`gpu 3 GPU-... 0000:41:00.0`).
+    pub fn gpu_text(&self) -> String {
+        let mut out = String::from("gpu");
+        for part in [self.gpu.index.map(|i| i.to_string()), self.gpu.uuid.clone(), self.gpu.pci.clone()].into_iter().flatten() {
+            out.push(' ');
+            out.push_str(&part);
+        }
+        out
+    }
+
+    /// The line for slurmd's log (at error level): job, step, GPU, XID
+    /// and its short name.
+    pub fn log_line(&self) -> String {
+        let who = match &self.step {
+            Some(s) => format!("job {} step {}", s.job, s.step_text()),
+            None => format!("slurmstepd pid {} (step unknown)", self.pid),
+        };
+        format!("gres-rs: {who}: {}: xid {} ({})", self.gpu_text(), self.xid, xid_name(self.xid))
+    }
+
+    /// The record as a finding of `gres-rs health`, classified by the
+    /// same table as the kernel's XIDs.
+    pub fn finding(&self) -> Finding {
+        let fault = Fault::Xid { code: self.xid, pid: None, process: None, message: format!("during step {}", self.step_text()) };
+        Finding::new(fault, self.gpu.clone(), Source::Step { step: self.step, pid: self.pid })
+    }
+}
+
+/// Every record of a records file's text, and the lines that are not
+/// records (a torn or foreign line is skipped, never fatal).
+pub fn parse_records(text: &str) -> (Vec<StepXid>, Vec<BadRecord>) {
+    let (mut good, mut bad) = (Vec::new(), Vec::new());
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match StepXid::parse(line) {
+            Ok(r) => good.push(r),
+            Err(why) => bad.push(BadRecord { line: i + 1, why }),
+        }
+    }
+    (good, bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> StepXid {
+        StepXid {
+            time: 1_733_340_000,
+            step: Some(StepId { job: 12, step: 0, het_comp: None }),
+            pid: 4567,
+            gpu: GpuRef { index: Some(3), uuid: Some("GPU-5c1b2e3f".into()), pci: Some("0000:41:00.0".into()) },
+            xid: 79,
+        }
+    }
+
+    #[test]
+    fn a_record_round_trips_through_its_line() {
+        let r = record();
+        let line = r.render();
+        assert_eq!(line, "step-xid 1 time=1733340000 job=12 step=0 pid=4567 gpu=3 uuid=GPU-5c1b2e3f pci=0000:41:00.0 xid=79\n");
+        assert_eq!(StepXid::parse(line.trim_end()).unwrap(), r);
+        let unknown = StepXid { step: None, gpu: GpuRef::default(), ..r };
+        let line = unknown.render();
+        assert_eq!(line, "step-xid 1 time=1733340000 job=- step=- pid=4567 gpu=- uuid=- pci=- xid=79\n");
+        assert_eq!(StepXid::parse(line.trim_end()).unwrap(), unknown);
+    }
+
+    #[test]
+    fn a_record_stays_one_short_line_whatever_nvml_says() {
+        let mut r = record();
+        r.gpu.uuid = Some(format!("GPU-{}\nstep-xid 1 xid=1 {}", "a".repeat(600), "b"));
+        r.gpu.pci = Some("0000:41:00.0 xid=13".into());
+        let line = r.render();
+        assert!(line.len() <= MAX_LINE, "{}", line.len());
+        assert_eq!(line.matches('\n').count(), 1);
+        assert_eq!(StepXid::parse(line.trim_end()).unwrap().xid, 79);
+    }
+
+    #[test]
+    fn the_log_line_names_job_step_gpu_and_xid() {
+        assert_eq!(record().log_line(), "gres-rs: job 12 step 0: gpu 3 GPU-5c1b2e3f 0000:41:00.0: xid 79 (fallen off the bus)");
+        let r = StepXid { step: None, ..record() };
+        assert!(r.log_line().starts_with("gres-rs: slurmstepd pid 4567 (step unknown): gpu 3"), "{}", r.log_line());
+        let f = record().finding();
+        assert_eq!(f.source.to_string(), "step 12.0");
+        assert_eq!(f.fault.kind(), crate::fault::FaultKind::Xid(79));
+    }
+
+    #[test]
+    fn torn_and_foreign_lines_are_skipped() {
+        let text = format!("{}step-xid 1 time=1 job=1 step=0 pid=2 gpu=0 uui\nstep-xid 2 time=1 xid=3\nhello\n\n{}", record().render(), record().render());
+        let (good, bad) = parse_records(&text);
+        assert_eq!(good.len(), 2);
+        assert_eq!(bad.iter().map(|b| b.line).collect::<Vec<_>>(), vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn the_step_from_the_process_title() {
+        let id = |s: &str| from_proc_title(s.as_bytes()).map(|s| s.to_string());
+        assert_eq!(id("slurmstepd: [12.0]\0\0\0"), Some("12.0".into()));
+        assert_eq!(id("slurmstepd: [7.3 stepmgr]"), Some("7.3".into()));
+        assert_eq!(id("slurmstepd: [12.batch]"), Some("12.batch".into()));
+        assert_eq!(id("slurmstepd: [12.4+1]"), Some("12.4+1".into()));
+        assert_eq!(id("slurmstepd: [12.extern]").unwrap(), "12.extern");
+        assert_eq!(id("/usr/sbin/slurmstepd\0"), None);
+        assert_eq!(id("slurmstepd: [Invalid]"), None);
+        assert_eq!(id("slurmstepd: [0.0]"), None);
+        assert_eq!(id("slurmstepd: [99999999999.0]"), None);
+    }
+
+    #[test]
+    fn the_step_from_the_cgroup() {
+        let v2 = "0::/system.slice/slurmstepd.scope/job_41/step_2/user/task_0\n";
+        assert_eq!(from_cgroup(v2).map(|s| s.to_string()), Some("41.2".into()));
+        let v1 = "12:devices:/slurm/uid_0/job_8/step_batch\n11:cpuset:/\n";
+        assert_eq!(from_cgroup(v1).map(|s| s.to_string()), Some("8.batch".into()));
+        assert_eq!(from_cgroup("0::/system.slice/slurmd.service\n"), None);
+        assert_eq!(from_cgroup("0::/job_x/step_0\n"), None);
+    }
+}
