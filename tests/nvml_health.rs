@@ -269,3 +269,44 @@ fn xid_event_of_a_mig_device() {
     assert_eq!((e.gpu, e.xid, e.gpu_instance, e.compute_instance), (Some(0), 31, Some(13), Some(0)));
     assert!(e.after <= Duration::from_millis(200) + MARGIN);
 }
+
+/// A step's watch: its GPUs registered when it starts (with their UUIDs
+/// and bus ids), no NVML call while it runs, and at its end the queued
+/// XIDs of its GPUs taken without waiting (0 ms), the set freed.
+#[test]
+fn a_step_watch_registers_then_collects_without_waiting() {
+    use slurm_gpu_gres::nvml::step_watch;
+    let s = Standin::new("health_xid.conf");
+    let (first, watch) = step_watch::start(&s.paths(), &[4, 7], DEADLINE);
+    assert_eq!((&first.unusable, &first.hang), (&None, &None), "{first:#?}");
+    assert_eq!(first.registered, vec![4, 7]);
+    assert!(first.events.is_empty());
+    let ids: Vec<(u32, bool, Option<&str>)> =
+        first.ids.iter().map(|g| (g.index, g.uuid.as_deref().is_some_and(|u| u.starts_with("GPU-")), g.pci.as_deref())).collect();
+    assert_eq!(ids.len(), 2, "{first:#?}");
+    assert!(ids.iter().all(|(_, uuid, pci)| *uuid && pci.is_some_and(|p| p.len() == 12)), "{ids:?}");
+    assert_eq!((s.count("nvmlEventSetCreate"), s.count("nvmlEventSetWait_v2")), (1, 0));
+    let watch = watch.expect("a watch to collect");
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(s.count("nvmlEventSetWait_v2"), 0, "no call while the step runs");
+    let t0 = Instant::now();
+    let end = watch.collect();
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    assert_eq!((&end.unusable, &end.hang), (&None, &None), "{end:#?}");
+    assert_eq!(end.events.iter().map(|e| (e.gpu, e.xid)).collect::<Vec<_>>(), vec![(Some(4), 48), (Some(7), 79)]);
+    assert_eq!(end.ids, first.ids);
+    assert_eq!(s.count("nvmlEventSetFree"), 1);
+    // Three waits (two events, then nothing), none of them waiting.
+    assert_eq!(s.calls().iter().filter(|c| c.as_str() == "nvmlEventSetWait_v2 0").count(), 3, "{:?}", s.calls());
+}
+
+/// A step none of whose GPUs can be registered gives no watch.
+#[test]
+fn a_step_watch_of_unregistrable_gpus_is_none() {
+    use slurm_gpu_gres::nvml::step_watch;
+    let text = format!("include {}\nselect 7\nlost\n", standin::fixture("health_xid.conf").display());
+    let s = Standin::from_text(&text);
+    let (first, watch) = step_watch::start(&s.paths(), &[7], DEADLINE);
+    assert!(watch.is_none() && first.registered.is_empty(), "{first:#?}");
+    assert_eq!(s.count("nvmlEventSetCreate"), 0);
+}

@@ -14,7 +14,15 @@
 //! no further NVML call once abandoned (it checks before each one), it
 //! drops its share of the NVML session when its call returns, and a
 //! short-lived process (`gres-rs health`) simply exits, which ends it.
-//! [`workers_running`] tells how many are still out.  A worker stuck in
+//! [`workers_running`] tells how many are still out.
+//!
+//! A worker may stop half-way ([`Tracker::pause`]: [`start`] then returns
+//! with a [`Paused`] handle) and go on when the caller resumes it, later,
+//! from another call of the process ([`Paused::resume`]): a step's watch
+//! registers NVML events when the step starts and collects them when it
+//! ends, with whatever NVML objects it made kept on the worker's stack in
+//! between.  Each part is bounded as a whole run is; a paused worker makes
+//! no call, and ends without one when its handle is dropped.  A worker stuck in
 //! `nvmlInit` holds the process's session lock ([`crate::session()`]): later
 //! NVML users of the same process wait for it, so a process whose
 //! reading hung should use NVML no more.
@@ -69,6 +77,10 @@ struct Progress<R> {
     /// When the worker last started or ended a call.
     since: Instant,
     done: bool,
+    /// The worker waits in [`Tracker::pause`] for the caller.
+    paused: bool,
+    /// The caller asked the paused worker to go on.
+    resumed: bool,
 }
 
 struct Shared<R> {
@@ -126,6 +138,27 @@ impl<R> Tracker<R> {
     pub fn update(&self, f: impl FnOnce(&mut R)) {
         f(&mut self.shared.lock().out);
     }
+
+    /// Hand what was gathered to the caller ([`start`] returns) and wait,
+    /// making no call, until it resumes the worker (`true`) or drops its
+    /// [`Paused`] handle (`false`: the worker should end without another
+    /// NVML call; [`Tracker::call`] would refuse one anyway).
+    pub fn pause(&self) -> bool {
+        let mut p = self.shared.lock();
+        p.paused = true;
+        self.shared.changed.notify_all();
+        loop {
+            if self.shared.abandoned.load(Ordering::SeqCst) {
+                return false;
+            }
+            if p.resumed {
+                p.resumed = false;
+                p.since = Instant::now();
+                return true;
+            }
+            p = self.shared.changed.wait(p).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
 }
 
 /// What a bounded run gives back.
@@ -156,8 +189,52 @@ where
     R: Default + Send + 'static,
     W: FnOnce(&Tracker<R>) + Send + 'static,
 {
+    // A worker that pauses is abandoned when the handle drops here.
+    start(deadline, work).map(|(b, _)| b)
+}
+
+/// A worker that paused ([`Tracker::pause`]), waiting for the caller.
+/// Dropping it lets the worker end without a further NVML call.
+pub struct Paused<R> {
+    shared: Arc<Shared<R>>,
+    deadline: Duration,
+}
+
+impl<R: Default> Paused<R> {
+    /// Let the worker go on, and wait for it as [`run`] does: what it
+    /// gathered after the pause, and the calls it made since.
+    pub fn resume(self) -> (Bounded<R>, Option<Paused<R>>) {
+        {
+            let mut p = self.shared.lock();
+            p.paused = false;
+            p.resumed = true;
+            p.calls = 0;
+            p.since = Instant::now();
+        }
+        self.shared.changed.notify_all();
+        wait(&self.shared, self.deadline)
+    }
+}
+
+impl<R> Drop for Paused<R> {
+    fn drop(&mut self) {
+        {
+            let _p = self.shared.lock();
+            self.shared.abandoned.store(true, Ordering::SeqCst);
+        }
+        self.shared.changed.notify_all();
+    }
+}
+
+/// [`run`] for a worker that may pause: also the handle to resume it when
+/// it did.
+pub fn start<R, W>(deadline: Duration, work: W) -> Result<(Bounded<R>, Option<Paused<R>>), String>
+where
+    R: Default + Send + 'static,
+    W: FnOnce(&Tracker<R>) + Send + 'static,
+{
     let shared = Arc::new(Shared {
-        progress: Mutex::new(Progress { out: R::default(), calls: 0, current: None, since: Instant::now(), done: false }),
+        progress: Mutex::new(Progress { out: R::default(), calls: 0, current: None, since: Instant::now(), done: false, paused: false, resumed: false }),
         changed: Condvar::new(),
         abandoned: AtomicBool::new(false),
     });
@@ -171,9 +248,14 @@ where
         RUNNING.fetch_sub(1, Ordering::SeqCst);
         return Err(format!("cannot start the NVML worker thread: {e}"));
     }
+    Ok(wait(&shared, deadline))
+}
+
+/// Wait for the worker to end or pause, or for a call to overrun.
+fn wait<R: Default>(shared: &Arc<Shared<R>>, deadline: Duration) -> (Bounded<R>, Option<Paused<R>>) {
     let mut p = shared.lock();
     let hang = loop {
-        if p.done {
+        if p.done || p.paused {
             break None;
         }
         let now = Instant::now();
@@ -188,7 +270,8 @@ where
         p = shared.changed.wait_timeout(p, limit - now).unwrap_or_else(PoisonError::into_inner).0;
     };
     let out = std::mem::take(&mut p.out);
-    Ok(Bounded { out, calls: p.calls, hang })
+    let paused = (p.paused && !p.done && hang.is_none()).then(|| Paused { shared: Arc::clone(shared), deadline });
+    (Bounded { out, calls: p.calls, hang }, paused)
 }
 
 #[cfg(test)]
@@ -226,5 +309,37 @@ mod tests {
         assert_eq!((b.out, b.hang), (7, None));
         let b = run(Duration::from_secs(5), |_: &Tracker<u32>| panic!("worker panics"));
         assert!(b.unwrap().hang.is_none());
+    }
+
+    #[test]
+    fn a_paused_worker_goes_on_when_resumed_and_ends_when_dropped() {
+        let work = |t: &Tracker<Vec<u32>>| {
+            t.call("nvmlEventSetCreate", None, 1, Duration::ZERO, || t.update(|v| v.push(1)));
+            if !t.pause() {
+                return;
+            }
+            t.call("nvmlEventSetWait_v2", None, 1, Duration::ZERO, || t.update(|v| v.push(2)));
+        };
+        let (first, paused) = start(Duration::from_secs(5), work).unwrap();
+        assert_eq!((first.out, first.calls), (vec![1], 1));
+        // Paused far longer than the deadline: no hang while it waits.
+        std::thread::sleep(Duration::from_millis(80));
+        let (second, again) = paused.expect("paused").resume();
+        assert_eq!((second.out, second.calls, second.hang), (vec![2], 1, None));
+        assert!(again.is_none());
+
+        let ended = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&ended);
+        let (_, paused) = start(Duration::from_millis(50), move |t: &Tracker<u32>| {
+            let resumed = t.pause();
+            flag.store(!resumed, Ordering::SeqCst);
+        })
+        .unwrap();
+        drop(paused.expect("paused"));
+        let t0 = Instant::now();
+        while !ended.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(ended.load(Ordering::SeqCst), "the dropped worker ended without resuming");
     }
 }

@@ -216,7 +216,7 @@ pub fn read_health(paths: &Paths, deadline_per_call: Duration) -> HealthReading 
 }
 
 /// The process's NVML session, in the worker (nvmlInit may hang too).
-fn open<R>(t: &Tracker<R>, paths: &Paths) -> Option<Result<Arc<Session>, String>> {
+pub(crate) fn open<R>(t: &Tracker<R>, paths: &Paths) -> Option<Result<Arc<Session>, String>> {
     t.call("nvmlInit_v2", None, 0, Duration::ZERO, || crate::session(paths).map_err(|e| e.to_string()))
 }
 
@@ -437,6 +437,17 @@ pub struct XidWatch {
     pub events: Vec<XidEvent>,
     pub hang: Option<NvmlHang>,
     pub nvml_calls: u32,
+    /// The registered GPUs' UUIDs and PCI bus ids, where read (only
+    /// [`crate::step_watch`] reads them).
+    pub ids: Vec<GpuIds>,
+}
+
+/// A GPU's NVML index, UUID and PCI bus id (`dddd:bb:dd.f`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GpuIds {
+    pub index: u32,
+    pub uuid: Option<String>,
+    pub pci: Option<String>,
 }
 
 /// Register the GPUs `gpus` (NVML indexes) for XID critical errors and
@@ -454,14 +465,14 @@ pub fn wait_xid_events(paths: &Paths, gpus: &[u32], duration: Duration, deadline
     }
 }
 
-fn error(s: &Session, call: &'static str, e: &NvmlError) -> CallError {
+pub(crate) fn error(s: &Session, call: &'static str, e: &NvmlError) -> CallError {
     CallError { call, code: return_code(e), text: s.text(e) }
 }
 
 /// An event set with the XID critical errors of `devs` registered.  A
 /// device NVML refuses is dropped from `devs`, and as nvml-wrapper then
 /// frees the set, a new one is made for the others.
-fn register<'n>(
+pub(crate) fn register<'n>(
     t: &Tracker<XidWatch>,
     s: &'n Session,
     devs: &mut Vec<(u32, Device<'n>)>,

@@ -11,6 +11,8 @@
 //! - [`health`]: ECC, retired pages, remapped rows, throttling, NVLink and
 //!   XID events of each GPU, for a health check; every call bounded by a
 //!   deadline ([`bounded`]).
+//! - [`step_watch`]: a job step's GPUs registered for XID events at its
+//!   start and collected at its end, for our gpu/nvml in slurmstepd.
 //!
 //! The pure rules (type names, links, MIG files, the record) are in
 //! [`gres_core::nvml_model`] and [`gres_core::gpu_freq`].
@@ -29,6 +31,7 @@ pub mod detect;
 pub mod health;
 pub mod report;
 pub mod session;
+pub mod step_watch;
 pub mod usage;
 
 pub use detect::{detect, system_gpu_list};
