@@ -1,6 +1,7 @@
 //! `gpu_nvml.so`: NVIDIA GPU detection through NVML for `AutoDetect=nvml`,
-//! `--gpu-freq` for steps, device count and energy readings.  The work is
-//! in [`crate::nvml`]; this is the plugin's state and its answers to slurmd.
+//! `--gpu-freq` for steps, the XIDs that hit a step ([`crate::step_xids`]),
+//! device count and energy readings.  The work is in [`crate::nvml`]; this
+//! is the plugin's state and its answers to slurmd.
 
 use super::{GpuPlugin, Host, NodeConfig};
 use crate::nvml::clocks::{self, StepFreqContext};
@@ -81,10 +82,15 @@ impl GpuPlugin for GpuNvml {
     }
 
     fn step_hardware_init(host: &dyn Host, usable: Option<&Bitmap>, settings: Option<&str>) {
-        GpuNvml::step_freqs_init(host, usable, settings, &super::nvml_paths());
+        let paths = super::nvml_paths();
+        // The job a fault hit (`step_xids = on`; nothing when off).
+        crate::step_xids::step_start(host, usable, &paths);
+        GpuNvml::step_freqs_init(host, usable, settings, &paths);
     }
 
     fn step_hardware_fini(host: &dyn Host) {
+        // Before the clocks' reset, which releases NVML.
+        crate::step_xids::step_end();
         GpuNvml::step_freqs_fini(host, &super::nvml_paths());
     }
 

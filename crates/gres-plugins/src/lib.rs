@@ -20,6 +20,7 @@ pub mod gres_mps;
 pub mod gres_shard;
 pub mod sharing;
 pub mod state;
+pub mod step_xids;
 
 /// Send a core log line to the log at its level.
 pub(crate) fn log_line(line: &LogLine) {
