@@ -282,4 +282,60 @@ fn fewer_gpus_than_slurm_conf_configures_drain() {
     let (code, doc) = on_standin_with(&d.0, "health_h100x8.conf", &["--dry-run"], &[("SLURM_CONF", &conf)]);
     assert_eq!((code, doc["verdict"].as_str()), (Some(0), Some("nothing")), "{doc:#}");
     assert!(doc["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().ends_with(", 4 configured")), "{doc:#}");
+/// Records our gpu/nvml wrote in two steps (`step_xids = on`): XID 79 on
+/// GPU 3 during job 12 step 0, XID 13 on GPU 1 during job 14 step 2.
+const STEP_RECORDS: &str = "\
+step-xid 1 time=1733340000 job=12 step=0 pid=4567 gpu=3 uuid=GPU-5c1b2e3f pci=0000:41:00.0 xid=79
+step-xid 1 time=1733340100 job=14 step=2 pid=4600 gpu=1 uuid=GPU-0a1b2c3d pci=0000:42:00.0 xid=13
+";
+
+#[test]
+fn the_xids_that_hit_a_step_are_findings_once() {
+    let d = temp_dir("health-steps");
+    let log = d.0.join("dmesg.txt");
+    fs::write(&log, "").unwrap();
+    fs::write(d.0.join("step-xids"), STEP_RECORDS).unwrap();
+    let out = health(&d.0, &log, &["--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(3), "{doc}");
+    assert_eq!(doc["new_xids"], 2, "{doc}");
+    let f = &doc["findings"];
+    assert_eq!((f[0]["source"].as_str(), f[0]["kind"].as_str(), f[0]["gpu"].as_u64()), (Some("step 12.0"), Some("xid"), Some(3)), "{doc}");
+    assert_eq!(f[0]["text"], "xid 79 (fallen off the bus)");
+    assert_eq!((f[1]["source"].as_str(), f[1]["action"].as_str()), (Some("step 14.2"), Some("ignore")), "{doc}");
+    assert!(doc["reason"].as_str().unwrap().starts_with("gres-rs: gpu 3 GPU-5c1b2e3f 0000:41:00.0 xid 79"), "{doc}");
+    assert!(fs::read_to_string(d.0.join("health.state")).unwrap().contains("step_records=196"));
+    // Reported once: the next run finds nothing new.
+    let out = health(&d.0, &log, &["--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((doc["new_xids"].as_u64(), doc["verdict"].as_str()), (Some(0), Some("nothing")), "{doc}");
+}
+
+#[test]
+fn jobs_lists_the_steps_a_fault_hit() {
+    let d = temp_dir("health-jobs");
+    let dir = d.0.to_str().unwrap();
+    let out = gres_rs(&["health", "--jobs", "--state-dir", dir]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("no step had a GPU fault recorded"), "{}", text(&out.stdout));
+    fs::write(d.0.join("step-xids"), format!("{STEP_RECORDS}step-xid 1 time=1 job=1 st")).unwrap();
+    let out = gres_rs(&["health", "--jobs", "--state-dir", dir]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let rows: Vec<&str> = stdout.lines().collect();
+    assert!(rows[0].starts_with("JOB") && rows[0].contains("XID"), "{stdout}");
+    assert!(rows[1].starts_with("12 ") && rows[1].contains(" 0 ") && rows[1].contains("0000:41:00.0") && rows[1].ends_with("fallen off the bus"), "{stdout}");
+    assert!(rows[2].starts_with("14 ") && rows[2].contains("GPU-0a1b2c3d"), "{stdout}");
+    assert!(stdout.contains("note: line 3 is not a record"), "{stdout}");
+    let out = gres_rs(&["health", "--jobs", "--state-dir", dir, "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["tool"], "gres-rs");
+    let r = &doc["records"];
+    assert_eq!(
+        (r[0]["job"].as_u64(), r[0]["step"].as_str(), r[0]["xid"].as_u64(), r[0]["name"].as_str()),
+        (Some(12), Some("0"), Some(79), Some("fallen off the bus")),
+        "{doc}"
+    );
+    assert_eq!((r[1]["job"].as_u64(), r[1]["gpu"].as_u64()), (Some(14), Some(1)));
+    assert_eq!(doc["bad_lines"], serde_json::json!([3]));
 }

@@ -8,8 +8,12 @@
 //! gres-rs-health-state 1
 //! boot_id=0f5c1b2e-7f4e-4b3a-9d2c-5e8f1a2b3c4d
 //! kmsg_seq=1031
+//! step_records=512
 //! line=9a3f0c1d2e4b5a69
 //! ```
+//!
+//! `step_records` is how many bytes of the step XID records
+//! ([`crate::steps`]) were reported.
 //!
 //! A file that is not this (corrupt, foreign, a newer version) is "no
 //! cursor" plus a warning, never an error: the worst it costs is reporting
@@ -45,6 +49,8 @@ pub struct Cursor {
     pub kmsg_seq: Option<u64>,
     /// Hashes of the log-file lines already reported, oldest first.
     pub reported: VecDeque<u64>,
+    /// The bytes of the step XID records' file already reported.
+    pub step_records: Option<u64>,
 }
 
 /// What loading found.
@@ -59,7 +65,7 @@ pub struct Loaded {
 impl Cursor {
     /// A cursor for a boot with nothing consumed.
     pub fn new(boot_id: &str) -> Self {
-        Cursor { boot_id: boot_id.trim().to_owned(), kmsg_seq: None, reported: VecDeque::new() }
+        Cursor { boot_id: boot_id.trim().to_owned(), kmsg_seq: None, reported: VecDeque::new(), step_records: None }
     }
 
     /// The file's text.
@@ -67,6 +73,9 @@ impl Cursor {
         let mut out = format!("{HEADER}\nboot_id={}\n", self.boot_id);
         if let Some(seq) = self.kmsg_seq {
             out.push_str(&format!("kmsg_seq={seq}\n"));
+        }
+        if let Some(n) = self.step_records {
+            out.push_str(&format!("step_records={n}\n"));
         }
         for h in &self.reported {
             out.push_str(&format!("line={h:016x}\n"));
@@ -86,6 +95,7 @@ impl Cursor {
         }
         let mut boot_id = None;
         let mut kmsg_seq = None;
+        let mut step_records = None;
         let mut reported = VecDeque::new();
         for (i, line) in lines {
             let n = i + 1;
@@ -101,6 +111,7 @@ impl Cursor {
                     let seq = value.parse().map_err(|_| format!("line {n}: bad kmsg_seq"))?;
                     kmsg_seq = Some(seq);
                 }
+                "step_records" => step_records = Some(value.parse().map_err(|_| format!("line {n}: bad step_records"))?),
                 "line" => {
                     let h = u64::from_str_radix(value, 16).map_err(|_| format!("line {n}: bad line hash"))?;
                     reported.push_back(h);
@@ -112,7 +123,7 @@ impl Cursor {
             reported.pop_front();
         }
         let boot_id = boot_id.ok_or("no valid boot_id")?;
-        Ok(Cursor { boot_id, kmsg_seq, reported })
+        Ok(Cursor { boot_id, kmsg_seq, reported, step_records })
     }
 
     /// The state file's path in `dir`.
@@ -178,6 +189,7 @@ pub fn select_new(prev: Option<&Cursor>, boot_id: &str, events: &[XidEvent]) -> 
     let mut next = Cursor::new(boot_id);
     if let Some(p) = prev {
         next.reported = p.reported.clone();
+        next.step_records = p.step_records;
         if p.boot_id == next.boot_id {
             next.kmsg_seq = p.kmsg_seq;
         }
@@ -286,6 +298,7 @@ mod tests {
         let mut c = Cursor::new(BOOT_A);
         c.consumed(42);
         c.remember(0xdead_beef);
+        c.step_records = Some(512);
         c.save(&dir).unwrap();
         c.consumed(43);
         c.save(&dir).unwrap();

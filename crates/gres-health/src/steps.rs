@@ -258,6 +258,19 @@ pub fn parse_records(text: &str) -> (Vec<StepXid>, Vec<BadRecord>) {
     (good, bad)
 }
 
+/// The records of the file's `text` past `reported` bytes (a cursor's
+/// [`crate::cursor::Cursor::step_records`]), and the bytes reported after
+/// them: whole lines only, a line still being written is left for the
+/// next run; a file shorter than `reported` (removed and begun again) is
+/// read from its start.
+pub fn select_new_records(text: &str, reported: Option<u64>) -> (Vec<StepXid>, u64) {
+    let from = reported.and_then(|r| usize::try_from(r).ok()).filter(|&r| r <= text.len() && text.is_char_boundary(r)).unwrap_or(0);
+    let rest = &text[from..];
+    let whole = rest.rfind('\n').map_or(0, |i| i + 1);
+    let (records, _) = parse_records(&rest[..whole]);
+    (records, (from + whole) as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,6 +324,23 @@ mod tests {
         let (good, bad) = parse_records(&text);
         assert_eq!(good.len(), 2);
         assert_eq!(bad.iter().map(|b| b.line).collect::<Vec<_>>(), vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn each_record_is_new_once() {
+        let one = record().render();
+        let two = StepXid { xid: 48, ..record() }.render();
+        let text = format!("{one}{two}");
+        let (new, at) = select_new_records(&text, None);
+        assert_eq!((new.len(), at), (2, text.len() as u64));
+        assert!(select_new_records(&text, Some(at)).0.is_empty());
+        // A line being written is not consumed yet.
+        let partial = format!("{text}step-xid 1 time=1");
+        let (new, at2) = select_new_records(&partial, Some(one.len() as u64));
+        assert_eq!((new.iter().map(|r| r.xid).collect::<Vec<_>>(), at2), (vec![48], text.len() as u64));
+        // A file begun again is read from its start.
+        let (new, _) = select_new_records(&one, Some(at));
+        assert_eq!(new.len(), 1);
     }
 
     #[test]

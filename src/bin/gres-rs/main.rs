@@ -244,6 +244,9 @@ reboots: the cursor in --state-dir), and counts the GPUs' device files and
 NVIDIA GPUs on the PCI bus.  Each finding is classified by one table
 (after NVIDIA's XID catalog: application faults such as XID 13, 31, 43 and
 45 never drain), which /etc/slurm/gres-rs-health.conf may override.
+With `step_xids = on` in that file, our gpu/nvml records the XIDs that hit
+a job step (job, step, GPU, XID) in --state-dir: they are findings too,
+and --jobs lists them.
 
 When a finding calls for it, the node is drained with one reason that
 names the GPU, the fault and the remedy, e.g.
@@ -259,6 +262,7 @@ first.  docs/health.md has the table and the roll-out.
 EXAMPLES
     gres-rs health --dry-run
     gres-rs health --kmsg /var/log/kern.log --dry-run --format json
+    gres-rs health --jobs
     HealthCheckProgram=/usr/sbin/gres-rs-health
 
 EXIT STATUS
@@ -453,13 +457,16 @@ pub struct HealthArgs {
     /// Print the fault table (every XID and fault kind, with the site's rules applied) and exit
     #[arg(long)]
     pub list_faults: bool,
+    /// List the jobs and steps that had a GPU when it faulted (our gpu/nvml's records, step_xids = on) and exit
+    #[arg(long, conflicts_with = "list_faults")]
+    pub jobs: bool,
     /// Output format
     #[arg(long, value_enum, default_value_t = HealthFormat::Text)]
     pub format: HealthFormat,
     /// Slurm's name of this node [default: $SLURMD_NODENAME, else the short host name]
     #[arg(long, value_name = "NAME")]
     pub node: Option<String>,
-    /// Directory of the XID cursor, health.state [default: /var/lib/gres-rs]
+    /// Directory of the XID cursor, health.state, and the step XID records, step-xids [default: /var/lib/gres-rs]
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// Read the kernel log from FILE (dmesg output or saved /dev/kmsg records) instead of /dev/kmsg

@@ -11,6 +11,7 @@ pub mod inventory;
 pub mod kmsg_source;
 pub mod nvml_findings;
 pub mod slurm_node;
+pub mod step_records;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -69,17 +70,36 @@ pub fn run(args: &HealthArgs) -> u8 {
         return 0;
     }
     let state_dir = args.state_dir.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
+    if args.jobs {
+        return match step_records::list_jobs(&state_dir, args.format) {
+            Ok(text) => {
+                print!("{text}");
+                if args.format == HealthFormat::Json {
+                    println!();
+                }
+                0
+            }
+            Err(e) => {
+                tool_error(e);
+                EXIT_CANNOT_CHECK
+            }
+        };
+    }
     let boot_id = read_boot_id();
     let mut run = Run { findings: Vec::new(), notes: Vec::new(), decision: None, summary: None, acted: None, stats: RunStats::default() };
 
     // 1. The kernel's log: XIDs since the last run.
-    let next_cursor = match xid_findings(args, &state_dir, &boot_id, &mut run) {
+    let mut next_cursor = match xid_findings(args, &state_dir, &boot_id, &mut run) {
         Ok(c) => c,
         Err(e) => {
             tool_error(e);
             return EXIT_CANNOT_CHECK;
         }
     };
+    // The XIDs our gpu/nvml saw hit a job step (`step_xids = on`).
+    let steps = step_records::new_records(&state_dir, &mut next_cursor, &mut run.notes);
+    run.stats.new_xids += steps.len() as u64;
+    run.findings.extend(steps.iter().map(|r| r.finding()));
     // 2. NVML's readings, and what the machine shows outside NVML.
     let dev = inventory::device_minors(&args.dev_dir.clone().unwrap_or_else(|| PathBuf::from("/dev")));
     let pci = inventory::pci_gpus(&args.sys_dir.clone().unwrap_or_else(|| PathBuf::from("/sys")).join("bus/pci/devices"));
