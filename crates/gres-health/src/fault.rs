@@ -284,7 +284,7 @@ pub enum Source {
     /// ([`crate::steps`]).
     Step {
         /// The step, when slurmstepd could say.
-        step: Option<crate::steps::StepId>,
+        step: Option<crate::step_id::StepId>,
         /// The slurmstepd's process id.
         pid: u32,
     },

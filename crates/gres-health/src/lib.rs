@@ -5,7 +5,8 @@
 //! ([`overrides`]), the kernel log's XID lines ([`kmsg`]), the cursor that
 //! reports each XID once ([`cursor`]), the drain reason ([`reason`]), the
 //! verdict ([`decide`]), what a run reports besides Slurm ([`report`]), and
-//! the records of the XIDs that hit a job step ([`steps`]).
+//! the records of the XIDs that hit a job step ([`steps`], with the
+//! step's ids: [`step_id`]).
 //! No NVML, no Slurm, no process, no unsafe: the tool gathers the facts and
 //! runs `scontrol`, our gpu/nvml writes the step records; everything here is
 //! unit-tested.
@@ -18,4 +19,5 @@ pub mod kmsg;
 pub mod overrides;
 pub mod reason;
 pub mod report;
+pub mod step_id;
 pub mod steps;
