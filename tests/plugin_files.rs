@@ -69,7 +69,7 @@ fn plugin_files_offer_the_stock_entry_points_and_jump_into_our_library() {
 /// The environment variables only test builds read (features
 /// `fault-injection` and `test-hooks`): a daemon of a release must not
 /// change its devices or its NVML library by a stray variable.
-const TEST_HOOKS: [&str; 4] = ["GRES_RS_NVML_LIB", "GRES_RS_DEV_DIR", "GRES_RS_MIG_MINORS", "GRES_RS_PANIC_IN"];
+const TEST_HOOKS: [&str; 6] = ["GRES_RS_NVML_LIB", "GRES_RS_DEV_DIR", "GRES_RS_MIG_MINORS", "GRES_RS_PANIC_IN", "GRES_RS_HEALTH_CONF", "GRES_RS_STATE_DIR"];
 
 /// The test hooks whose names occur in `file`'s bytes.
 fn hooks_in(file: &Path) -> Vec<&'static str> {
