@@ -199,7 +199,7 @@ fn a_healthy_node_on_nvml_is_healthy() {
     // has the exact list: tests/nvml_health.rs).
     let calls = doc["nvml_calls"].as_u64().unwrap();
     assert!((8..=1 + 8 * 29).contains(&calls), "{calls} NVML calls");
-    assert!(doc["notes"].as_array().unwrap().iter().any(|n| n == "8 GPUs in NVML, 8 GPU device files, 8 NVIDIA GPUs on the PCI bus"), "{doc:#}");
+    assert!(doc["notes"].as_array().unwrap().iter().any(|n| n == "8 GPUs in NVML, 8 GPU device files, 8 NVIDIA GPUs on the PCI bus, - configured"), "{doc:#}");
 }
 
 #[test]
@@ -282,6 +282,8 @@ fn fewer_gpus_than_slurm_conf_configures_drain() {
     let (code, doc) = on_standin_with(&d.0, "health_h100x8.conf", &["--dry-run"], &[("SLURM_CONF", &conf)]);
     assert_eq!((code, doc["verdict"].as_str()), (Some(0), Some("nothing")), "{doc:#}");
     assert!(doc["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().ends_with(", 4 configured")), "{doc:#}");
+}
+
 /// Records our gpu/nvml wrote in two steps (`step_xids = on`): XID 79 on
 /// GPU 3 during job 12 step 0, XID 13 on GPU 1 during job 14 step 2.
 const STEP_RECORDS: &str = "\
