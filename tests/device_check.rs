@@ -39,10 +39,17 @@ impl Bed {
         script(&dir.join("nvidia-smi"), &smi.replace("PIDFILE", &pidfile.to_string_lossy()));
         // gpu-hold: the fixture lists the PID it writes (exec: same PID).
         script(&dir.join("gpu-hold"), &format!("#!/bin/sh\necho $$ > {}\necho \"ready $$\"\nexec sleep 60\n", pidfile.display()));
-        for (bus, cpus) in [("0000:18:00.0", "0"), ("0000:2a:00.0", "1"), ("0000:07:00.0", "0")] {
+        // The node's GPUs on the PCI bus and their device files (what
+        // `gres-rs health` counts beside NVML).
+        let gpus: &[(&str, &str)] = if mig { &[("0000:07:00.0", "0")] } else { &[("0000:18:00.0", "0"), ("0000:2a:00.0", "1")] };
+        for (minor, (bus, cpus)) in gpus.iter().enumerate() {
             let d = dir.join("sys/bus/pci/devices").join(bus);
             fs::create_dir_all(&d).unwrap();
             fs::write(d.join("local_cpulist"), format!("{cpus}\n")).unwrap();
+            fs::write(d.join("vendor"), "0x10de\n").unwrap();
+            fs::write(d.join("class"), "0x030200\n").unwrap();
+            fs::create_dir_all(dir.join("dev")).unwrap();
+            fs::write(dir.join(format!("dev/nvidia{minor}")), "").unwrap();
         }
         Bed { dir, fixture }
     }
@@ -54,6 +61,7 @@ impl Bed {
             .env("GPU_HOLD", self.dir.join("gpu-hold"))
             .env("NVIDIA_SMI", self.dir.join("nvidia-smi"))
             .env("SYSFS", self.dir.join("sys"))
+            .env("DEV", self.dir.join("dev"))
             .env("GRES_RS_NVML_LIB", standin::library())
             .env("MIG_MINORS", standin::fixture("mig-minors"))
             .env("GRES_RS_NVML_FIXTURE", &self.fixture)
@@ -137,6 +145,9 @@ fn agrees_with_the_driver() {
     }
     assert!(rows(&show, "links")[0].contains("-1,2"), "{show}");
     assert!(rows(&show, "gpumem").first().is_some_and(|l| l.contains("1024 MiB") && l.ends_with(" ok")), "{show}");
+    // gres-rs health on the healthy node: no drain, its calls counted.
+    assert!(rows(&show, "health").first().is_some_and(|l| l.contains("no drain") && l.ends_with(" ok")), "{show}");
+    assert!(show.lines().any(|l| l.starts_with("health: verdict nothing (exit 0), ") && l.contains(" NVML calls, ")), "{show}");
     assert!(show.contains("device-check: 2 GPU(s), 0 mismatch(es)"), "{show}");
 }
 
@@ -160,4 +171,5 @@ fn mig_devices_by_uuid() {
     let uuids = rows(&show, "uuids");
     assert!(uuids.len() == 1 && uuids[0].ends_with(" ok") && uuids[0].contains("MIG-687c966c-377b-9aa2-bb2e-db20035b7399"), "{show}");
     assert!(rows(&show, "count").first().is_some_and(|l| l.ends_with(" ok")), "{show}");
+    assert!(rows(&show, "health").first().is_some_and(|l| l.ends_with(" ok")), "{show}");
 }

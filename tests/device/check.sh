@@ -23,13 +23,16 @@
 #   count   the whole GPUs listed;
 #   mig     with MIG mode on: the MIG devices' Type= and UniqueId=
 #           against nvidia-smi -L;
-# and for the process gpu-hold starts: gres/gpumem in MiB against
-# nvidia-smi --query-compute-apps' used_memory (gres/gpuutil printed).
+# for the process gpu-hold starts: gres/gpumem in MiB against
+# nvidia-smi --query-compute-apps' used_memory (gres/gpuutil printed);
+# and `gres-rs health` (Slurm not asked, nothing changed): no drain on a
+# healthy machine, its NVML calls and time printed.
 #
 # For a self-test without a GPU, the environment may name other tools and
 # places: GRES_RS, GPU_HOLD, NVIDIA_SMI, SYSFS (default /sys),
 # GRES_RS_NVML_LIB (gres-rs --nvml-lib), MIG_MINORS (gres-rs
-# --mig-minors), HOLD_MIB (default 1024).
+# --mig-minors), DEV (the device files' directory, default /dev),
+# HOLD_MIB (default 1024).
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -38,6 +41,7 @@ GRES_RS="${GRES_RS:-$DIR/gres-rs}"
 GPU_HOLD="${GPU_HOLD:-$DIR/gpu-hold}"
 NVIDIA_SMI="${NVIDIA_SMI:-nvidia-smi}"
 SYSFS="${SYSFS:-/sys}"
+DEV="${DEV:-/dev}"
 HOLD_MIB="${HOLD_MIB:-1024}"
 NVML_ARGS=()
 [ -n "${GRES_RS_NVML_LIB:-}" ] && NVML_ARGS+=(--nvml-lib "$GRES_RS_NVML_LIB")
@@ -188,6 +192,27 @@ else
     echo "device-check: no gpu-hold and no cc: the usage path is not checked" >&2
     fails=$((fails + 1))
 fi
+
+# --- health: a healthy machine drains nothing ---------------------------------
+# A fresh state directory: the XIDs already in the kernel log are noted,
+# not acted on (the first run); nothing is changed (--dry-run, --no-slurm).
+hstate="$(mktemp -d)"
+hargs=(--no-slurm --dry-run --node device-check --format json --state-dir "$hstate" --dev-dir "$DEV" --sys-dir "$SYSFS")
+[ -n "${GRES_RS_NVML_LIB:-}" ] && hargs+=(--nvml-lib "$GRES_RS_NVML_LIB")
+t0=$(date +%s%N)
+health="$(timeout -k 2 60 "$GRES_RS" health "${hargs[@]}" 2>&1)"
+hrc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+rm -rf "$hstate"
+json() { sed -n "s/^  \"$1\": \"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}\$/\1/p" <<<"$health" | head -n1; }
+verdict="$(json verdict)"
+case "$verdict" in
+drain | guard_refused) got="drain: $(json reason)" ;;
+nothing | warn) got="no drain" ;;
+*) got="no verdict (exit $hrc): $(head -c 200 <<<"$health")" ;;
+esac
+row health all "no drain" "$got"
+echo "health: verdict ${verdict:-?} (exit $hrc), $(json nvml_calls) NVML calls, $ms ms"
 
 echo "device-check: $count GPU(s), $fails mismatch(es), $((SECONDS - start)) s; driver $(smi --query-gpu=driver_version --format=csv,noheader | head -n1)"
 [ "$fails" -eq 0 ]
