@@ -19,7 +19,7 @@
 //! (`TestBed::stock_gpu_nvml`; on the host `GRES_RS_STOCK_GPU_NVML` may
 //! name another), with the stand-in's mig-minors where the driver has it
 //! (`Chroot::command`; on the host the bench's own mount namespace).
-//! `rss`, `check` and `health` run on the host's release only.
+//! `rss`, `check`, `health` and `steps-health` run on the host's release only.
 //!
 //! Rows (each a ratio ours/stock; lower is better for ours):
 //! * `slurmd-g`: wall time of `slurmd -G` (median of many runs), on a
@@ -71,6 +71,7 @@ use families::health::rows_health;
 use families::rss::rows_rss;
 use families::slurmd_g::rows_slurmd_g;
 use families::steps::rows_steps;
+use families::steps_health::rows_steps_health;
 use families::usage::rows_usage;
 use gres_test_harness as harness;
 use harness::testbed::{Selection, TestBed};
@@ -175,7 +176,8 @@ fn main() {
     }
     // Memory and gres-rs check: the host's release only.
     let host = beds.iter().find(|b| b.chroot.is_none()).map(|b| b.version.clone());
-    for (group, f) in [("rss", rows_rss as fn(&Opts, &str, &mut Vec<Row>)), ("check", rows_check), ("health", rows_health)] {
+    for (group, f) in [("rss", rows_rss as fn(&Opts, &str, &mut Vec<Row>)), ("check", rows_check), ("health", rows_health), ("steps-health", rows_steps_health)]
+    {
         if !opts.wants(group) {
             continue;
         }

@@ -24,7 +24,7 @@ impl Opts {
                 "--json" => o.json = PathBuf::from(args.next().expect("--json PATH")),
                 "--only" => o.only = Some(args.next().expect("--only ROWS").split(',').map(str::to_string).collect()),
                 "-h" | "--help" => {
-                    println!("cargo bench --bench bench -- [--quick] [--json PATH] [--only slurmd-g,steps,usage,rss,check,health]");
+                    println!("cargo bench --bench bench -- [--quick] [--json PATH] [--only slurmd-g,steps,usage,rss,check,health,steps-health]");
                     std::process::exit(0);
                 }
                 other => panic!("unknown argument {other:?} (try --help)"),

@@ -6,4 +6,5 @@ pub mod rss;
 pub mod slurmd_g;
 pub mod stepd;
 pub mod steps;
+pub mod steps_health;
 pub mod usage;
