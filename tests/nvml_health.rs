@@ -35,6 +35,8 @@ fn assert_healthy(g: &GpuHealth) {
     assert!(!rows.pending && !rows.failure && rows.uncorrected == 0, "{rows:?}");
     let t = g.throttle.value().expect("throttle reasons");
     assert!(!(t.sw_thermal || t.hw_thermal || t.sw_power_cap || t.hw_power_brake || t.hw_slowdown), "{t:?}");
+    // Its driver predates the recovery action field.
+    assert_eq!(g.recovery_action, Reading::NotSupported);
     assert_eq!(g.nvlinks, Reading::Value(NvLinks { up: (0..18).collect(), down: vec![] }));
 }
 
@@ -61,9 +63,9 @@ fn a_healthy_node_reads_clean() {
     assert_eq!(gpu(&r, 1).remapped_rows.value().map(|m| m.corrected), Some(2));
     // Per GPU: handle, UUID, PCI, minor, MIG mode, ECC mode, 2 ECC
     // totals, retired pages (not supported: 1), remapped rows, throttle
-    // reasons, 18 NVLink lanes = 29; GPU 7 without ECC totals 27; plus
-    // the device count.
-    assert_eq!(r.nvml_calls, 7 * 29 + 27 + 1);
+    // reasons, recovery action (one field value), 18 NVLink lanes = 30;
+    // GPU 7 without ECC totals 28; plus the device count.
+    assert_eq!(r.nvml_calls, 7 * 30 + 28 + 1);
     let made = s.calls().iter().filter(|c| !c.starts_with("nvmlInit") && !c.starts_with("nvmlShutdown")).count();
     assert_eq!(r.nvml_calls as usize, made, "{:#?}", s.calls());
     // No MIG device read, no second look.
@@ -92,7 +94,7 @@ fn retired_pages_and_pending_retirement() {
     assert_eq!(pages.value().map(RetiredPages::count), Some(3));
     // GPU 0: two counts and the pending status; GPU 1 also reads the two
     // lists of pages.
-    assert_eq!(r.nvml_calls, 7 * 29 + 27 + 1 + 2 + 4);
+    assert_eq!(r.nvml_calls, 7 * 30 + 28 + 1 + 2 + 4);
     assert_eq!(r.nvml_calls as usize, s.calls().iter().filter(|c| !c.starts_with("nvmlInit") && !c.starts_with("nvmlShutdown")).count());
 }
 
@@ -105,6 +107,29 @@ fn row_remapping_pending_and_failed() {
     let failed = gpu(&r, 4).remapped_rows.value().copied().expect("rows");
     assert_eq!((failed.corrected, failed.uncorrected, failed.pending, failed.failure), (3, 512, false, true));
     assert_healthy(gpu(&r, 5));
+}
+
+/// The driver's recovery action, one field value a GPU: GPU 5's driver
+/// asks for a reboot, GPU 0's for nothing, the others lack the field.
+#[test]
+fn the_drivers_recovery_action() {
+    let s = Standin::new("health_recovery.conf");
+    let r = read(&s);
+    assert_eq!(gpu(&r, 5).recovery_action, Reading::Value(2));
+    assert_eq!(gpu(&r, 0).recovery_action, Reading::Value(0));
+    assert!(gpu(&r, 5).errors().is_empty());
+    for i in [1, 2, 3, 4, 6, 7] {
+        assert_healthy(gpu(&r, i));
+    }
+    assert_eq!(s.count("nvmlDeviceGetFieldValues"), 8);
+    // One stand-in at a time (it holds the process-wide test lock).
+    drop(s);
+    // A failing call is kept with its name, and the reading goes on.
+    let text = format!("include {}\nselect 3\nfail nvmlDeviceGetFieldValues 999\n", standin::fixture("health_recovery.conf").display());
+    let r = read(&Standin::from_text(&text));
+    let e = gpu(&r, 3).errors();
+    assert_eq!(e.iter().map(|e| (e.call, e.code)).collect::<Vec<_>>(), [("nvmlDeviceGetFieldValues", Some(999))]);
+    assert!(gpu(&r, 3).nvlinks.value().is_some(), "the other readings go on");
 }
 
 #[test]

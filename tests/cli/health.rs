@@ -195,10 +195,10 @@ fn a_healthy_node_on_nvml_is_healthy() {
     let (code, doc) = on_standin(&d.0, "health_h100x8.conf", &["--dry-run"]);
     assert_eq!((code, doc["verdict"].as_str()), (Some(0), Some("nothing")), "{doc:#}");
     assert!(kinds(&doc).is_empty(), "{doc:#}");
-    // Every GPU read: 1 count and at most 29 calls a GPU (the stand-in's log
+    // Every GPU read: 1 count and at most 30 calls a GPU (the stand-in's log
     // has the exact list: tests/nvml_health.rs).
     let calls = doc["nvml_calls"].as_u64().unwrap();
-    assert!((8..=1 + 8 * 29).contains(&calls), "{calls} NVML calls");
+    assert!((8..=1 + 8 * 30).contains(&calls), "{calls} NVML calls");
     assert!(doc["notes"].as_array().unwrap().iter().any(|n| n == "8 GPUs in NVML, 8 GPU device files, 8 NVIDIA GPUs on the PCI bus, - configured"), "{doc:#}");
 }
 
@@ -211,6 +211,7 @@ fn each_nvml_fault_gets_its_action() {
         ("health_lost.conf", ("gpu_lost", "drain")),
         ("health_hang.conf", ("nvml_hang", "drain")),
         ("health_throttle.conf", ("throttle", "warn")),
+        ("health_recovery.conf", ("recovery_action", "drain")),
     ] {
         let d = temp_dir(&format!("health-nvml-{fixture}"));
         let (code, doc) = on_standin(&d.0, fixture, &["--dry-run"]);
@@ -220,6 +221,13 @@ fn each_nvml_fault_gets_its_action() {
         assert_eq!((code, doc["verdict"].as_str().unwrap()), expect, "{fixture}: {doc:#}");
         if want.1 == "drain" {
             assert!(doc["reason"].as_str().unwrap().starts_with("gres-rs: gpu "), "{fixture}: {doc:#}");
+        }
+        if fixture == "health_recovery.conf" {
+            // GPU 5's driver asks for a reboot; GPU 0's "none" is no finding.
+            let f: Vec<&serde_json::Value> = doc["findings"].as_array().unwrap().iter().filter(|f| f["kind"] == "recovery_action").collect();
+            assert_eq!(f.len(), 1, "{doc:#}");
+            assert_eq!((f[0]["gpu"].as_u64(), f[0]["remedy"].as_str()), (Some(5), Some("reboot node")), "{doc:#}");
+            assert!(doc["reason"].as_str().unwrap().contains("-> reboot node"), "{doc:#}");
         }
     }
 }

@@ -69,6 +69,11 @@
  *                               bits in hex (0x8 HW slowdown, 0x20 SW
  *                               thermal, 0x40 HW thermal, 0x80 HW power
  *                               brake, 0x4 SW power cap, 0x1 idle)
+ *   recovery_action <n>         the driver's recovery action, the field
+ *                               NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (0 none,
+ *                               1 GPU reset, 2 node reboot, 3 drain P2P,
+ *                               4 drain and reset); without it the field is
+ *                               NOT_SUPPORTED, as before driver R550
  *   nvlink_down <lane>          that lane is inactive (e.g. after
  *                               `select`, one `nvlink` set up)
  *   xid <n>                     an XID critical error event on this
@@ -149,6 +154,9 @@ static int health_key(struct nvml_dev *cur, const char *key, const char *rest)
 	} else if (!strcmp(key, "throttle")) {
 		cur->throttle_supported = 1;
 		cur->throttle = strtoull(rest, NULL, 16);
+	} else if (!strcmp(key, "recovery_action")) {
+		cur->recovery_supported = 1;
+		cur->recovery_action = (unsigned int) strtoul(rest, NULL, 10);
 	} else if (!strcmp(key, "nvlink_down")) {
 		int lane = atoi(rest);
 		if (lane >= 0 && lane < MAX_LANES)

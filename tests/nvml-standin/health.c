@@ -1,13 +1,15 @@
 /*
  * GPU faults, as a health check reads them: ECC mode and error counts,
- * retired pages, row remapping, clock event (throttle) reasons, and XID
- * critical errors through NVML's event API.  A lost GPU (`lost`) fails
+ * retired pages, row remapping, clock event (throttle) reasons, the
+ * driver's recovery action (a field value), and XID critical errors
+ * through NVML's event API.  A lost GPU (`lost`) fails
  * every call in DEVICE_CALL (core.c's failure()).  The fixture keys are in
  * fixture.c; the types and constants are nvml.h's.  See standin.h.
  */
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "standin.h"
 
@@ -33,6 +35,31 @@
 #define NO_INSTANCE 0xFFFFFFFFu
 
 typedef int nvmlEnableState_t;
+
+/* nvmlFieldValue_t and its union nvmlValue_t, as nvml.h lays them out;
+ * the field id and nvmlValueType_t value the stand-in answers. */
+#define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
+#define NVML_VALUE_TYPE_UNSIGNED_INT 1
+
+typedef union {
+	double dVal;
+	int siVal;
+	unsigned int uiVal;
+	unsigned long ulVal;
+	unsigned long long ullVal;
+	signed long long sllVal;
+	unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct {
+	unsigned int fieldId;
+	unsigned int scopeId;
+	long long timestamp;
+	long long latencyUsec;
+	int valueType;
+	nvmlReturn_t nvmlReturn;
+	nvmlValue_t value;
+} nvmlFieldValue_t;
 
 typedef struct {
 	nvmlDevice_t device;
@@ -196,6 +223,36 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d,
 	if (!mask)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	*mask = d->throttle;
+	return NVML_SUCCESS;
+}
+
+/* Each value answered on its own: the recovery action where the fixture
+ * sets one (`recovery_action`), NOT_SUPPORTED for it otherwise (a driver
+ * before R550) and for every other field. */
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int valuesCount,
+				      nvmlFieldValue_t *values)
+{
+	struct timespec ts;
+
+	DEVICE_CALL(d, " %d", valuesCount);
+	if (valuesCount <= 0 || !values)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	for (int i = 0; i < valuesCount; i++) {
+		nvmlFieldValue_t *v = &values[i];
+
+		v->timestamp = (long long) ts.tv_sec * 1000000 +
+			ts.tv_nsec / 1000;
+		v->latencyUsec = 0;
+		if (v->fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION &&
+		    !d->is_mig && d->recovery_supported) {
+			v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+			v->value.uiVal = d->recovery_action;
+			v->nvmlReturn = NVML_SUCCESS;
+		} else {
+			v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+		}
+	}
 	return NVML_SUCCESS;
 }
 

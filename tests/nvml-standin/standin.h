@@ -29,7 +29,8 @@
  *   clocks.c     supported, application and locked clocks; energy, power
  *   processes.c  running processes and their utilisation samples
  *   health.c     GPU faults: ECC error counts, retired pages, row
- *                remapping, clock event (throttle) reasons, XID events
+ *                remapping, clock event (throttle) reasons, the
+ *                recovery action (field values), XID events
  */
 
 #ifndef NVML_STANDIN_H
@@ -117,6 +118,8 @@ struct nvml_dev {
 	unsigned int remap_corr, remap_unc, remap_pending, remap_failure;
 	int throttle_supported;
 	unsigned long long throttle;
+	int recovery_supported;
+	unsigned int recovery_action;	/* nvmlDeviceGpuRecoveryAction_t */
 };
 
 /* An XID (`xid`): on `dev`, a GPU or a MIG device (delivered as its

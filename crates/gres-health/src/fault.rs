@@ -14,9 +14,10 @@ pub enum RecoveryKind {
     GpuReset,
     /// Reboot the node.
     NodeReboot,
-    /// Stop peer-to-peer traffic to the GPU.
+    /// Stop peer-to-peer (NVLink, P2P) traffic to the GPU, then ask again:
+    /// the driver then says which action it needs.
     DrainP2p,
-    /// Stop peer-to-peer traffic, then reset the GPU.
+    /// The GPU runs at reduced capacity: let its work drain, then reset it.
     DrainAndReset,
 }
 
@@ -348,8 +349,18 @@ mod tests {
 
     #[test]
     fn recovery_kinds_follow_nvml_values() {
-        assert_eq!(RecoveryKind::from_nvml(2), Some(RecoveryKind::NodeReboot));
-        assert_eq!(RecoveryKind::from_nvml(4), Some(RecoveryKind::DrainAndReset));
+        // nvml.h's nvmlDeviceGpuRecoveryAction_t, value by value.
+        let nvml_h = [
+            (0, RecoveryKind::None),          // NVML_GPU_RECOVERY_ACTION_NONE
+            (1, RecoveryKind::GpuReset),      // NVML_GPU_RECOVERY_ACTION_GPU_RESET
+            (2, RecoveryKind::NodeReboot),    // NVML_GPU_RECOVERY_ACTION_NODE_REBOOT
+            (3, RecoveryKind::DrainP2p),      // NVML_GPU_RECOVERY_ACTION_DRAIN_P2P
+            (4, RecoveryKind::DrainAndReset), // NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET
+        ];
+        for (value, kind) in nvml_h {
+            assert_eq!(RecoveryKind::from_nvml(value), Some(kind), "{value}");
+        }
+        assert_eq!(RecoveryKind::from_nvml(5), None);
         assert_eq!(RecoveryKind::from_nvml(9), None);
     }
 

@@ -1,7 +1,7 @@
 //! GPU health as NVML tells it, for `gres-rs health` (a Slurm
 //! `HealthCheckProgram`): per GPU its identity, uncorrected ECC error
-//! counts, retired pages, remapped rows, clock event (throttle) reasons and
-//! NVLink lanes ([`read_health`]), and the XID critical errors NVML
+//! counts, retired pages, remapped rows, clock event (throttle) reasons, the
+//! driver's recovery action and NVLink lanes ([`read_health`]), and the XID critical errors NVML
 //! delivers while a step runs ([`wait_xid_events`]).  Plain readings only:
 //! which of them drain a node is decided elsewhere (the classification
 //! core).
@@ -24,12 +24,18 @@ use nvml_extra::{RemappedRows, NO_INSTANCE};
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError, RetirementCause};
+use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::{Device, EventSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 pub use crate::bounded::{workers_running, NvmlHang};
+
+/// NVML's field id `NVML_FI_DEV_GET_GPU_RECOVERY_ACTION` (230 in nvml.h;
+/// drivers from R550 answer it), read with `nvmlDeviceGetFieldValues`.
+pub const FI_GPU_RECOVERY_ACTION: u32 = nvml_wrapper::sys_exports::field_id::NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
 
 /// One value read from NVML, or why there is none.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -156,6 +162,10 @@ pub struct GpuHealth {
     pub retired_pages: Reading<RetiredPages>,
     pub remapped_rows: Reading<RemappedRows>,
     pub throttle: Reading<Throttle>,
+    /// The driver's recovery action (`nvmlDeviceGpuRecoveryAction_t`: 0
+    /// none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset);
+    /// NotSupported from a driver before R550.
+    pub recovery_action: Reading<u32>,
     pub nvlinks: Reading<NvLinks>,
 }
 
@@ -180,6 +190,7 @@ impl GpuHealth {
             e(&self.retired_pages),
             e(&self.remapped_rows),
             e(&self.throttle),
+            e(&self.recovery_action),
             e(&self.nvlinks),
         ];
         all.into_iter().flatten().collect()
@@ -313,6 +324,8 @@ impl GpuReader<'_> {
         self.publish();
         self.h.throttle = self.get("nvmlDeviceGetCurrentClocksThrottleReasons", 1, || dev.current_throttle_reasons().map(|r| Throttle::from_bits(r.bits())))?;
         self.publish();
+        self.h.recovery_action = self.get("nvmlDeviceGetFieldValues", 1, || recovery_action(&dev))?;
+        self.publish();
         self.nvlinks(&dev)?;
         self.publish();
         Some(())
@@ -390,6 +403,19 @@ impl GpuReader<'_> {
         }
         self.h.nvlinks = Reading::Value(links);
         Some(())
+    }
+}
+
+/// The recovery action field, in one `nvmlDeviceGetFieldValues` call: the
+/// call's error, else the value's own (`NOT_SUPPORTED` from a driver that
+/// lacks the field), else the value as an unsigned integer.
+fn recovery_action(dev: &Device<'_>) -> Result<u32, NvmlError> {
+    let sample = dev.field_values_for(&[FieldId(FI_GPU_RECOVERY_ACTION)])?.into_iter().next().ok_or(NvmlError::Unknown)??;
+    match sample.value? {
+        SampleValue::U32(v) => Ok(v),
+        SampleValue::U64(v) => u32::try_from(v).map_err(|_| NvmlError::Unknown),
+        SampleValue::I64(v) => u32::try_from(v).map_err(|_| NvmlError::Unknown),
+        SampleValue::F64(_) => Err(NvmlError::Unknown),
     }
 }
 

@@ -1,13 +1,14 @@
 //! What NVML's readings of the GPUs (`gres_nvml::health`) mean as
 //! findings: the memory faults, a lost GPU, a failing or hanging call,
-//! NVLinks that were up and are down, throttling.  And the NVLinks each
+//! the driver's recovery action, NVLinks that were up and are down,
+//! throttling.  And the NVLinks each
 //! GPU had up, remembered beside the XID cursor: a link no one wired is
 //! down on every check and is no fault.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use gres_health::fault::{Fault, Finding, GpuRef, Source, ThrottleKind};
+use gres_health::fault::{Fault, Finding, GpuRef, RecoveryKind, Source, ThrottleKind};
 use slurm_gpu_gres::nvml::health::{GpuHealth, HealthReading, Reading};
 
 /// The file of links seen up, in the state directory.
@@ -67,6 +68,13 @@ pub fn findings(reading: &HealthReading, links_seen: &mut BTreeMap<String, BTree
             }
             if t.hw_power_brake {
                 push(Fault::Throttle(ThrottleKind::Power));
+            }
+        }
+        // A value NVML does not document (a newer driver's) is left out.
+        if let Reading::Value(v) = g.recovery_action {
+            match RecoveryKind::from_nvml(v) {
+                Some(RecoveryKind::None) | None => {}
+                Some(kind) => push(Fault::RecoveryAction(kind)),
             }
         }
         if let (Reading::Value(links), Some(uuid)) = (&g.nvlinks, &gpu.uuid) {
@@ -140,6 +148,20 @@ mod tests {
         g.throttle = Reading::Value(Throttle { raw: 4, sw_power_cap: true, ..Throttle::default() });
         let reading = HealthReading { gpus: vec![g], ..HealthReading::default() };
         assert!(findings(&reading, &mut BTreeMap::new()).is_empty());
+    }
+
+    #[test]
+    fn a_recovery_action_other_than_none_is_a_finding() {
+        let mut quiet = gpu(0);
+        quiet.recovery_action = Reading::Value(0);
+        let mut reboot = gpu(1);
+        reboot.recovery_action = Reading::Value(2);
+        let mut old_driver = gpu(2);
+        old_driver.recovery_action = Reading::NotSupported;
+        let reading = HealthReading { gpus: vec![quiet, reboot, old_driver], ..HealthReading::default() };
+        let f = findings(&reading, &mut BTreeMap::new());
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!((f[0].fault.clone(), f[0].gpu.index), (Fault::RecoveryAction(RecoveryKind::NodeReboot), Some(1)));
     }
 
     #[test]
