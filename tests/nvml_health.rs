@@ -7,6 +7,7 @@
 
 use gres_test_harness::standin::{self, Standin};
 use slurm_gpu_gres::nvml::health::{self, GpuHealth, HealthReading, NvLinks, Reading, RetiredPages, Throttle};
+use slurm_gpu_gres::nvml::{step_watch, XidWatch};
 use std::time::{Duration, Instant};
 
 /// Generous for a loaded 2-CPU machine: no call of the stand-in takes it
@@ -255,17 +256,33 @@ fn no_driver() {
     assert!(r.gpus.is_empty() && r.hang.is_none());
 }
 
+/// A step's watch over `gpus` from its start to its end, `hold` apart:
+/// what NVML delivered (the start's errors included).
+fn watched(s: &Standin, gpus: &[u32], hold: Duration) -> XidWatch {
+    let (first, watch) = step_watch::start(&s.paths(), gpus, DEADLINE);
+    std::thread::sleep(hold);
+    match watch {
+        Some(w) => {
+            let mut end = w.collect();
+            let mut errors = first.errors;
+            errors.append(&mut end.errors);
+            XidWatch { errors, nvml_calls: first.nvml_calls + end.nvml_calls, ..end }
+        }
+        None => first,
+    }
+}
+
 #[test]
 fn xid_events_in_order_with_their_gpu() {
     let s = Standin::new("health_xid.conf");
     let window = Duration::from_millis(400);
-    let w = health::wait_xid_events(&s.paths(), &(0..8).collect::<Vec<_>>(), window, DEADLINE);
+    let w = watched(&s, &(0..8).collect::<Vec<_>>(), window);
     assert_eq!((&w.unusable, &w.hang), (&None, &None), "{w:#?}");
     assert!(w.errors.is_empty(), "{w:#?}");
     assert_eq!(w.registered, (0..8).collect::<Vec<_>>());
     let got: Vec<(Option<u32>, u64, Option<u32>)> = w.events.iter().map(|e| (e.gpu, e.xid, e.gpu_instance)).collect();
     assert_eq!(got, vec![(Some(0), 13, None), (Some(4), 48, None), (Some(7), 79, None)]);
-    // The set was freed, and the wait ran out with nothing left.
+    // The set was freed, and the last wait found nothing left.
     assert_eq!(s.count("nvmlEventSetFree"), 1);
     assert!(w.nvml_calls as usize >= 8 * 3 + 2 + 4, "{}", w.nvml_calls);
 }
@@ -276,7 +293,7 @@ fn xid_events_in_order_with_their_gpu() {
 fn xid_events_of_the_gpus_asked_for() {
     let text = format!("include {}\nselect 4\nfail nvmlDeviceRegisterEvents 999\nselect 5\nlost\n", standin::fixture("health_xid.conf").display());
     let s = Standin::from_text(&text);
-    let w = health::wait_xid_events(&s.paths(), &[0, 4, 5, 7], Duration::from_millis(300), DEADLINE);
+    let w = watched(&s, &[0, 4, 5, 7], Duration::from_millis(300));
     assert_eq!(w.registered, vec![0, 7]);
     let failed: Vec<(Option<u32>, &str, Option<u32>)> = w.errors.iter().map(|(g, e)| (*g, e.call, e.code)).collect();
     assert_eq!(failed, vec![(Some(5), "nvmlDeviceGetHandleByIndex_v2", Some(15)), (Some(4), "nvmlDeviceRegisterEvents", Some(999))]);
@@ -289,7 +306,7 @@ fn xid_events_of_the_gpus_asked_for() {
 fn xid_event_of_a_mig_device() {
     let text = format!("include {}\nxid 31\n", standin::fixture("a100_mig.conf").display());
     let s = Standin::from_text(&text);
-    let w = health::wait_xid_events(&s.paths(), &[0], Duration::from_millis(200), DEADLINE);
+    let w = watched(&s, &[0], Duration::from_millis(200));
     let e = w.events.first().expect("an event");
     assert_eq!((e.gpu, e.xid, e.gpu_instance, e.compute_instance), (Some(0), 31, Some(13), Some(0)));
     assert!(e.after <= Duration::from_millis(200) + MARGIN);
@@ -300,7 +317,6 @@ fn xid_event_of_a_mig_device() {
 /// XIDs of its GPUs taken without waiting (0 ms), the set freed.
 #[test]
 fn a_step_watch_registers_then_collects_without_waiting() {
-    use slurm_gpu_gres::nvml::step_watch;
     let s = Standin::new("health_xid.conf");
     let (first, watch) = step_watch::start(&s.paths(), &[4, 7], DEADLINE);
     assert_eq!((&first.unusable, &first.hang), (&None, &None), "{first:#?}");
@@ -328,7 +344,6 @@ fn a_step_watch_registers_then_collects_without_waiting() {
 /// A step none of whose GPUs can be registered gives no watch.
 #[test]
 fn a_step_watch_of_unregistrable_gpus_is_none() {
-    use slurm_gpu_gres::nvml::step_watch;
     let text = format!("include {}\nselect 7\nlost\n", standin::fixture("health_xid.conf").display());
     let s = Standin::from_text(&text);
     let (first, watch) = step_watch::start(&s.paths(), &[7], DEADLINE);

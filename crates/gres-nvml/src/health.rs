@@ -2,7 +2,7 @@
 //! `HealthCheckProgram`): per GPU its identity, uncorrected ECC error
 //! counts, retired pages, remapped rows, clock event (throttle) reasons, the
 //! driver's recovery action and NVLink lanes ([`read_health`]), and the XID critical errors NVML
-//! delivers while a step runs ([`wait_xid_events`]).  Plain readings only:
+//! delivers while a step runs ([`crate::step_watch`]).  Plain readings only:
 //! which of them drain a node is decided elsewhere (the classification
 //! core).
 //!
@@ -20,7 +20,7 @@
 use crate::bounded::{self, Tracker};
 use crate::session::return_code;
 use crate::{Paths, Session};
-use nvml_extra::{RemappedRows, NO_INSTANCE};
+use nvml_extra::RemappedRows;
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError, RetirementCause};
@@ -29,7 +29,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::{Device, EventSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 pub use crate::bounded::{workers_running, NvmlHang};
 
@@ -450,7 +450,7 @@ pub struct XidEvent {
     pub at: SystemTime,
 }
 
-/// What [`wait_xid_events`] saw.
+/// What a step's watch ([`crate::step_watch`]) saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct XidWatch {
     /// As for [`HealthReading::unusable`] (or no event set).
@@ -474,21 +474,6 @@ pub struct GpuIds {
     pub index: u32,
     pub uuid: Option<String>,
     pub pci: Option<String>,
-}
-
-/// Register the GPUs `gpus` (NVML indexes) for XID critical errors and
-/// collect the events NVML delivers for up to `duration`; every call but
-/// the event waits is allowed `deadline_per_call`, a wait its timeout
-/// plus that.
-pub fn wait_xid_events(paths: &Paths, gpus: &[u32], duration: Duration, deadline_per_call: Duration) -> XidWatch {
-    let paths = paths.clone();
-    let gpus = gpus.to_vec();
-    match bounded::run(deadline_per_call, move |t: &Tracker<XidWatch>| {
-        watch(t, &paths, &gpus, duration);
-    }) {
-        Ok(b) => XidWatch { hang: b.hang, nvml_calls: b.calls, ..b.out },
-        Err(e) => XidWatch { unusable: Some(e), ..Default::default() },
-    }
 }
 
 pub(crate) fn error(s: &Session, call: &'static str, e: &NvmlError) -> CallError {
@@ -522,81 +507,4 @@ pub(crate) fn register<'n>(
         }
         return Some(Ok(set));
     }
-}
-
-fn watch(t: &Tracker<XidWatch>, paths: &Paths, gpus: &[u32], duration: Duration) -> Option<()> {
-    let start = Instant::now();
-    let s = match open(t, paths)? {
-        Ok(s) => s,
-        Err(e) => {
-            t.update(|w| w.unusable = Some(e));
-            return Some(());
-        }
-    };
-    let nvml = &s.nvml;
-    let fail = |gpu: Option<u32>, call, e: &NvmlError| {
-        let e = error(&s, call, e);
-        t.update(|w| w.errors.push((gpu, e)));
-    };
-    let mut devices: Vec<(u32, Device<'_>)> = Vec::new();
-    for &i in gpus {
-        match t.call("nvmlDeviceGetHandleByIndex_v2", Some(i), 1, Duration::ZERO, || nvml.device_by_index(i))? {
-            Ok(d) => devices.push((i, d)),
-            Err(e) => fail(Some(i), "nvmlDeviceGetHandleByIndex_v2", &e),
-        }
-    }
-    let mut registered: Vec<(u32, Device<'_>)> = Vec::new();
-    for (i, dev) in devices {
-        match t.call("nvmlDeviceGetSupportedEventTypes", Some(i), 1, Duration::ZERO, || dev.supported_event_types())? {
-            Ok(types) if types.contains(EventTypes::CRITICAL_XID_ERROR) => registered.push((i, dev)),
-            Ok(_) => fail(Some(i), "nvmlDeviceGetSupportedEventTypes", &NvmlError::NotSupported),
-            Err(e) => fail(Some(i), "nvmlDeviceGetSupportedEventTypes", &e),
-        }
-    }
-    if registered.is_empty() {
-        return Some(());
-    }
-    let set = register(t, &s, &mut registered, &fail)?;
-    t.update(|w| w.registered = registered.iter().map(|(i, _)| *i).collect());
-    let set = match set {
-        Ok(set) => set,
-        Err(e) => {
-            t.update(|w| w.unusable = Some(e));
-            return Some(());
-        }
-    };
-    loop {
-        let left = duration.saturating_sub(start.elapsed());
-        if left.is_zero() {
-            break;
-        }
-        let ms = u32::try_from(left.as_millis()).unwrap_or(u32::MAX).max(1);
-        match t.call("nvmlEventSetWait_v2", None, 1, left, || s.extra.event_wait(nvml, &set, ms))? {
-            Ok(ev) => {
-                let gpu = registered.iter().find(|(_, d)| nvml_extra::same_device(d, &ev.device)).map(|(i, _)| *i);
-                let instance = |id: u32| (id != NO_INSTANCE).then_some(id);
-                let x = XidEvent {
-                    gpu,
-                    xid: ev.data,
-                    gpu_instance: instance(ev.gpu_instance_id),
-                    compute_instance: instance(ev.compute_instance_id),
-                    after: start.elapsed(),
-                    at: SystemTime::now(),
-                };
-                if ev.event_type & EventTypes::CRITICAL_XID_ERROR.bits() != 0 {
-                    t.update(|w| w.events.push(x));
-                }
-            }
-            // No event this time (or an interrupt): wait on while time is left.
-            Err(NvmlError::Timeout) => {}
-            Err(e) => {
-                fail(None, "nvmlEventSetWait_v2", &e);
-                break;
-            }
-        }
-    }
-    if let Some(Err(e)) = t.call("nvmlEventSetFree", None, 1, Duration::ZERO, || set.release_events()) {
-        fail(None, "nvmlEventSetFree", &e);
-    }
-    Some(())
 }

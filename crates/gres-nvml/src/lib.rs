@@ -35,7 +35,7 @@ pub mod step_watch;
 pub mod usage;
 
 pub use detect::{detect, system_gpu_list};
-pub use health::{read_health, wait_xid_events, GpuIds, HealthReading, XidWatch};
+pub use health::{read_health, GpuIds, HealthReading, XidWatch};
 pub use report::{detect_report, DetectReport};
 pub use session::DetectError;
 pub use session::{release, session, Session};
