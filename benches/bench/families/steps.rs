@@ -28,19 +28,7 @@ pub fn rows_steps(opts: &Opts, bed: &TestBed, build: &Result<testbed::OurBuild, 
     let stock = Cluster::start(bed.config(PluginSet::Stock, 4));
     let ours = Cluster::start(ours);
     ours.assert_stepd_ours_loaded(&["gres_gpu"], &["--gres=gpu:1"]);
-    let script = format!(
-        "s=$(date +%s%N); i=0; while [ $i -lt {steps} ]; do srun --gres=gpu:1 true || exit 1; i=$((i+1)); done; e=$(date +%s%N); echo STEP_NS=$((e-s))"
-    );
-    let round = |c: &Cluster| -> f64 {
-        let out = c.run("salloc", &["--gres=gpu:1", "bash", "-c", &script], Duration::from_secs(600));
-        let ns: f64 = out
-            .stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("STEP_NS="))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("step round failed:\n{out}\n{}", c.log_tails(20)));
-        ns / 1e6 / steps as f64
-    };
+    let round = |c: &Cluster| time_per_step(c, steps, "--gres=gpu:1");
     // Warm-up (first allocation, page cache).
     round(&stock);
     round(&ours);
@@ -73,4 +61,20 @@ pub fn rows_steps(opts: &Opts, bed: &TestBed, build: &Result<testbed::OurBuild, 
     ));
     drop((stock, ours));
     rows_stepd_instructions(opts, bed, build, rows);
+}
+
+/// Milliseconds per step of `steps` sequential `srun <srun_args> true`
+/// steps in one allocation on `c`, timed inside it (in the chroot for a
+/// chroot's release).
+pub fn time_per_step(c: &Cluster, steps: usize, srun_args: &str) -> f64 {
+    let script =
+        format!("s=$(date +%s%N); i=0; while [ $i -lt {steps} ]; do srun {srun_args} true || exit 1; i=$((i+1)); done; e=$(date +%s%N); echo STEP_NS=$((e-s))");
+    let out = c.run("salloc", &["--gres=gpu:1", "bash", "-c", &script], Duration::from_secs(600));
+    let ns: f64 = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("STEP_NS="))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("step round failed:\n{out}\n{}", c.log_tails(20)));
+    ns / 1e6 / steps as f64
 }

@@ -5,13 +5,13 @@
 //! calls them only then) with the switch off and on, ours both times, on
 //! the NVML stand-in's two-GPU node.
 
+use super::steps::time_per_step;
 use crate::options::Opts;
 use crate::row::Row;
 use crate::stats::{interleaved, median, Side};
 use gres_test_harness::testbed::{series_of, TestBed};
 use gres_test_harness::{standin, Cluster, ClusterConfig, PluginSet};
 use std::os::unix::fs::PermissionsExt;
-use std::time::Duration;
 
 pub fn rows_steps_health(opts: &Opts, v: &str, rows: &mut Vec<Row>) {
     let steps = opts.n(20, 5);
@@ -42,19 +42,7 @@ pub fn rows_steps_health(opts: &Opts, v: &str, rows: &mut Vec<Row>) {
         (Ok(off), Ok(on)) => (off, on),
         (Err(e), _) | (_, Err(e)) => return rows.push(not(format!("not measured: {e}"))),
     };
-    let script = format!(
-        "s=$(date +%s%N); i=0; while [ $i -lt {steps} ]; do srun --gres=gpu:1 --gpu-freq=high true || exit 1; i=$((i+1)); done; e=$(date +%s%N); echo STEP_NS=$((e-s))"
-    );
-    let round = |c: &Cluster| -> f64 {
-        let out = c.run("salloc", &["--gres=gpu:1", "bash", "-c", &script], Duration::from_secs(600));
-        let ns: f64 = out
-            .stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("STEP_NS="))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("step round failed:\n{out}\n{}", c.log_tails(20)));
-        ns / 1e6 / steps as f64
-    };
+    let round = |c: &Cluster| time_per_step(c, steps, "--gres=gpu:1 --gpu-freq=high");
     round(&off);
     round(&on);
     let (s, o) = interleaved(rounds, |side| round(if side == Side::Stock { &off } else { &on }));
