@@ -227,6 +227,36 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d,
 	return clock_reasons(d, mask);
 }
 
+/* Each value answered on its own: the recovery action where the fixture
+ * sets one (`recovery_action`), NOT_SUPPORTED for it otherwise (a driver
+ * before R550) and for every other field. */
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int valuesCount,
+				      nvmlFieldValue_t *values)
+{
+	struct timespec ts;
+
+	DEVICE_CALL(d, " %d", valuesCount);
+	if (valuesCount <= 0 || !values)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	for (int i = 0; i < valuesCount; i++) {
+		nvmlFieldValue_t *v = &values[i];
+
+		v->timestamp = (long long) ts.tv_sec * 1000000 +
+			ts.tv_nsec / 1000;
+		v->latencyUsec = 0;
+		if (v->fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION &&
+		    !d->is_mig && d->recovery_supported) {
+			v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+			v->value.uiVal = d->recovery_action;
+			v->nvmlReturn = NVML_SUCCESS;
+		} else {
+			v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+		}
+	}
+	return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t d,
 					      unsigned long long *types)
 {
