@@ -66,7 +66,6 @@ const STD_IMPORTS: &[&str] = &[
     "pthread_attr_getstack",
     "pthread_attr_init",
     "pthread_attr_setstacksize",
-    "pthread_create",
     "pthread_detach",
     "pthread_getattr_np",
     "pthread_key_create",
