@@ -145,20 +145,9 @@ impl Cursor {
         Loaded { cursor: None, warning: Some(format!("{}: {problem}; starting without a cursor (this boot's XIDs may be reported again)", path.display())) }
     }
 
-    /// Write the state file into `dir` atomically.
+    /// Write the state file into `dir` atomically ([`write_atomically`]).
     pub fn save(&self, dir: &Path) -> io::Result<()> {
-        let tmp = dir.join(format!(".{STATE_FILE}.tmp.{}", std::process::id()));
-        let result = (|| {
-            let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
-            f.write_all(self.render().as_bytes())?;
-            f.sync_all()?;
-            fs::rename(&tmp, Cursor::path(dir))?;
-            fs::File::open(dir)?.sync_all()
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        result
+        write_atomically(&Cursor::path(dir), self.render().as_bytes())
     }
 
     fn remember(&mut self, hash: u64) {
@@ -177,6 +166,29 @@ impl Cursor {
 
 fn valid_boot_id(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+}
+
+/// Write `bytes` to `path` so that a reader sees the old file or the new
+/// one, never a part: a hidden temporary file beside it (`.<name>.tmp.<pid>`,
+/// no reader's pattern matches it), synced, renamed over it, and the
+/// directory synced; the temporary file is removed on failure.  Every
+/// file the health check writes goes through it (the state file, the
+/// NVLinks seen up, node_exporter's textfile).
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let result = (|| {
+        let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)?;
+        fs::File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
 }
 
 /// Which of `events` are new since `prev`, and the cursor to save after

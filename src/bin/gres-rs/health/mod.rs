@@ -19,8 +19,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use gres_health::catalog::{Action, Rule, XIDS};
-use gres_health::cursor::{select_new, Cursor};
-use gres_health::decide::{decide, Cluster, Decision, Inputs, NodeState as HealthNode, Verdict};
+use gres_health::cursor::{select_new, write_atomically, Cursor};
+use gres_health::decide::{decide, Cluster, Inputs, NodeState as HealthNode, Verdict};
 use gres_health::fault::{Fault, FaultKind, Finding, GpuRef, Source};
 use gres_health::kmsg::{Format, XidEvent, XidReader};
 use gres_health::overrides::{self, SiteConfig};
@@ -51,7 +51,6 @@ const SLURM_COMMAND_LIMIT: Duration = Duration::from_secs(15);
 struct Run {
     findings: Vec<Finding>,
     notes: Vec<String>,
-    decision: Option<Decision>,
     summary: Option<Summary>,
     acted: Option<String>,
     stats: RunStats,
@@ -86,7 +85,7 @@ pub fn run(args: &HealthArgs) -> u8 {
         };
     }
     let boot_id = read_boot_id();
-    let mut run = Run { findings: Vec::new(), notes: Vec::new(), decision: None, summary: None, acted: None, stats: RunStats::default() };
+    let mut run = Run { findings: Vec::new(), notes: Vec::new(), summary: None, acted: None, stats: RunStats::default() };
 
     // 1. The kernel's log: XIDs since the last run.
     let mut next_cursor = match xid_findings(args, &state_dir, &boot_id, &mut run) {
@@ -153,7 +152,6 @@ pub fn run(args: &HealthArgs) -> u8 {
     let decision = decide(&inputs);
     run.acted = if can_act { act(args, &node_name, &decision.verdict) } else { None };
     run.summary = Some(summarize(&site.table, &run.findings, &decision));
-    run.decision = Some(decision);
 
     if !args.dry_run {
         if let Err(e) = next_cursor.save(&state_dir) {
@@ -341,7 +339,8 @@ fn act(args: &HealthArgs, node: &str, verdict: &Verdict) -> Option<String> {
 fn output(args: &HealthArgs, node: &str, run: &Run) -> u8 {
     let Some(summary) = &run.summary else { return EXIT_CANNOT_CHECK };
     if let Some(path) = &args.textfile {
-        if let Err(e) = write_atomically(path, &render_metrics(summary, run.stats)) {
+        // Replaced whole: the collector never reads half a file.
+        if let Err(e) = write_atomically(path, render_metrics(summary, run.stats).as_bytes()) {
             tool_error(format!("cannot write {}: {e}", path.display()));
         }
     }
@@ -441,17 +440,6 @@ fn json(node: &str, run: &Run, s: &Summary) -> String {
         nvml_calls: run.stats.nvml_calls,
     };
     serde_json::to_string_pretty(&doc).unwrap_or_default()
-}
-
-/// Write `text` to `path` as node_exporter's textfile collector wants it:
-/// a temporary file beside it, renamed over it, so the collector never
-/// reads half a file.
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
 }
 
 #[cfg(test)]

@@ -105,7 +105,7 @@ pub fn load_links(dir: &Path) -> BTreeMap<String, BTreeSet<u32>> {
         .collect()
 }
 
-/// [`load_links`]'s file, written to a temporary file and renamed.
+/// [`load_links`]'s file, replaced whole.
 pub fn save_links(dir: &Path, links: &BTreeMap<String, BTreeSet<u32>>) -> std::io::Result<()> {
     let text: String = links
         .iter()
@@ -113,9 +113,7 @@ pub fn save_links(dir: &Path, links: &BTreeMap<String, BTreeSet<u32>>) -> std::i
         .map(|(uuid, l)| format!("{uuid} {}\n", l.iter().map(u32::to_string).collect::<Vec<_>>().join(",")))
         .collect();
     std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!("{LINKS_FILE}.tmp.{}", std::process::id()));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, dir.join(LINKS_FILE))
+    gres_health::cursor::write_atomically(&dir.join(LINKS_FILE), text.as_bytes())
 }
 
 #[cfg(test)]
