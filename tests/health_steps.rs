@@ -99,6 +99,23 @@ per_release! {
         assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
         let row = text.lines().nth(1).unwrap_or_default();
         assert!(row.starts_with(&format!("{} ", r.job)) && row.contains("0000:2a:00.0") && row.ends_with("fallen off the bus"), "{text}");
+
+        // The check's drain reason names the job the fault hit.
+        let empty = r.state_dir.join("empty");
+        std::fs::create_dir_all(&empty).expect("empty dir");
+        let kmsg = empty.join("kmsg.txt");
+        std::fs::write(&kmsg, "").expect("empty log");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gres-rs"))
+            .args(["health", "--no-slurm", "--no-nvml", "--format", "json", "--state-dir"])
+            .arg(&r.state_dir)
+            .arg("--kmsg")
+            .arg(&kmsg)
+            .args(["--dev-dir", empty.to_str().expect("utf-8"), "--sys-dir", empty.to_str().expect("utf-8")])
+            .output()
+            .expect("gres-rs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let want = format!("gres-rs: gpu 1 GPU-1c1d2e3f 0000:2a:00.0 xid 79 (fallen off the bus) job {}.0 -> ", r.job);
+        assert!(text.contains(&want), "{text}{}\nwant: {want}", String::from_utf8_lossy(&out.stderr));
     }
 
     fn step_xids_off_registers_nothing(bed) {

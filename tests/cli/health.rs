@@ -313,12 +313,36 @@ fn the_xids_that_hit_a_step_are_findings_once() {
     assert_eq!((f[0]["source"].as_str(), f[0]["kind"].as_str(), f[0]["gpu"].as_u64()), (Some("step 12.0"), Some("xid"), Some(3)), "{doc}");
     assert_eq!(f[0]["text"], "xid 79 (fallen off the bus)");
     assert_eq!((f[1]["source"].as_str(), f[1]["action"].as_str()), (Some("step 14.2"), Some("ignore")), "{doc}");
-    assert!(doc["reason"].as_str().unwrap().starts_with("gres-rs: gpu 3 GPU-5c1b2e3f 0000:41:00.0 xid 79"), "{doc}");
+    assert!(doc["reason"].as_str().unwrap().starts_with("gres-rs: gpu 3 GPU-5c1b2e3f 0000:41:00.0 xid 79 (fallen off the bus) job 12.0 -> "), "{doc}");
     assert!(fs::read_to_string(d.0.join("health.state")).unwrap().contains("step_records=196"));
     // Reported once: the next run finds nothing new.
     let out = health(&d.0, &log, &["--format", "json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((doc["new_xids"].as_u64(), doc["verdict"].as_str()), (Some(0), Some("nothing")), "{doc}");
+}
+
+/// The kernel's line for the XID a step's record has too is not a second
+/// finding; another GPU's XID in the kernel's log is.
+#[test]
+fn a_kernel_xid_a_step_recorded_is_one_finding() {
+    let d = temp_dir("health-steps-kmsg");
+    let log = d.0.join("dmesg.txt");
+    fs::write(
+        &log,
+        "[ 100.000000] NVRM: Xid (PCI:0000:41:00): 79, pid=4711, name=python, GPU has fallen off the bus.\n\
+         [ 101.000000] NVRM: Xid (PCI:0000:43:00): 31, pid=4712, name=python, Ch 00000010, intr 10000000. MMU Fault\n",
+    )
+    .unwrap();
+    fs::write(d.0.join("step-xids"), STEP_RECORDS).unwrap();
+    let out = health(&d.0, &log, &["--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(3), "{doc}");
+    let seen: Vec<(&str, &str)> = doc["findings"].as_array().unwrap().iter().map(|f| (f["source"].as_str().unwrap(), f["text"].as_str().unwrap())).collect();
+    assert_eq!(seen.len(), 3, "{doc:#}");
+    assert!(seen.contains(&("step 12.0", "xid 79 (fallen off the bus)")), "{doc:#}");
+    assert!(seen.iter().any(|(src, text)| src.starts_with("log line 2") && text.starts_with("xid 31")), "{doc:#}");
+    assert!(!seen.iter().any(|(src, text)| src.starts_with("log line") && text.starts_with("xid 79")), "{doc:#}");
+    assert!(doc["reason"].as_str().unwrap().contains(" job 12.0 -> "), "{doc}");
 }
 
 #[test]

@@ -2,10 +2,11 @@
 //! record of why and how the tool drained a node.
 //!
 //! ```text
-//! gres-rs: gpu 3 GPU-5c1b2e3f 0000:41:00.0 xid 79 (fallen off the bus) -> reboot node +1 more [resume:reboot@0f5c1b2e]
+//! gres-rs: gpu 3 GPU-5c1b2e3f 0000:41:00.0 xid 79 (fallen off the bus) job 12.0 -> reboot node +1 more [resume:reboot@0f5c1b2e]
 //! ```
 //!
-//! The worst finding comes first; `+N more` counts the other drain-class
+//! The worst finding comes first, with the job step it hit where a step's
+//! watch saw it (`job 12.0`); `+N more` counts the other drain-class
 //! findings.  The last word says when the tool may resume the node by
 //! itself: `[resume:clear]` (the next clean check), `[resume:reset@B]` (an
 //! XID: after a GPU reset or a reboot, `B` being the first 8 characters of
@@ -14,7 +15,7 @@
 //! [`MAX_REASON`] bytes of printable ASCII.
 
 use crate::catalog::{xid_name, Action, Remedy, Rule, Table};
-use crate::fault::{Fault, Finding, GpuRef};
+use crate::fault::{Fault, Finding, GpuRef, Source};
 
 /// Every reason the tool writes starts with this.
 pub const PREFIX: &str = "gres-rs:";
@@ -167,6 +168,10 @@ pub fn drain_reason(table: &Table, findings: &[Finding], boot_id: &str) -> Optio
     let resume = drains.iter().map(|(_, _, r)| r.clone()).max()?;
     let head = format!("{PREFIX} {} ", gpu_words(&worst.gpu));
     let mut tail = String::new();
+    // The job the fault hit, where a step's watch saw it.
+    if let Source::Step { step: Some(step), .. } = &worst.source {
+        tail.push_str(&format!(" job {step}"));
+    }
     if let Some(r) = rule.remedy {
         tail.push_str(&format!(" -> {}", r.text()));
     }
@@ -190,7 +195,6 @@ pub fn drain_reason(table: &Table, findings: &[Finding], boot_id: &str) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fault::Source;
 
     const BOOT: &str = "0f5c1b2e-7f4e-4b3a-9d2c-5e8f1a2b3c4d";
 
@@ -213,6 +217,18 @@ mod tests {
         assert_eq!(r.text, "gres-rs: gpu 3 GPU-5c1b2e3f 0000:41:00.0 xid 79 (fallen off the bus) -> reboot node [resume:reboot@0f5c1b2e]");
         assert_eq!(r.resume, Resume::AfterReboot("0f5c1b2e".into()));
         assert_eq!(parse(&r.text), Some(OurReason { resume: r.resume }));
+    }
+
+    #[test]
+    fn an_xid_a_step_saw_names_its_job() {
+        let mut f = xid(79);
+        f.source = Source::Step { step: Some(crate::step_id::StepId { job: 12, step: 0, het_comp: None }), pid: 4567 };
+        let r = drain_reason(&Table::new(), &[f.clone()], BOOT).unwrap();
+        assert_eq!(r.text, "gres-rs: gpu 3 GPU-5c1b2e3f 0000:41:00.0 xid 79 (fallen off the bus) job 12.0 -> reboot node [resume:reboot@0f5c1b2e]");
+        assert_eq!(parse(&r.text), Some(OurReason { resume: r.resume }));
+        // A step slurmstepd could not name: no job.
+        f.source = Source::Step { step: None, pid: 4567 };
+        assert!(!drain_reason(&Table::new(), &[f], BOOT).unwrap().text.contains("job"));
     }
 
     #[test]

@@ -22,6 +22,7 @@
 
 use crate::catalog::xid_name;
 use crate::fault::{Fault, Finding, GpuRef, Source};
+use crate::kmsg::normalize_pci;
 pub use crate::step_id::{from_cgroup, from_proc_title, StepId};
 use crate::step_id::{parse_num, parse_step};
 
@@ -149,6 +150,36 @@ impl StepXid {
     }
 }
 
+/// The same XID of the same GPU in the kernel's log and in a step's
+/// record is one fault: each kernel finding a step finding repeats is
+/// dropped, and the step's, which names the job, kept.  GPUs match by PCI
+/// bus id where both have one (the kernel's `0000:41:00` is the step's
+/// `0000:41:00.0`), else by NVML index.
+pub fn fold_kernel_duplicates(findings: &mut Vec<Finding>) {
+    let seen_by_steps: Vec<(u32, GpuRef)> = findings
+        .iter()
+        .filter_map(|f| match (&f.fault, &f.source) {
+            (Fault::Xid { code, .. }, Source::Step { .. }) => Some((*code, f.gpu.clone())),
+            _ => None,
+        })
+        .collect();
+    if seen_by_steps.is_empty() {
+        return;
+    }
+    findings.retain(|f| match (&f.fault, &f.source) {
+        (Fault::Xid { code, .. }, Source::Kmsg { .. } | Source::LogFile { .. }) => !seen_by_steps.iter().any(|(c, gpu)| c == code && same_gpu(gpu, &f.gpu)),
+        _ => true,
+    });
+}
+
+fn same_gpu(a: &GpuRef, b: &GpuRef) -> bool {
+    let pci = |g: &GpuRef| g.pci.as_deref().and_then(normalize_pci);
+    match (pci(a), pci(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a.index.is_some() && a.index == b.index,
+    }
+}
+
 /// Every record of a records file's text, and the lines that are not
 /// records (a torn or foreign line is skipped, never fatal).
 pub fn parse_records(text: &str) -> (Vec<StepXid>, Vec<BadRecord>) {
@@ -181,6 +212,27 @@ pub fn select_new_records(text: &str, reported: Option<u64>) -> (Vec<StepXid>, u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_xid_a_step_saw_is_one_finding() {
+        let kernel = |code: u32, pci: &str| {
+            Finding::new(Fault::Xid { code, pid: None, process: None, message: String::new() }, GpuRef::pci(pci), Source::Kmsg { seq: 7 })
+        };
+        let mut found = vec![kernel(79, "0000:41:00"), kernel(79, "0000:42:00"), kernel(48, "0000:41:00"), record().finding()];
+        fold_kernel_duplicates(&mut found);
+        let left: Vec<(String, String)> = found.iter().map(|f| (f.fault.detail(), f.source.to_string())).collect();
+        assert_eq!(left, [("xid 79", "kmsg seq 7"), ("xid 48", "kmsg seq 7"), ("xid 79", "step 12.0")].map(|(a, b)| (a.to_string(), b.to_string())).to_vec());
+        // Without a bus id on either side, the NVML index decides.
+        let mut by_index = vec![Finding::new(
+            Fault::Xid { code: 79, pid: None, process: None, message: String::new() },
+            GpuRef { index: Some(3), ..GpuRef::default() },
+            Source::LogFile { line: 2 },
+        )];
+        by_index.push(Finding::new(by_index[0].fault.clone(), GpuRef { index: Some(3), ..GpuRef::default() }, record().finding().source));
+        fold_kernel_duplicates(&mut by_index);
+        assert_eq!(by_index.len(), 1);
+        assert!(matches!(by_index[0].source, Source::Step { .. }));
+    }
 
     fn record() -> StepXid {
         StepXid {

@@ -139,6 +139,8 @@ pub fn run(args: &HealthArgs) -> u8 {
     // The guard counts the nodes held out now: a resumed node's reason may
     // linger in sinfo for a while.
     let reasons: Vec<&str> = cluster.iter().filter(|(_, s)| s.state.contains("drain")).map(|(_, s)| s.reason.as_str()).filter(|r| !r.is_empty()).collect();
+    // An XID both in the kernel's log and in a step's record is one fault.
+    gres_health::steps::fold_kernel_duplicates(&mut run.findings);
     let inputs = Inputs {
         node: HealthNode { state: &node.state, reason: Some(node.reason.as_str()).filter(|r| !r.is_empty()), reason_user: None },
         findings: &run.findings,
