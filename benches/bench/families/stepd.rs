@@ -5,13 +5,13 @@ use crate::options::Opts;
 use crate::row::Row;
 use crate::stats::mean;
 use gres_test_harness::testbed::{self, TestBed};
-use gres_test_harness::{tool, Cluster, PluginSet};
+use gres_test_harness::{tool, Cluster, ClusterConfig, PluginSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// `ours - stock` per step environment size (the mean of the rounds), in
 /// thousands, in the order of the sizes.
-fn by_layout_k(stock: &[f64], ours: &[f64]) -> String {
+pub fn by_layout_k(stock: &[f64], ours: &[f64]) -> String {
     let mut d = [(0.0, 0); STEP_ENV_PADS];
     for (j, (s, o)) in stock.iter().zip(ours).enumerate() {
         let e = &mut d[j % STEP_ENV_PADS];
@@ -37,7 +37,7 @@ fn by_layout_k(stock: &[f64], ours: &[f64]) -> String {
 /// mean over them, the same sizes for both sides: the cost of a step
 /// whatever its environment.  Each size stays below the kernel's 128 KiB
 /// limit on one environment string.
-const STEP_ENV_PADS: usize = 16;
+pub const STEP_ENV_PADS: usize = 16;
 const STEP_ENV_PAD_STEP: usize = 8 * 1024;
 
 /// How the step-instruction clusters install the plugins.
@@ -62,19 +62,28 @@ impl StepdSide {
     }
 }
 
+/// One side of [`stepd_instructions`]: its label (the name of its profile
+/// directory), its cluster, and whether it runs our plugins.
+pub struct StepdCluster {
+    pub label: &'static str,
+    pub cfg: ClusterConfig,
+    pub ours: bool,
+}
+
 /// The instructions a step's slurmstepd executes on each side, counted by
 /// callgrind: each side's slurmd starts its slurmstepd through a wrapper
 /// (`slurmd -d <wrapper>`) that runs it under the release's valgrind
 /// (`--callgrind-out-file=<dir>/cg.%p.out`), with a dump before every
 /// `fork`/`vfork` and `execve` (a dump zeroes the counters, so the parts
 /// of a process and of its forked children add up without counting the
-/// parent's part twice).  A step is one `srun --gres=gpu:1 true`: the
+/// parent's part twice).  A step is one `srun <request> true`: the
 /// step's slurmstepd and its task's fork up to the exec of `true`, which
-/// callgrind does not follow.  The daemons log at info without
+/// callgrind does not follow; on the sides of ours, slurmstepd must have
+/// mapped our files of `plugins`.  The daemons log at info without
 /// DebugFlags=Gres, as a production node does, and track processes with
 /// proctrack/pgid (linuxproc's walk of /proc depends on the machine).  `n` steps a side in
 /// rotating order after one warm-up each; `None` without valgrind.
-fn stepd_instructions(opts: &Opts, bed: &TestBed, build: &testbed::OurBuild, sides: &[StepdSide]) -> Option<(Vec<Vec<f64>>, usize)> {
+pub fn stepd_instructions(opts: &Opts, bed: &TestBed, sides: Vec<StepdCluster>, request: &[&str], plugins: &[&str]) -> Option<(Vec<Vec<f64>>, usize)> {
     let valgrind_missing = bed.chroot.as_ref().map_or(!tool("valgrind").is_file(), |r| r.tool("valgrind").is_none());
     if valgrind_missing {
         eprintln!("bench: no valgrind for Slurm {}", bed.version);
@@ -84,10 +93,11 @@ fn stepd_instructions(opts: &Opts, bed: &TestBed, build: &testbed::OurBuild, sid
     let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("target/tmp/bench-stepd-{}", bed.version));
     let _ = std::fs::remove_dir_all(&base);
     let stepd = bed.chroot.as_ref().and_then(|r| r.tool("slurmstepd")).unwrap_or_else(|| tool("slurmstepd"));
-    let side_dir = |side: StepdSide| base.join(side.label());
+    let side_dir = |label: &str| base.join(label);
+    let labels: Vec<&'static str> = sides.iter().map(|s| s.label).collect();
     let mut clusters = Vec::new();
-    for &side in sides {
-        let dir = side_dir(side);
+    for side in sides {
+        let dir = side_dir(side.label);
         std::fs::create_dir_all(&dir).expect("bench: stepd profile directory");
         let wrapper = dir.join("slurmstepd-callgrind");
         let script = format!(
@@ -100,11 +110,7 @@ fn stepd_instructions(opts: &Opts, bed: &TestBed, build: &testbed::OurBuild, sid
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("bench: stepd wrapper mode");
         }
-        let mut cfg = bed.config(if side == StepdSide::Stock { PluginSet::Stock } else { PluginSet::Ours }, 4);
-        if side != StepdSide::Stock && bed.chroot.is_some() {
-            cfg = build.apply(cfg);
-        }
-        cfg.single_plugin_dir = side == StepdSide::OursOneDir;
+        let mut cfg = side.cfg;
         // proctrack/linuxproc reads every process's /proc/<pid>/stat to
         // find the step's, which made the count vary by up to 470,000
         // with what else ran on the machine.
@@ -113,15 +119,15 @@ fn stepd_instructions(opts: &Opts, bed: &TestBed, build: &testbed::OurBuild, sid
         cfg.debug_gres = false;
         cfg.slurmd_args = vec!["-d".into(), wrapper.display().to_string()];
         let c = Cluster::start(cfg.with_binds([dir.clone()]));
-        if side != StepdSide::Stock {
-            c.assert_stepd_ours_loaded(&["gres_gpu", "gres_mps", "gres_shard"], &["--gres=gpu:1"]);
+        if side.ours {
+            c.assert_stepd_ours_loaded(plugins, request);
         }
         clusters.push(c);
     }
     // The profiles of one step: every process of it has ended once its
     // log has callgrind's closing lines or it is gone.
     let one_step = |i: usize, label: &str, pad: usize| -> (f64, usize) {
-        let (c, side) = (&clusters[i], sides[i]);
+        let (c, side): (&Cluster, &str) = (&clusters[i], labels[i]);
         let dir = side_dir(side);
         for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -130,8 +136,10 @@ fn stepd_instructions(opts: &Opts, bed: &TestBed, build: &testbed::OurBuild, sid
             }
         }
         let export = format!("--export=ALL,GRES_RS_BENCH_PAD={}", "x".repeat(pad));
-        let out = c.srun_timeout(&["--gres=gpu:1", &export, "true"], Duration::from_secs(300));
-        assert!(out.ok(), "step under callgrind ({side:?}) failed:\n{out}\n{}", c.log_tails(20));
+        let mut args: Vec<&str> = request.to_vec();
+        args.extend([export.as_str(), "true"]);
+        let out = c.srun_timeout(&args, Duration::from_secs(300));
+        assert!(out.ok(), "step under callgrind ({side}) failed:\n{out}\n{}", c.log_tails(20));
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             // vg.<pid>.log: the task's fork execs `true`, which runs
@@ -151,7 +159,7 @@ fn stepd_instructions(opts: &Opts, bed: &TestBed, build: &testbed::OurBuild, sid
                 break;
             }
             let logs: Vec<String> = logs.into_iter().map(|(_, l)| l).collect();
-            assert!(Instant::now() < deadline, "bench: the step's slurmstepd under callgrind ({side:?}) did not end:\n{}", logs.join("\n"));
+            assert!(Instant::now() < deadline, "bench: the step's slurmstepd under callgrind ({side}) did not end:\n{}", logs.join("\n"));
             std::thread::sleep(Duration::from_millis(100));
         }
         let (mut total, mut files) = (0.0, 0);
@@ -177,10 +185,10 @@ fn stepd_instructions(opts: &Opts, bed: &TestBed, build: &testbed::OurBuild, sid
         (total, files)
     };
     // Warm-up: the first step of a node (page cache, first allocation).
-    for (i, side) in sides.iter().enumerate() {
-        one_step(i, &format!("warmup-{}", side.label()), 0);
+    for (i, label) in labels.iter().enumerate() {
+        one_step(i, &format!("warmup-{label}"), 0);
     }
-    let mut counts = vec![Vec::new(); sides.len()];
+    let mut counts = vec![Vec::new(); labels.len()];
     let mut files = 0;
     // Every side runs each environment size once a round, in the same
     // order, so `counts[side][j]` are one layout; which side goes first
@@ -188,9 +196,9 @@ fn stepd_instructions(opts: &Opts, bed: &TestBed, build: &testbed::OurBuild, sid
     for round in 0..opts.n(2, 1) {
         for layout in 0..STEP_ENV_PADS {
             let pad = layout * STEP_ENV_PAD_STEP;
-            for k in 0..sides.len() {
-                let i = (round * STEP_ENV_PADS + layout + k) % sides.len();
-                let (t, f) = one_step(i, &format!("{}-{round}-pad{layout}", sides[i].label()), pad);
+            for k in 0..labels.len() {
+                let i = (round * STEP_ENV_PADS + layout + k) % labels.len();
+                let (t, f) = one_step(i, &format!("{}-{round}-pad{layout}", labels[i]), pad);
                 files = files.max(f);
                 counts[i].push(t);
             }
@@ -210,7 +218,17 @@ pub fn rows_stepd_instructions(opts: &Opts, bed: &TestBed, build: &Result<testbe
         _ => "one `srun --gres=gpu:1 true` step's slurmstepd; ours among the stock files (one PluginDir entry, as stock)",
     };
     let measured = match build {
-        Ok(b) => stepd_instructions(opts, bed, b, &sides),
+        Ok(b) => {
+            let cfg = |side: StepdSide| {
+                let mut cfg = bed.config(if side == StepdSide::Stock { PluginSet::Stock } else { PluginSet::Ours }, 4);
+                if side != StepdSide::Stock && bed.chroot.is_some() {
+                    cfg = b.apply(cfg);
+                }
+                cfg.single_plugin_dir = side == StepdSide::OursOneDir;
+                StepdCluster { label: side.label(), cfg, ours: side != StepdSide::Stock }
+            };
+            stepd_instructions(opts, bed, sides.iter().map(|s| cfg(*s)).collect(), &["--gres=gpu:1"], &["gres_gpu", "gres_mps", "gres_shard"])
+        }
         Err(e) => {
             for side in &sides[1..] {
                 rows.push(Row::not_measured("steps", v, what(*side), metric, format!("not measured: our build for Slurm {v} failed: {e}")));

@@ -1,61 +1,196 @@
-//! The `steps-health` row: what the job a fault hit costs a step.  With
-//! `step_xids = on` our gpu/nvml registers the step's GPUs for NVML's XID
-//! events when the step starts and collects them when it ends; the row
-//! times steps that reach those hooks (`--gpu-freq`: 22.05's slurmstepd
-//! calls them only then) with the switch off and on, ours both times, on
-//! the NVML stand-in's two-GPU node.
+//! The `steps-health` rows: what the health work costs a step that
+//! reaches the gpu plugin's step hooks (`--gpu-freq`: 22.05's slurmstepd
+//! calls them only then), on the NVML stand-in's two-GPU node.
+//!
+//! Four clusters, their rounds interleaved (each round starts with the
+//! next one): stock gpu/nvml; ours as shipped (the release build, no
+//! health file: `step_xids` off); ours' test build with `step_xids = off`
+//! and with `step_xids = on` in the file its hooks read.  Two rows of
+//! wall time: stock against ours as shipped (health off), and off against
+//! on (the step attribution's own cost, both the same build); and the same
+//! two as the instructions the step's slurmstepd executes (callgrind, as
+//! the `steps` rows count them), where wall time is noise at 1%.
 
+use super::stepd::{by_layout_k, stepd_instructions, StepdCluster, STEP_ENV_PADS};
 use super::steps::time_per_step;
 use crate::options::Opts;
 use crate::row::Row;
-use crate::stats::{interleaved, median, Side};
+use crate::stats::{mean, median};
 use gres_test_harness::testbed::{series_of, TestBed};
-use gres_test_harness::{standin, Cluster, ClusterConfig, PluginSet};
+use gres_test_harness::{standin, Cluster, ClusterConfig, Daemon, PluginSet};
 use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+const METRIC: &str = "time per step, median of rounds";
+
+/// The clusters, in the order of the samples.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Stock,
+    Shipped,
+    Off,
+    On,
+}
+
+const SIDES: [Side; 4] = [Side::Stock, Side::Shipped, Side::Off, Side::On];
+
+impl Side {
+    fn label(self) -> &'static str {
+        match self {
+            Side::Stock => "nvml-stock",
+            Side::Shipped => "nvml-ours",
+            Side::Off => "nvml-ours-off",
+            Side::On => "nvml-ours-on",
+        }
+    }
+}
+
+/// The two comparisons: (left, right, what, goal, note).
+const PAIRS: [(Side, Side, &str, &str, &str); 2] = [
+    (Side::Stock, Side::Shipped, "stock vs ours with health off", "<= 1.00", "left stock gpu/nvml, right ours as shipped (release build, no health file)"),
+    (Side::Off, Side::On, "ours step_xids off vs on", "<= 1.01", "both columns ours (release test build): left step_xids off, right on"),
+];
 
 pub fn rows_steps_health(opts: &Opts, v: &str, rows: &mut Vec<Row>) {
     let steps = opts.n(20, 5);
     let rounds = opts.n(15, 3);
-    let what = format!("{steps} sequential `srun --gres=gpu:1 --gpu-freq=high true` steps, ours with step_xids off (left) and on (right)");
-    let not = |why: String| Row::not_measured("steps-health", v, &what, "time per step, median of rounds", why);
+    let request = "--gres=gpu:1 --gpu-freq=high";
+    let what = format!("{steps} sequential `srun {request} true` steps");
+    let mut not = |why: &str| {
+        for (_, _, pair, _, _) in PAIRS {
+            rows.push(Row::not_measured("steps-health", v, &format!("{what}, {pair}"), METRIC, format!("not measured: {why}")));
+        }
+    };
     let bed = match TestBed::open(&series_of(v)) {
         Ok(b) => b,
-        Err(e) => return rows.push(not(format!("not measured: {e}"))),
+        Err(e) => return not(&e),
     };
-    let cluster = |switch: &str| -> Result<Cluster, String> {
-        let dir = standin::scratch_dir().join(format!("bench-steps-health-{switch}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
-        let conf = dir.join("gres-rs-health.conf");
-        std::fs::write(&conf, format!("step_xids = {switch}\n")).map_err(|e| e.to_string())?;
-        let cfg = ClusterConfig::gpus(PluginSet::Ours, 0).with_cpus(2, 1, 1).with_gres("gpu:nvidia_h100_80gb_hbm3:2", "AutoDetect=nvml\n").with_test_build();
-        let mut cfg = bed.ours_config(cfg.with_binds(standin::chroot_binds()), "steps-health").ok_or("no test build of ours")?;
-        cfg.slurmd_env = standin::daemon_env(&standin::fixture("h100x2.conf"));
-        cfg.slurmd_env.push(("GRES_RS_HEALTH_CONF".into(), conf.to_string_lossy().into_owned()));
-        cfg.slurmd_env.push(("GRES_RS_STATE_DIR".into(), dir.join("state").to_string_lossy().into_owned()));
-        let c = Cluster::start(cfg);
-        c.assert_ours_gpu_plugin_loaded("gpu_nvml");
-        Ok(c)
+    let stock_nvml = match bed.stock_gpu_nvml() {
+        Ok(p) => p,
+        Err(e) => return not(&format!("no stock gpu/nvml: {e}")),
     };
-    let (off, on) = match (cluster("off"), cluster("on")) {
-        (Ok(off), Ok(on)) => (off, on),
-        (Err(e), _) | (_, Err(e)) => return rows.push(not(format!("not measured: {e}"))),
-    };
-    let round = |c: &Cluster| time_per_step(c, steps, "--gres=gpu:1 --gpu-freq=high");
-    round(&off);
-    round(&on);
-    let (s, o) = interleaved(rounds, |side| round(if side == Side::Stock { &off } else { &on }));
-    rows.push(Row {
+    let mut clusters = Vec::new();
+    for side in SIDES {
+        match side_config(&bed, side, &stock_nvml).and_then(|cfg| start(side, cfg)) {
+            Ok(c) => clusters.push(c),
+            Err(e) => return not(&e),
+        }
+    }
+    let round = |c: &Cluster| time_per_step(c, steps, request);
+    // Warm-up (first allocation, page cache).
+    clusters.iter().for_each(|c| {
+        round(c);
+    });
+    let mut samples = vec![Vec::new(); SIDES.len()];
+    for r in 0..rounds {
+        for k in 0..SIDES.len() {
+            let i = (r + k) % SIDES.len();
+            samples[i].push(round(&clusters[i]));
+        }
+    }
+    let m = |side: Side| median(&samples[side as usize]);
+    let row = |what: String, left: Side, right: Side, goal: &str, note: &str| Row {
         group: "steps-health",
         release: v.into(),
         what,
-        metric: "time per step, median of rounds".into(),
+        metric: METRIC.into(),
         unit: "ms".into(),
-        stock: Some(median(&s)),
-        ours: Some(median(&o)),
+        stock: Some(m(left)),
+        ours: Some(m(right)),
         n: rounds,
-        goal: "<= 1.01".into(),
-        note: "both columns ours (test build, NVML stand-in h100x2): left step_xids off, right on".into(),
-    });
+        goal: goal.into(),
+        note: note.into(),
+    };
+    for (left, right, pair, goal, note) in PAIRS {
+        rows.push(row(format!("{what}, {pair}"), left, right, goal, &format!("NVML stand-in h100x2; {note}")));
+    }
+    drop(clusters);
+    rows_instructions(opts, &bed, &stock_nvml, rows);
+}
+
+/// The same sides' step instructions (callgrind, the `steps` rows' way).
+fn rows_instructions(opts: &Opts, bed: &TestBed, stock_nvml: &Path, rows: &mut Vec<Row>) {
+    let v = bed.version.as_str();
+    let metric = "instructions the step's slurmstepd executes (valgrind callgrind), mean over step environment sizes";
+    let what = |pair: &str| format!("one `srun --gres=gpu:1 --gpu-freq=high true` step's slurmstepd, {pair}");
+    let mut sides = Vec::new();
+    for side in SIDES {
+        match side_config(bed, side, stock_nvml) {
+            Ok(cfg) => sides.push(StepdCluster { label: side.label(), cfg, ours: side != Side::Stock }),
+            Err(e) => {
+                for (_, _, pair, _, _) in PAIRS {
+                    rows.push(Row::not_measured("steps-health", v, &what(pair), metric, format!("not measured: {e}")));
+                }
+                return;
+            }
+        }
+    }
+    let Some((counts, files)) = stepd_instructions(opts, bed, sides, &["--gres=gpu:1", "--gpu-freq=high"], &["gpu_nvml"]) else {
+        for (_, _, pair, _, _) in PAIRS {
+            rows.push(Row::not_measured("steps-health", v, &what(pair), metric, "not measured: no valgrind for this release".into()));
+        }
+        return;
+    };
+    for (left, right, pair, goal, note) in PAIRS {
+        let (l, r) = (&counts[left as usize], &counts[right as usize]);
+        rows.push(Row {
+            group: "steps-health",
+            release: v.into(),
+            what: what(pair),
+            metric: metric.into(),
+            unit: "k".into(),
+            stock: Some(mean(l) / 1e3),
+            ours: Some(mean(r) / 1e3),
+            n: l.len().min(r.len()),
+            goal: goal.into(),
+            note: format!(
+                "NVML stand-in h100x2; {note}; {files} profiles a step; {STEP_ENV_PADS} environment sizes; right - left by size: {}",
+                by_layout_k(l, r)
+            ),
+        });
+    }
+}
+
+/// One side's cluster: the stand-in's two H100s, detected by NVML.
+fn side_config(bed: &TestBed, side: Side, stock_nvml: &Path) -> Result<ClusterConfig, String> {
+    let plugins = if matches!(side, Side::Stock) { PluginSet::Stock } else { PluginSet::Ours };
+    let cfg = ClusterConfig::gpus(plugins, 0).with_cpus(2, 1, 1).with_gres("gpu:nvidia_h100_80gb_hbm3:2", "AutoDetect=nvml\n");
+    let mut cfg = match side {
+        Side::Stock => ClusterConfig { extra_stock_plugins: vec![stock_nvml.to_path_buf()], ..bed.on(cfg.with_binds(standin::chroot_binds())) },
+        Side::Shipped => bed.ours_config(cfg.with_binds(standin::chroot_binds()), "steps-health").ok_or("no build of ours")?,
+        Side::Off | Side::On => bed.ours_config(cfg.with_test_build().with_binds(standin::chroot_binds()), "steps-health").ok_or("no test build of ours")?,
+    };
+    cfg.slurmd_env = standin::daemon_env(&standin::fixture("h100x2.conf"));
+    if let Side::Off | Side::On = side {
+        let switch = if matches!(side, Side::On) { "on" } else { "off" };
+        let dir = health_dir(switch)?;
+        cfg.slurmd_env.push(("GRES_RS_HEALTH_CONF".into(), dir.join("gres-rs-health.conf").to_string_lossy().into_owned()));
+        cfg.slurmd_env.push(("GRES_RS_STATE_DIR".into(), dir.join("state").to_string_lossy().into_owned()));
+    }
+    Ok(cfg)
+}
+
+/// The side's cluster, its gpu plugin checked.
+fn start(side: Side, cfg: ClusterConfig) -> Result<Cluster, String> {
+    let c = Cluster::start(cfg);
+    match side {
+        Side::Stock => {
+            let log = c.log(Daemon::Slurmd);
+            if !log.contains("2 GPU system device(s) detected") {
+                return Err(format!("stock gpu/nvml did not detect the stand-in's GPUs:\n{}", c.log_tails(30)));
+            }
+        }
+        _ => c.assert_ours_gpu_plugin_loaded("gpu_nvml"),
+    }
+    Ok(c)
+}
+
+/// A directory with the health file that sets `step_xids = <switch>`.
+fn health_dir(switch: &str) -> Result<PathBuf, String> {
+    let dir = standin::scratch_dir().join(format!("bench-steps-health-{switch}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("gres-rs-health.conf"), format!("step_xids = {switch}\n")).map_err(|e| e.to_string())?;
+    Ok(dir)
 }
