@@ -463,8 +463,8 @@ pub struct XidWatch {
     pub events: Vec<XidEvent>,
     pub hang: Option<NvmlHang>,
     pub nvml_calls: u32,
-    /// The UUIDs and PCI bus ids of the GPUs events came from, read
-    /// after the events (only [`crate::step_watch`] reads them).
+    /// The registered GPUs' UUIDs and PCI bus ids, where read (only
+    /// [`crate::step_watch`] reads them).
     pub ids: Vec<GpuIds>,
 }
 

@@ -1,11 +1,10 @@
 //! A job step's GPUs watched for XID critical errors, for our gpu/nvml in
 //! slurmstepd: [`start`] when the step starts (`gpu_p_step_hardware_init`)
-//! registers the GPUs in an NVML event set; [`StepWatch::collect`] when it
-//! ends (`gpu_p_step_hardware_fini`) takes the events NVML queued
-//! meanwhile, without waiting (each `nvmlEventSetWait_v2` with a timeout of
-//! 0 ms, at most [`MAX_EVENTS`]), reads the UUID and PCI bus id of each GPU
-//! an event came from (and of no other: a step without a fault pays for
-//! none), and frees the set.
+//! registers the GPUs in an NVML event set and reads their UUIDs and PCI
+//! bus ids; [`StepWatch::collect`] when it ends (`gpu_p_step_hardware_fini`)
+//! takes the events NVML queued meanwhile, without waiting (each
+//! `nvmlEventSetWait_v2` with a timeout of 0 ms, at most [`MAX_EVENTS`]),
+//! and frees the set.
 //!
 //! Every call is bounded ([`crate::bounded`]): the event set lives on the
 //! stack of a worker thread that pauses between the two
@@ -29,6 +28,7 @@ pub const MAX_EVENTS: usize = 64;
 /// The step's watch between its start and its end.
 pub struct StepWatch {
     paused: Paused<XidWatch>,
+    ids: Vec<GpuIds>,
     registered: Vec<u32>,
 }
 
@@ -44,7 +44,7 @@ pub fn start(paths: &Paths, gpus: &[u32], deadline: Duration) -> (XidWatch, Opti
     }) {
         Ok((b, paused)) => {
             let first = XidWatch { hang: b.hang, nvml_calls: b.calls, ..b.out };
-            let handle = paused.map(|paused| StepWatch { paused, registered: first.registered.clone() });
+            let handle = paused.map(|paused| StepWatch { paused, ids: first.ids.clone(), registered: first.registered.clone() });
             (first, handle)
         }
         Err(e) => (XidWatch { unusable: Some(e), ..Default::default() }, None),
@@ -53,11 +53,11 @@ pub fn start(paths: &Paths, gpus: &[u32], deadline: Duration) -> (XidWatch, Opti
 
 impl StepWatch {
     /// The events NVML queued for the step's GPUs since [`start`], with
-    /// the ids of the GPUs they came from; no waiting.
+    /// the GPUs' ids; no waiting.
     pub fn collect(self) -> XidWatch {
-        let StepWatch { paused, registered } = self;
+        let StepWatch { paused, ids, registered } = self;
         let (b, _) = paused.resume();
-        XidWatch { hang: b.hang, nvml_calls: b.calls, registered, ..b.out }
+        XidWatch { hang: b.hang, nvml_calls: b.calls, ids, registered, ..b.out }
     }
 
     /// The GPUs registered.
@@ -99,6 +99,11 @@ fn watch(t: &Tracker<XidWatch>, paths: &Paths, gpus: &[u32]) -> Option<()> {
                 continue;
             }
         }
+        // Read now, while the GPU answers: after an XID such as 79 (fallen
+        // off the bus) NVML may no longer give them.
+        let uuid = t.call("nvmlDeviceGetUUID", Some(i), 1, Duration::ZERO, || dev.uuid())?.ok();
+        let pci = t.call("nvmlDeviceGetPciInfo_v3", Some(i), 1, Duration::ZERO, || dev.pci_info())?.ok().map(|p| short_bus_id(&p));
+        t.update(|w| w.ids.push(GpuIds { index: i, uuid, pci }));
         registered.push((i, dev));
     }
     if registered.is_empty() {
@@ -113,14 +118,16 @@ fn watch(t: &Tracker<XidWatch>, paths: &Paths, gpus: &[u32]) -> Option<()> {
         }
     };
     let kept: Vec<u32> = registered.iter().map(|(i, _)| *i).collect();
-    t.update(|w| w.registered = kept);
+    t.update(|w| {
+        w.registered = kept.clone();
+        w.ids.retain(|g| kept.contains(&g.index));
+    });
     // The step runs; the caller resumes the worker at its end.
     if !t.pause() {
         // Never collected: the set is freed as it drops.
         return Some(());
     }
     let start = Instant::now();
-    let mut faulted: Vec<u32> = Vec::new();
     for _ in 0..MAX_EVENTS {
         match t.call("nvmlEventSetWait_v2", None, 1, Duration::ZERO, || s.extra.event_wait(nvml, &set, 0))? {
             Ok(ev) => {
@@ -135,7 +142,6 @@ fn watch(t: &Tracker<XidWatch>, paths: &Paths, gpus: &[u32]) -> Option<()> {
                     at: SystemTime::now(),
                 };
                 if ev.event_type & EventTypes::CRITICAL_XID_ERROR.bits() != 0 {
-                    faulted.extend(gpu);
                     t.update(|w| w.events.push(x));
                 }
             }
@@ -146,15 +152,6 @@ fn watch(t: &Tracker<XidWatch>, paths: &Paths, gpus: &[u32]) -> Option<()> {
                 break;
             }
         }
-    }
-    // The ids of the GPUs that had a fault, once each.
-    faulted.sort_unstable();
-    faulted.dedup();
-    for i in faulted {
-        let Some((_, dev)) = registered.iter().find(|(r, _)| *r == i) else { continue };
-        let uuid = t.call("nvmlDeviceGetUUID", Some(i), 1, Duration::ZERO, || dev.uuid())?.ok();
-        let pci = t.call("nvmlDeviceGetPciInfo_v3", Some(i), 1, Duration::ZERO, || dev.pci_info())?.ok().map(|p| short_bus_id(&p));
-        t.update(|w| w.ids.push(GpuIds { index: i, uuid, pci }));
     }
     if let Some(Err(e)) = t.call("nvmlEventSetFree", None, 1, Duration::ZERO, || set.release_events()) {
         fail(None, "nvmlEventSetFree", &e);
