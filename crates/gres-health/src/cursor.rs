@@ -21,10 +21,10 @@
 //! directory, fsync, rename(2), fsync of the directory.
 
 use std::collections::VecDeque;
-use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::atomic_file::write_atomically;
 use crate::kmsg::{Origin, XidEvent};
 use gres_core::bounded_read::read_bounded;
 
@@ -168,29 +168,6 @@ fn valid_boot_id(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
 }
 
-/// Write `bytes` to `path` so that a reader sees the old file or the new
-/// one, never a part: a hidden temporary file beside it (`.<name>.tmp.<pid>`,
-/// no reader's pattern matches it), synced, renamed over it, and the
-/// directory synced; the temporary file is removed on failure.  Every
-/// file the health check writes goes through it (the state file, the
-/// NVLinks seen up, node_exporter's textfile).
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let result = (|| {
-        let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        fs::File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
 /// Which of `events` are new since `prev`, and the cursor to save after
 /// reporting them.  kmsg events of the same boot are new past the last
 /// sequence number; on a new boot (or with no cursor) all of this boot's
@@ -237,6 +214,7 @@ fn new_has(new: &[XidEvent], hash: u64) -> bool {
 mod tests {
     use super::*;
     use crate::kmsg::{Format, XidReader};
+    use std::fs;
     use std::io::Cursor as Input;
 
     const BOOT_A: &str = "0f5c1b2e-7f4e-4b3a-9d2c-5e8f1a2b3c4d";

@@ -6,11 +6,12 @@
 //! reports each XID once ([`cursor`]), the drain reason ([`reason`]), the
 //! verdict ([`decide`]), what a run reports besides Slurm ([`report`]), and
 //! the records of the XIDs that hit a job step ([`steps`], with the
-//! step's ids: [`step_id`]).
+//! step's ids: [`step_id`]); files replaced whole: [`atomic_file`].
 //! No NVML, no Slurm, no process, no unsafe: the tool gathers the facts and
 //! runs `scontrol`, our gpu/nvml writes the step records; everything here is
 //! unit-tested.
 
+pub mod atomic_file;
 pub mod catalog;
 pub mod cursor;
 pub mod decide;

@@ -18,8 +18,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use gres_health::atomic_file::write_atomically;
 use gres_health::catalog::{Action, Rule, XIDS};
-use gres_health::cursor::{select_new, write_atomically, Cursor};
+use gres_health::cursor::{select_new, Cursor};
 use gres_health::decide::{decide, Cluster, Inputs, NodeState as HealthNode, Verdict};
 use gres_health::fault::{Fault, FaultKind, Finding, GpuRef, Source};
 use gres_health::kmsg::{Format, XidEvent, XidReader};

@@ -113,7 +113,7 @@ pub fn save_links(dir: &Path, links: &BTreeMap<String, BTreeSet<u32>>) -> std::i
         .map(|(uuid, l)| format!("{uuid} {}\n", l.iter().map(u32::to_string).collect::<Vec<_>>().join(",")))
         .collect();
     std::fs::create_dir_all(dir)?;
-    gres_health::cursor::write_atomically(&dir.join(LINKS_FILE), text.as_bytes())
+    gres_health::atomic_file::write_atomically(&dir.join(LINKS_FILE), text.as_bytes())
 }
 
 #[cfg(test)]
