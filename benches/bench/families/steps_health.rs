@@ -51,32 +51,42 @@ const PAIRS: [(Side, Side, &str, &str, &str); 2] = [
     (Side::Off, Side::On, "ours step_xids off vs on", "<= 1.01", "both columns ours (release test build): left step_xids off, right on"),
 ];
 
+/// The step: reaches the gpu plugin's step hooks on every release.
+const REQUEST: [&str; 2] = ["--gres=gpu:1", "--gpu-freq=high"];
+
+/// A "not measured" row for each pair, `what(pair)` naming it.
+fn not_measured(rows: &mut Vec<Row>, v: &str, what: &dyn Fn(&str) -> String, metric: &str, why: &str) {
+    for (_, _, pair, _, _) in PAIRS {
+        rows.push(Row::not_measured("steps-health", v, &what(pair), metric, format!("not measured: {why}")));
+    }
+}
+
 pub fn rows_steps_health(opts: &Opts, v: &str, rows: &mut Vec<Row>) {
     let steps = opts.n(20, 5);
     let rounds = opts.n(15, 3);
-    let request = "--gres=gpu:1 --gpu-freq=high";
+    let request = REQUEST.join(" ");
     let what = format!("{steps} sequential `srun {request} true` steps");
-    let mut not = |why: &str| {
-        for (_, _, pair, _, _) in PAIRS {
-            rows.push(Row::not_measured("steps-health", v, &format!("{what}, {pair}"), METRIC, format!("not measured: {why}")));
-        }
-    };
+    let what_pair = |pair: &str| format!("{what}, {pair}");
     let bed = match TestBed::open(&series_of(v)) {
         Ok(b) => b,
-        Err(e) => return not(&e),
+        Err(e) => return not_measured(rows, v, &what_pair, METRIC, &e),
     };
     let stock_nvml = match bed.stock_gpu_nvml() {
         Ok(p) => p,
-        Err(e) => return not(&format!("no stock gpu/nvml: {e}")),
+        Err(e) => return not_measured(rows, v, &what_pair, METRIC, &format!("no stock gpu/nvml: {e}")),
+    };
+    let configs: Vec<ClusterConfig> = match SIDES.iter().map(|&side| side_config(&bed, side, &stock_nvml)).collect() {
+        Ok(c) => c,
+        Err(e) => return not_measured(rows, v, &what_pair, METRIC, &e),
     };
     let mut clusters = Vec::new();
-    for side in SIDES {
-        match side_config(&bed, side, &stock_nvml).and_then(|cfg| start(side, cfg)) {
+    for (&side, cfg) in SIDES.iter().zip(&configs) {
+        match start(side, cfg.clone()) {
             Ok(c) => clusters.push(c),
-            Err(e) => return not(&e),
+            Err(e) => return not_measured(rows, v, &what_pair, METRIC, &e),
         }
     }
-    let round = |c: &Cluster| time_per_step(c, steps, request);
+    let round = |c: &Cluster| time_per_step(c, steps, &request);
     // Warm-up (first allocation, page cache).
     clusters.iter().for_each(|c| {
         round(c);
@@ -102,34 +112,21 @@ pub fn rows_steps_health(opts: &Opts, v: &str, rows: &mut Vec<Row>) {
         note: note.into(),
     };
     for (left, right, pair, goal, note) in PAIRS {
-        rows.push(row(format!("{what}, {pair}"), left, right, goal, &format!("NVML stand-in h100x2; {note}")));
+        rows.push(row(what_pair(pair), left, right, goal, &format!("NVML stand-in h100x2; {note}")));
     }
     drop(clusters);
-    rows_instructions(opts, &bed, &stock_nvml, rows);
+    rows_instructions(opts, &bed, configs, rows);
 }
 
-/// The same sides' step instructions (callgrind, the `steps` rows' way).
-fn rows_instructions(opts: &Opts, bed: &TestBed, stock_nvml: &Path, rows: &mut Vec<Row>) {
+/// The same sides' step instructions (callgrind, the `steps` rows' way),
+/// `configs` in the order of [`SIDES`].
+fn rows_instructions(opts: &Opts, bed: &TestBed, configs: Vec<ClusterConfig>, rows: &mut Vec<Row>) {
     let v = bed.version.as_str();
     let metric = "instructions the step's slurmstepd executes (valgrind callgrind), mean over step environment sizes";
-    let what = |pair: &str| format!("one `srun --gres=gpu:1 --gpu-freq=high true` step's slurmstepd, {pair}");
-    let mut sides = Vec::new();
-    for side in SIDES {
-        match side_config(bed, side, stock_nvml) {
-            Ok(cfg) => sides.push(StepdCluster { label: side.label(), cfg, ours: side != Side::Stock }),
-            Err(e) => {
-                for (_, _, pair, _, _) in PAIRS {
-                    rows.push(Row::not_measured("steps-health", v, &what(pair), metric, format!("not measured: {e}")));
-                }
-                return;
-            }
-        }
-    }
-    let Some((counts, files)) = stepd_instructions(opts, bed, sides, &["--gres=gpu:1", "--gpu-freq=high"], &["gpu_nvml"]) else {
-        for (_, _, pair, _, _) in PAIRS {
-            rows.push(Row::not_measured("steps-health", v, &what(pair), metric, "not measured: no valgrind for this release".into()));
-        }
-        return;
+    let what = |pair: &str| format!("one `srun {} true` step's slurmstepd, {pair}", REQUEST.join(" "));
+    let sides = SIDES.iter().zip(configs).map(|(&side, cfg)| StepdCluster { label: side.label(), cfg, ours: side != Side::Stock }).collect();
+    let Some((counts, files)) = stepd_instructions(opts, bed, sides, &REQUEST, &["gpu_nvml"]) else {
+        return not_measured(rows, v, &what, metric, "no valgrind for this release");
     };
     for (left, right, pair, goal, note) in PAIRS {
         let (l, r) = (&counts[left as usize], &counts[right as usize]);
