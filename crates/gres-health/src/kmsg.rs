@@ -8,6 +8,15 @@
 //! older drivers omit `PCI:` or `pid=`/`name=`, newer ones write
 //! `pid='<unknown>'`.  [`XidReader`] reads any `BufRead`, bounds each line to
 //! [`MAX_LINE`] bytes and yields each XID with its origin.
+//!
+//! The check runs as root and drains nodes on what it reads here, and a
+//! local user controls parts of many kernel messages (a program's name in
+//! `comm[pid]: segfault ... in <file>`, text written to `/dev/kmsg` from
+//! user space).  So an XID counts only where the driver writes one: the
+//! kernel's text of a record starts with `NVRM: Xid (`, a `/dev/kmsg`
+//! record has the kernel's facility, and the bus id and XID number are
+//! parsed strictly.  The process name and the message are only described,
+//! never acted on.
 
 use std::io::{self, BufRead};
 
@@ -43,11 +52,22 @@ pub fn parse_kmsg_record(line: &str) -> Option<KmsgRecord<'_>> {
     Some(KmsgRecord { prio, seq, usec, text: text.trim_end_matches(['\n', '\r']) })
 }
 
+impl KmsgRecord<'_> {
+    /// Whether the kernel itself logged this record: facility 0
+    /// (`prio >> 3`).  The kernel gives a record written to `/dev/kmsg`
+    /// from user space a non-zero facility (printk.c `devkmsg_write`:
+    /// `LOG_USER` by default, and a `<N>` prefix with facility 0 keeps it).
+    pub fn is_kernel(&self) -> bool {
+        self.prio >> 3 == 0
+    }
+}
+
 /// One XID line, as the driver wrote it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct XidLine {
-    /// The GPU's PCI bus id in the 13-character form (`0000:41:00.0`), when
-    /// the line gave a valid one.
+    /// The GPU's PCI bus id in the 13-character form (`0000:41:00.0`).
+    /// Always set by [`parse_xid_text`]: a line without a valid one is no
+    /// XID.
     pub pci: Option<String>,
     /// The XID number.
     pub code: u32,
@@ -94,19 +114,134 @@ pub fn normalize_pci(id: &str) -> Option<String> {
     Some(format!("{domain:04x}:{bus:02x}:{dev:02x}.{func:x}"))
 }
 
-/// Find and parse the XID in a line of any form (a kmsg record's text, a
-/// dmesg line with its `[ time]`, a syslog line with its host and `kernel:`).
-pub fn parse_xid_text(line: &str) -> Option<XidLine> {
-    const MARK: &str = "NVRM: Xid (";
-    let at = line.find(MARK)?;
-    let rest = &line[at + MARK.len()..];
-    let (id, rest) = rest.split_once("):")?;
-    let id = id.strip_prefix("PCI:").unwrap_or(id);
-    let pci = normalize_pci(id);
-    let rest = rest.trim_start();
+/// What starts the driver's XID line.
+pub const MARK: &str = "NVRM: Xid (";
+
+/// The longest bus id between `(` and `):` (`PCI:` and an id with an
+/// 8-digit domain and a function fit).
+const MAX_ID: usize = 24;
+
+/// The most digits of an XID number.
+const MAX_CODE_DIGITS: usize = 5;
+
+/// The longest syslog prefix before ` kernel: ` (timestamp and host).
+const MAX_SYSLOG_PREFIX: usize = 80;
+
+/// The longest `dmesg -T` date between the brackets.
+const MAX_DMESG_DATE: usize = 64;
+
+/// The kernel's text of one replayed log line, without the one prefix
+/// that dmesg or syslog put before it; `None` if the line has no prefix
+/// we know and does not start with [`MARK`] either.  The prefixes:
+///
+/// - `[  123.456789] ` (dmesg), also after `<N>` with facility 0
+///   (`dmesg -r`);
+/// - `[Mon May 18 19:02:39 2024] ` (`dmesg -T`): letters, digits, spaces,
+///   `:.,-` and a time between the brackets;
+/// - `<timestamp> <host> kernel: ` (syslog, `journalctl`), optionally
+///   followed by `[ 123.456789] `: the part before ` kernel: ` is at most
+///   80 bytes, has no `": "`, a host of letters, digits and `._-`, and a
+///   timestamp of letters, digits, spaces and `:.,+-` that holds a time
+///   (`May 18 19:02:39`, `2024-05-18T19:02:39.123456+02:00`).
+///
+/// Each form ends exactly where the kernel's text begins.  The rules are
+/// narrow so that no kernel message can pass for a prefix with text a user
+/// controls after it: the kernel's words before such text have `": "`,
+/// brackets, quotes or slashes in them (`comm[pid]: segfault ...`,
+/// `process '/path' started ...`).  A syslog line only says which program
+/// logged it: a user's `logger -t kernel` looks the same.  Replay
+/// `journalctl -k` (the kernel's transport only) or dmesg, not a whole
+/// syslog file, where local users may log.
+pub fn kernel_text(line: &str) -> Option<&str> {
+    if line.starts_with(MARK) {
+        return Some(line);
+    }
+    if line.starts_with(['[', '<']) {
+        return dmesg_text(line);
+    }
+    let at = line.find(" kernel: ")?;
+    let (prefix, text) = (&line[..at], &line[at + " kernel: ".len()..]);
+    if !syslog_prefix(prefix) {
+        return None;
+    }
+    Some(strip_uptime(text).unwrap_or(text))
+}
+
+/// A dmesg line's text: after `[ sec.usec] ` (with an optional `<N>` of
+/// facility 0 before it) or `[<date>] `.
+fn dmesg_text(line: &str) -> Option<&str> {
+    if let Some(rest) = line.strip_prefix('<') {
+        let (prio, rest) = rest.split_once('>')?;
+        let kernel = (1..=3).contains(&prio.len()) && prio.bytes().all(|b| b.is_ascii_digit()) && prio.parse::<u32>().ok()? >> 3 == 0;
+        return if kernel { strip_uptime(rest) } else { None };
+    }
+    if let Some(text) = strip_uptime(line) {
+        return Some(text);
+    }
+    let (date, text) = line.strip_prefix('[')?.split_once("] ")?;
+    let date_ok = date.len() <= MAX_DMESG_DATE && date.chars().all(|c| c.is_alphanumeric() || matches!(c, ' ' | ':' | '.' | ',' | '-')) && has_time(date);
+    date_ok.then_some(text)
+}
+
+/// The text after a kernel timestamp `[  123.456789] `; `None` if the
+/// line does not start with one.
+fn strip_uptime(line: &str) -> Option<&str> {
+    let (stamp, text) = line.strip_prefix('[')?.split_once("] ")?;
+    let (secs, usecs) = stamp.trim_start_matches(' ').split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(secs) && digits(usecs)).then_some(text)
+}
+
+/// Whether `prefix` is a syslog line's `<timestamp> <host>`.
+fn syslog_prefix(prefix: &str) -> bool {
+    if prefix.len() > MAX_SYSLOG_PREFIX || prefix.contains(": ") {
+        return false;
+    }
+    let Some((stamp, host)) = prefix.rsplit_once(' ') else {
+        return false;
+    };
+    let host_ok = !host.is_empty() && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    let stamp_ok = stamp.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && stamp.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b' ' | b':' | b'.' | b',' | b'+' | b'-'))
+        && has_time(stamp);
+    host_ok && stamp_ok
+}
+
+/// Whether `s` holds a time of day, `h:mm:ss`.
+fn has_time(s: &str) -> bool {
+    s.as_bytes().windows(7).any(|w| {
+        let d = |i: usize| w[i].is_ascii_digit();
+        d(0) && w[1] == b':' && d(2) && d(3) && w[4] == b':' && d(5) && d(6)
+    })
+}
+
+/// Parse the driver's XID line.  `text` is the kernel's text of one record
+/// (a `/dev/kmsg` record's text, or [`kernel_text`] of a replayed line)
+/// and must start with `NVRM: Xid (`.  Then, strictly: the driver's PCI
+/// bus id (`PCI:0000:41:00` or `0000:41:00`), `):`, spaces, the XID number
+/// (at most 5 digits), then `,` or the end; anything else is no XID.  The
+/// code and the GPU are read before any text a process controls.  What
+/// follows is only described, never acted on: `pid=`, `name=` (the
+/// process's comm, up to 15 bytes of anything, split at its first `", "`)
+/// and the message.
+pub fn parse_xid_text(text: &str) -> Option<XidLine> {
+    let rest = text.strip_prefix(MARK)?;
+    let close = rest.bytes().take(MAX_ID + 1).position(|b| b == b')')?;
+    let id = &rest[..close];
+    let rest = rest[close + 1..].strip_prefix(':')?;
+    let pci = Some(driver_bus_id(id)?);
+    let rest = rest.trim_start_matches(' ');
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || digits > MAX_CODE_DIGITS {
+        return None;
+    }
     let code: u32 = rest[..digits].parse().ok()?;
-    let mut rest = rest[digits..].trim_start_matches(',').trim_start();
+    let rest = &rest[digits..];
+    let mut rest = match rest.strip_prefix(',') {
+        Some(after) => after.trim_start(),
+        None if rest.trim_end().is_empty() => "",
+        None => return None,
+    };
     let mut pid = None;
     let mut process = None;
     if let Some(after) = rest.strip_prefix("pid=") {
@@ -123,6 +258,35 @@ pub fn parse_xid_text(line: &str) -> Option<XidLine> {
         }
     }
     Some(XidLine { pci, code, pid, process, message: rest.trim_end().to_owned() })
+}
+
+/// The bus id as the driver prints it (`PCI:%04x:%02x:%02x`, older drivers
+/// without `PCI:`), normalized.  The whole form, not any id that
+/// [`normalize_pci`] takes: a shorter one (`0:0`) would let a process
+/// name of 15 bytes (`NVRM: Xid (0:0)`) start a kernel message
+/// `<comm>: <number>` that reads as an XID.
+fn driver_bus_id(id: &str) -> Option<String> {
+    let id = id.strip_prefix("PCI:").unwrap_or(id);
+    let (body, func) = match id.split_once('.') {
+        Some((b, f)) => (b, Some(f)),
+        None => (id, None),
+    };
+    let mut parts = body.split(':');
+    let (domain, bus, dev) = (parts.next()?, parts.next()?, parts.next()?);
+    let hex = |s: &str| s.bytes().all(|b| b.is_ascii_hexdigit());
+    let shape = parts.next().is_none()
+        && (4..=8).contains(&domain.len())
+        && bus.len() == 2
+        && dev.len() == 2
+        && func.is_none_or(|f| f.len() == 1)
+        && hex(domain)
+        && hex(bus)
+        && hex(dev)
+        && func.is_none_or(hex);
+    if !shape {
+        return None;
+    }
+    normalize_pci(id)
 }
 
 /// Split `value, rest` at the first `", "`; a value with no comma after it
@@ -270,8 +434,12 @@ impl<R: BufRead> XidReader<R> {
             let text = String::from_utf8_lossy(&self.buf);
             let text = text.trim_end_matches(['\n', '\r']);
             let event = match self.format {
-                Format::Kmsg => parse_kmsg_record(text).and_then(|r| parse_xid_text(r.text).map(|xid| XidEvent { origin: Origin::Seq(r.seq), xid })),
-                Format::Text => parse_xid_text(text).map(|xid| XidEvent { origin: Origin::Line { number: self.line_no, hash: fnv1a(text.as_bytes()) }, xid }),
+                Format::Kmsg => parse_kmsg_record(text)
+                    .filter(KmsgRecord::is_kernel)
+                    .and_then(|r| parse_xid_text(r.text).map(|xid| XidEvent { origin: Origin::Seq(r.seq), xid })),
+                Format::Text => kernel_text(text)
+                    .and_then(parse_xid_text)
+                    .map(|xid| XidEvent { origin: Origin::Line { number: self.line_no, hash: fnv1a(text.as_bytes()) }, xid }),
             };
             if event.is_some() {
                 return Ok(event);
@@ -401,6 +569,134 @@ May 18 19:02:39 node17 kernel: NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Rem
         assert_eq!(all[0].xid.code, 48);
         assert!(matches!(all[0].origin, Origin::Line { number: 2, .. }));
         assert_eq!(r.long_lines(), 1);
+    }
+
+    /// The kernel's record for a program named like an XID line that
+    /// segfaults (`%s[%d]: segfault at ... in %s[...]`, the file's name
+    /// last); reproduced on a node, it drained GPU 0 for a DBE.
+    const SEGFAULT: &str =
+        "job[30268]: segfault at 0 ip 00007f0000001000 sp 00007ffd00000000 error 6 in NVRM: Xid (PCI:0000:18:00): 48, pid=1, name=x, DBE[400000+1000]";
+
+    fn text_xids(text: &str) -> Vec<XidEvent> {
+        XidReader::new(Cursor::new(text), Format::Text).read_all().unwrap()
+    }
+
+    fn kmsg_xids(text: &str) -> Vec<XidEvent> {
+        XidReader::new(Cursor::new(text), Format::Kmsg).read_all().unwrap()
+    }
+
+    #[test]
+    fn a_file_name_in_a_segfault_record_is_no_xid() {
+        assert_eq!(kmsg_xids(&format!("6,5,100,-;{SEGFAULT}\n")), []);
+        assert_eq!(text_xids(&format!("[  12.345678] {SEGFAULT}\n")), []);
+        assert_eq!(text_xids(&format!("May 18 19:02:39 node17 kernel: {SEGFAULT}\n")), []);
+        assert_eq!(parse_xid_text(SEGFAULT), None);
+    }
+
+    #[test]
+    fn a_record_written_from_user_space_is_no_xid() {
+        // prio 12: facility 1 (user), level 4; 14 and 13 too.
+        for prio in [12, 13, 14, 8, 191] {
+            let rec = format!("{prio},5,100,-;NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, GPU has fallen off the bus.\n");
+            assert_eq!(kmsg_xids(&rec), [], "{rec}");
+        }
+        assert_eq!(kmsg_xids("4,5,100,-;NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, GPU has fallen off the bus.\n").len(), 1);
+        // dmesg -r prints the record's prio before the time.
+        assert_eq!(text_xids("<12>[  12.345678] NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y\n"), []);
+        let all = text_xids("<4>[  12.345678] NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y\n");
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].xid.code, 79);
+    }
+
+    #[test]
+    fn a_process_name_that_starts_a_kernel_message_is_no_xid() {
+        // comm is at most 15 bytes, then the kernel's own words.
+        let lines = [
+            "NVRM: Xid (0:0)[30268]: segfault at 0 ip 0000000000401000 sp 00007ffd00000000 error 6 in x): 79, y[400000+1000]",
+            // A message `%s: %d` after a 15-byte comm with a short bus id.
+            "NVRM: Xid (0:0): 13",
+            "NVRM: Xid (0:0): 13, pid=1, name=x, y",
+        ];
+        for line in lines {
+            assert_eq!(kmsg_xids(&format!("6,5,100,-;{line}\n")), [], "{line}");
+            assert_eq!(text_xids(&format!("[  1.000000] {line}\n")), [], "{line}");
+        }
+    }
+
+    #[test]
+    fn the_bus_id_and_number_are_parsed_strictly() {
+        for text in [
+            "NVRM: Xid (GPU-abc): 79, x",
+            "NVRM: Xid (): 79",
+            "NVRM: Xid (PCI:0000:41:00) : 79",
+            "NVRM: Xid (PCI:0000:41:00): 79x, y",
+            "NVRM: Xid (PCI:0000:41:00): 123456, y",
+            "NVRM: Xid (PCI:0000:41:00): -1, y",
+            "NVRM: Xid (PCI:0000:41:0): 79, y",
+            "NVRM: Xid (PCI:41:00): 79, y",
+            "NVRM: Xid (PCI:0000:41:00:00): 79, y",
+            " NVRM: Xid (PCI:0000:41:00): 79, y",
+            "x NVRM: Xid (PCI:0000:41:00): 79, y",
+        ] {
+            assert_eq!(parse_xid_text(text), None, "{text}");
+        }
+        let x = parse_xid_text("NVRM: Xid (PCI:0000:41:00): 79").unwrap();
+        assert_eq!((x.code, x.pci.as_deref(), x.message.as_str()), (79, Some("0000:41:00.0"), ""));
+        let x = parse_xid_text("NVRM: Xid (PCI:10000:01:00.1):  31, y").unwrap();
+        assert_eq!((x.code, x.pci.as_deref()), (31, Some("10000:01:00.1")));
+    }
+
+    #[test]
+    fn a_name_with_commas_changes_neither_code_nor_gpu() {
+        let x = parse_xid_text("NVRM: Xid (PCI:0000:41:00): 13, pid=1, name=a, pid=2, name=y, Graphics Exception").unwrap();
+        assert_eq!((x.code, x.pci.as_deref(), x.pid), (13, Some("0000:41:00.0"), Some(1)));
+        assert_eq!(x.process.as_deref(), Some("a"));
+        assert_eq!(x.message, "pid=2, name=y, Graphics Exception");
+        let x = parse_xid_text("NVRM: Xid (PCI:0000:41:00): 13, pid=1, name=NVRM: Xid (PCI:0000:18:00): 48, DBE").unwrap();
+        assert_eq!((x.code, x.pci.as_deref()), (13, Some("0000:41:00.0")));
+    }
+
+    #[test]
+    fn syslog_and_journal_lines_yield_xids_after_kernel() {
+        let lines = [
+            "May 18 19:02:39 node17 kernel: NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, GPU has fallen off the bus.",
+            "Dec  4 20:00:00 node17 kernel: NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y",
+            "May 18 19:02:39 node17 kernel: [  123.456789] NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y",
+            "2024-05-18T19:02:39.123456+02:00 node17 kernel: NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y",
+            "2024-05-18T19:02:39+0200 node-17.example.org kernel: NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y",
+            "Sat 2024-05-18 19:02:39 CEST node17 kernel: NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y",
+            "[Mon May 18 19:02:39 2024] NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y",
+            "NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y",
+        ];
+        for line in lines {
+            let all = text_xids(&format!("{line}\n"));
+            assert_eq!(all.len(), 1, "{line}");
+            assert_eq!((all[0].xid.code, all[0].xid.pci.as_deref()), (79, Some("0000:41:00.0")), "{line}");
+        }
+    }
+
+    #[test]
+    fn the_mark_after_other_text_is_no_xid() {
+        let lines = [
+            "May 18 19:02:39 node17 kernel: audit: type=1400 NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y",
+            "May 18 19:02:39 node17 kernel:  NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y",
+            "May 18 19:02:39 node17 kernel: [  1.0] x NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y",
+            // A program's own syslog tag before "kernel:".
+            "May 18 19:02:39 node17 job[12]: kernel: NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y",
+            // A file name with no ": " before it (`process '%s' started with executable stack`).
+            "[  1.000000] process '/tmp/a kernel: NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y' started with executable stack",
+            "process '/tmp/a kernel: NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y' started with executable stack",
+            "job 12 kernel: NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y",
+            "[  1.000000] NVRM: GPU at PCI:0000:41:00: NVRM: Xid (PCI:0000:41:00): 79, y",
+            "[  1.000000]NVRM: Xid (PCI:0000:41:00): 79, y",
+            "[ab 12:00:00 <x>] NVRM: Xid (PCI:0000:41:00): 79, y",
+            "<4>NVRM: Xid (PCI:0000:41:00): 79, y",
+        ];
+        for line in lines {
+            assert_eq!(text_xids(&format!("{line}\n")), [], "{line}");
+        }
+        let long = format!("May 18 19:02:39 {} kernel: NVRM: Xid (PCI:0000:41:00): 79, y\n", "n".repeat(70));
+        assert_eq!(text_xids(&long), []);
     }
 
     #[test]
