@@ -175,6 +175,18 @@ const char *nvmlErrorString(nvmlReturn_t r)
 	case 16: return "GPU requires restart";
 	case 17: return "The operating system has blocked the request.";
 	case 18: return "RM has detected an NVML/RM version mismatch.";
+	case 19: return "In use by another client";
+	case 20: return "Insufficient Memory";
+	case 21: return "No data";
+	case 22: return "The requested vgpu operation is not available on target device, becasue ECC is enabled";
+	case 23: return "Insufficient Resources";
+	case 24: return "Frequency not supported";
+	case 25: return "Argument version mismatch";
+	case 26: return "Deprecated";
+	case 27: return "Not Ready";
+	case 28: return "GPU not found";
+	case 29: return "Invalid state";
+	case 30: return "Reset type not supported";
 	default: return "Unknown Error";
 	}
 }

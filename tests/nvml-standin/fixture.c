@@ -73,7 +73,11 @@
  *                               NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (0 none,
  *                               1 GPU reset, 2 node reboot, 3 drain P2P,
  *                               4 drain and reset); without it the field is
- *                               NOT_SUPPORTED, as before driver R550
+ *                               NOT_SUPPORTED, as before driver R565
+ *   field_fail <fieldId> <code> nvmlDeviceGetFieldValues answers SUCCESS
+ *                               and that field value's own nvmlReturn is
+ *                               <code> (a driver that does not know the
+ *                               field: 2 INVALID_ARGUMENT, 3 NOT_SUPPORTED)
  *   nvlink_down <lane>          that lane is inactive (e.g. after
  *                               `select`, one `nvlink` set up)
  *   xid <n>                     an XID critical error event on this
@@ -157,6 +161,14 @@ static int health_key(struct nvml_dev *cur, const char *key, const char *rest)
 	} else if (!strcmp(key, "recovery_action")) {
 		cur->recovery_supported = 1;
 		cur->recovery_action = (unsigned int) strtoul(rest, NULL, 10);
+	} else if (!strcmp(key, "field_fail")) {
+		unsigned int id;
+		int code;
+		if (cur->n_field_fails < MAX_FAILS &&
+		    sscanf(rest, "%u %d", &id, &code) == 2) {
+			cur->field_fail_id[cur->n_field_fails] = id;
+			cur->field_fail_code[cur->n_field_fails++] = code;
+		}
 	} else if (!strcmp(key, "nvlink_down")) {
 		int lane = atoi(rest);
 		if (lane >= 0 && lane < MAX_LANES)

@@ -227,9 +227,20 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d,
 	return clock_reasons(d, mask);
 }
 
-/* Each value answered on its own: the recovery action where the fixture
- * sets one (`recovery_action`), NOT_SUPPORTED for it otherwise (a driver
- * before R550) and for every other field. */
+/* The value's own nvmlReturn that `field_fail` sets for field `id` on
+ * `d`; 0: none. */
+static int field_failure(nvmlDevice_t d, unsigned int id)
+{
+	for (int i = 0; i < d->n_field_fails; i++)
+		if (d->field_fail_id[i] == id)
+			return d->field_fail_code[i];
+	return 0;
+}
+
+/* Each value answered on its own: its `field_fail` code if it has one,
+ * else the recovery action where the fixture sets one
+ * (`recovery_action`), NOT_SUPPORTED for it otherwise (a driver before
+ * R565) and for every other field. */
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int valuesCount,
 				      nvmlFieldValue_t *values)
 {
@@ -245,6 +256,8 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int valuesCount,
 		v->timestamp = (long long) ts.tv_sec * 1000000 +
 			ts.tv_nsec / 1000;
 		v->latencyUsec = 0;
+		if ((v->nvmlReturn = field_failure(d, v->fieldId)))
+			continue;
 		if (v->fieldId == NVML_FI_DEV_GET_GPU_RECOVERY_ACTION &&
 		    !d->is_mig && d->recovery_supported) {
 			v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;

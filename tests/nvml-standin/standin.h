@@ -43,6 +43,7 @@ typedef struct nvml_dev *nvmlDevice_t;
 #define NVML_ERROR_UNINITIALIZED 1
 #define NVML_ERROR_INVALID_ARGUMENT 2
 #define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_NO_PERMISSION 4
 #define NVML_ERROR_NOT_FOUND 6
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_ERROR_DRIVER_NOT_LOADED 9
@@ -107,6 +108,10 @@ struct nvml_dev {
 	char fail_fn[MAX_FAILS][64];
 	int fail_code[MAX_FAILS];
 	int n_fails;
+	/* `field_fail`: a field value's own nvmlReturn (health.c). */
+	unsigned int field_fail_id[MAX_FAILS];
+	int field_fail_code[MAX_FAILS];
+	int n_field_fails;
 	/* Health (health.c); each *_supported 0: the call is NOT_SUPPORTED. */
 	int lost;	/* every call on it (and its MIG devices): GPU_IS_LOST */
 	int ecc_supported;

@@ -64,6 +64,14 @@ pub fn fixture(name: &str) -> PathBuf {
 /// Compile the stand-in into `dir` as `libnvidia-ml.so.1` with a
 /// `libnvidia-ml.so` link (the name slurmd probes); returns the `.so.1`.
 pub fn build_into(dir: &Path) -> Result<PathBuf, String> {
+    build_variant_into(dir, &[])
+}
+
+/// [`build_into`], the functions `omit` left out of what the library
+/// exports (a linker version script makes them local), as a driver that
+/// lacks them: an older one, or a newer one that dropped a deprecated
+/// name.  The sources are the same.
+pub fn build_variant_into(dir: &Path, omit: &[&str]) -> Result<PathBuf, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let lib = dir.join("libnvidia-ml.so.1");
     let c_files: Vec<PathBuf> = sources()?.into_iter().filter(|p| is_c_file(p)).collect();
@@ -75,13 +83,17 @@ pub fn build_into(dir: &Path) -> Result<PathBuf, String> {
     let list = std::fs::read_to_string(function_list()).map_err(|e| format!("{}: {e}", function_list().display()))?;
     let stubs = dir.join("nvml_stubs.c");
     std::fs::write(&stubs, stubs_source(&c_source, &list)).map_err(|e| format!("{}: {e}", stubs.display()))?;
-    let out = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O0", "-g", "-Wall", "-Wextra", "-Werror", "-Wl,-soname,libnvidia-ml.so.1", "-o"])
-        .arg(&lib)
-        .args(&c_files)
-        .arg(&stubs)
-        .output()
-        .map_err(|e| format!("running cc for the NVML stand-in (install gcc): {e}"))?;
+    let mut cc = Command::new("cc");
+    cc.args(["-shared", "-fPIC", "-O0", "-g", "-Wall", "-Wextra", "-Werror", "-Wl,-soname,libnvidia-ml.so.1", "-o"]).arg(&lib).args(&c_files).arg(&stubs);
+    if !omit.is_empty() {
+        if let Some(bad) = omit.iter().find(|n| n.is_empty() || !n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')) {
+            return Err(format!("not a C function name: {bad:?}"));
+        }
+        let script = dir.join("omit.map");
+        std::fs::write(&script, format!("{{ local: {}; }};\n", omit.join("; "))).map_err(|e| format!("{}: {e}", script.display()))?;
+        cc.arg(format!("-Wl,--version-script={}", script.display()));
+    }
+    let out = cc.output().map_err(|e| format!("running cc for the NVML stand-in (install gcc): {e}"))?;
     if !out.status.success() {
         return Err(format!("cc failed building the NVML stand-in:\n{}", String::from_utf8_lossy(&out.stderr)));
     }
@@ -144,6 +156,33 @@ fn built() -> &'static Built {
 /// The built stand-in library (`.../libnvidia-ml.so.1`).
 pub fn library() -> PathBuf {
     built().lib.clone()
+}
+
+/// The stand-in library without the functions `omit` ([`build_variant_into`]),
+/// built once per set of names and version of the sources, beside
+/// [`library`]; it reads the same fixtures and environment.
+pub fn library_without(omit: &[&str]) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let b = built();
+    let mut names: Vec<&str> = omit.to_vec();
+    names.sort_unstable();
+    names.dedup();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    names.hash(&mut h);
+    let base = b.dir.parent().map(Path::to_path_buf).unwrap_or_else(|| b.dir.clone());
+    let name = b.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = base.join(format!("{name}-without-{:016x}", h.finish()));
+    let lib = dir.join("libnvidia-ml.so.1");
+    if !lib.is_file() {
+        // Built aside, then moved into place, as the library itself.
+        let tmp = base.join(format!("build-{}-{:016x}", std::process::id(), h.finish()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        build_variant_into(&tmp, &names).unwrap_or_else(|e| panic!("{e}"));
+        if std::fs::rename(&tmp, &dir).is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+    }
+    lib
 }
 
 /// Its directory (for `LD_LIBRARY_PATH`).

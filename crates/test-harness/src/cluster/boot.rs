@@ -314,6 +314,35 @@ impl Cluster {
         Ok(())
     }
 
+    /// Starts slurmctld again after [`Cluster::stop_slurmctld`]: the same
+    /// command and configuration (its state read back from
+    /// `StateSaveLocation`), its output in `slurmctld-restart.stdout`; waits
+    /// until it answers `scontrol ping` (the config's start timeout).
+    pub fn start_slurmctld(&mut self) -> Result<(), String> {
+        if self.pid(Daemon::Slurmctld).is_some() {
+            return Err("slurmctld is running".into());
+        }
+        let mut cmd = self.daemon_cmd("slurmctld", None);
+        cmd.arg("-D").arg("-i");
+        self.slurmctld = Some(self.spawn_daemon("slurmctld-restart", cmd)?);
+        let deadline = Instant::now() + self.config.start_timeout;
+        loop {
+            self.check_alive(Daemon::Slurmctld)?;
+            let out = self.scontrol(&["ping"]);
+            if out.ok() && out.stdout.contains("is UP") {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("slurmctld does not answer after its restart: {out}"));
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        if self.config.chroot.is_some() {
+            self.pin_namespaces();
+        }
+        Ok(())
+    }
+
     fn check_alive(&mut self, d: Daemon) -> Result<(), String> {
         let c = match d {
             Daemon::Munged => self.munged.as_mut(),

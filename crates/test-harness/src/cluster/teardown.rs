@@ -15,6 +15,14 @@ impl Cluster {
         process::terminate_child(c, "Slurmd", Duration::from_secs(10))
     }
 
+    /// SIGTERMs slurmctld alone, by PID, and waits for it (SIGKILL after
+    /// 10 s): a test of what the nodes do without it;
+    /// [`Cluster::start_slurmctld`] starts it again.
+    pub fn stop_slurmctld(&mut self) -> Option<std::process::ExitStatus> {
+        let c = self.slurmctld.as_mut()?;
+        process::terminate_child(c, "Slurmctld", Duration::from_secs(10))
+    }
+
     /// Stops everything this cluster started: cancels jobs, SIGTERMs
     /// slurmd, slurmctld, munged by PID (SIGKILL after a grace period),
     /// then any process still using the cluster's private dir (stray
