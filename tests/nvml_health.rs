@@ -2,11 +2,12 @@
 //! healthy node reads clean in a bounded number of NVML calls; each fault
 //! the stand-in plays (tests/nvml-standin/fixtures/health_*.conf) shows in
 //! the reading; a hanging NVML call ends the reading within its deadline
-//! and is named; XID events arrive in order with their GPU.  Needs `cc`;
-//! no GPU, no Slurm.
+//! and is named; each error says what it means of the GPU (`Answer`); the
+//! reading ends by its own end with what it read; XID events arrive in
+//! order with their GPU.  Needs `cc`; no GPU, no Slurm.
 
 use gres_test_harness::standin::{self, Standin};
-use slurm_gpu_gres::nvml::health::{self, GpuHealth, HealthReading, NvLinks, Reading, RetiredPages, Throttle};
+use slurm_gpu_gres::nvml::health::{self, Answer, GpuHealth, HealthReading, Limits, NvLinks, Reading, RetiredPages, Throttle};
 use slurm_gpu_gres::nvml::{step_watch, XidWatch};
 use std::time::{Duration, Instant};
 
@@ -246,6 +247,97 @@ fn a_hanging_init_is_named() {
     assert!(took < deadline + MARGIN, "took {took:?}");
     assert_eq!(r.hang.as_ref().map(|h| (h.call, h.gpu)), Some(("nvmlInit_v2", None)));
     assert!(r.gpus.is_empty() && r.device_count.is_none());
+}
+
+/// The recovery action field's own return, the call's being SUCCESS: a
+/// driver that does not know the field cannot tell.
+#[test]
+fn a_field_the_driver_does_not_know() {
+    let text = format!("include {}\nselect 2\nfield_fail 230 2\nselect 5\nfield_fail 230 999\n", standin::fixture("health_recovery.conf").display());
+    let s = Standin::from_text(&text);
+    let r = read(&s);
+    let e = gpu(&r, 2).errors();
+    assert_eq!(
+        e.iter().map(|e| (e.call, e.code, e.text.as_str(), e.answer)).collect::<Vec<_>>(),
+        [("nvmlDeviceGetFieldValues", Some(2), "Invalid Argument", Answer::CannotTell)]
+    );
+    // An internal error of the driver on a GPU it has a handle for.
+    assert_eq!(gpu(&r, 5).errors().iter().map(|e| (e.code, e.answer)).collect::<Vec<_>>(), [(Some(999), Answer::Fault)]);
+    assert_eq!(gpu(&r, 0).recovery_action, Reading::Value(0));
+}
+
+/// A library without some functions: the calls that need them fail, as
+/// NVML's FUNCTION_NOT_FOUND or nvml-wrapper's missing symbol, and the
+/// reading goes on.
+#[test]
+fn functions_the_library_lacks() {
+    let lib = standin::library_without(&["nvmlDeviceGetRemappedRows", "nvmlDeviceGetCurrentClocksThrottleReasons"]);
+    let s = Standin::new("health_h100x8.conf");
+    let paths = slurm_gpu_gres::nvml::Paths { library: lib.into(), ..s.paths() };
+    let r = health::read_health(&paths, DEADLINE);
+    assert_eq!((&r.unusable, r.gpus.len()), (&None, 8));
+    for g in &r.gpus {
+        let e: Vec<(&str, Option<u32>, Answer)> = g.errors().iter().map(|e| (e.call, e.code, e.answer)).collect();
+        assert_eq!(
+            e,
+            [("nvmlDeviceGetRemappedRows", Some(13), Answer::CannotTell), ("nvmlDeviceGetCurrentClocksThrottleReasons", None, Answer::CannotTell)],
+            "{g:#?}"
+        );
+        assert!(g.nvlinks.value().is_some(), "the other readings go on");
+    }
+    assert_eq!((s.count("nvmlDeviceGetRemappedRows"), s.count("nvmlDeviceGetCurrentClocksThrottleReasons")), (0, 0));
+}
+
+/// nvmlInit with a deadline of its own, longer than a call's.
+#[test]
+fn init_has_its_own_deadline() {
+    let text = format!("init_delay_ms 600\ninclude {}\n", standin::fixture("health_h100x8.conf").display());
+    let s = Standin::from_text(&text);
+    let limits = Limits { per_call: Duration::from_millis(300), init: Duration::from_secs(10), until: None };
+    let r = health::read_health_within(&s.paths(), &limits);
+    assert_eq!((&r.hang, r.gpus.len()), (&None, 8), "{r:#?}");
+}
+
+/// A slow driver and an end to the reading: it stops there with the GPUs
+/// read so far, and names the call in progress.
+#[test]
+fn the_reading_ends_by_its_end() {
+    let text = format!("delay_us 100000\ninclude {}\n", standin::fixture("health_h100x8.conf").display());
+    let s = Standin::from_text(&text);
+    let start = Instant::now();
+    let limits = Limits { per_call: DEADLINE, init: DEADLINE, until: Some(start + Duration::from_millis(1500)) };
+    let r = health::read_health_within(&s.paths(), &limits);
+    let took = start.elapsed();
+    wait_for_workers();
+    assert!(took < Duration::from_millis(1500) + MARGIN, "took {took:?}");
+    assert!(r.hang.is_none(), "{r:#?}");
+    let stopped = r.out_of_time.clone().expect("out of time");
+    assert_eq!(stopped.gpu, Some(0), "{stopped:?}");
+    assert_eq!(r.device_count, Some(8));
+    assert_eq!(r.gpus.len(), 1, "GPU 0 partly read");
+    assert!((1..=15).contains(&r.nvml_calls), "{}", r.nvml_calls);
+}
+
+/// nvmlInit's and the count's failures, with their code and meaning.
+#[test]
+fn why_nvml_is_unusable() {
+    let s = Standin::from_text("init_error 18\n");
+    let e = read(&s).init_error.expect("init error");
+    assert_eq!((e.call, e.code, e.answer), ("nvmlInit_v2", Some(18), Answer::Transient), "{e:?}");
+    drop(s);
+    let s = Standin::from_text("init_error 4\n");
+    let e = read(&s).init_error.expect("init error");
+    assert_eq!((e.code, e.text.as_str(), e.answer), (Some(4), "Insufficient Permissions", Answer::CannotTell), "{e:?}");
+    drop(s);
+    let s = Standin::from_text(&format!("count_error 9\ninclude {}\n", standin::fixture("health_h100x8.conf").display()));
+    let r = read(&s);
+    let e = r.init_error.expect("count error");
+    assert_eq!((e.call, e.code, e.answer), ("nvmlDeviceGetCount_v2", Some(9), Answer::Transient), "{e:?}");
+    drop(s);
+    let s = Standin::new("health_h100x8.conf");
+    let paths = slurm_gpu_gres::nvml::Paths { library: "/nonexistent/libnvidia-ml.so.1".into(), ..s.paths() };
+    let e = health::read_health(&paths, DEADLINE).init_error.expect("no library");
+    assert_eq!((e.code, e.answer), (None, Answer::CannotTell), "{e:?}");
 }
 
 #[test]

@@ -11,6 +11,7 @@
 mod check;
 mod detect;
 mod health;
+mod health_nvml;
 mod help;
 mod install;
 mod nvml;

@@ -175,6 +175,8 @@ impl Table {
             FaultKind::RecoveryAction => Rule::drain(Remedy::ResetGpu, true),
             FaultKind::GpuLost => Rule::drain(Remedy::RebootNode, true),
             FaultKind::NvmlError => Rule::drain(Remedy::RebootNode, true),
+            // Not a fault yet: a fault once it lasts (`transient_runs`).
+            FaultKind::NvmlTransient => Rule::warn(None),
             FaultKind::NvmlHang => Rule::drain(Remedy::RebootNode, true),
             FaultKind::CountMismatch => Rule::drain(Remedy::RebootNode, false),
             FaultKind::NvlinkDown => Rule::drain(Remedy::ResetGpu, true),

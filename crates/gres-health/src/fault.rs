@@ -102,6 +102,20 @@ pub enum Fault {
         /// NVML's error string.
         text: String,
     },
+    /// An NVML answer that may pass (a timeout, a slow call, a busy
+    /// driver), seen in `runs` checks in a row: a warning until it has
+    /// lasted `needed` checks, when the tool reports the fault it stands
+    /// for ([`Fault::NvmlError`] or [`Fault::NvmlHang`]) instead.
+    NvmlTransient {
+        /// The call, e.g. `nvmlDeviceGetTotalEccErrors`.
+        call: String,
+        /// NVML's error string, or how long the call ran.
+        text: String,
+        /// Checks in a row that saw it, this one included.
+        runs: u32,
+        /// Checks in a row after which it is a fault.
+        needed: u32,
+    },
     /// An NVML call did not return in time.
     NvmlHang {
         /// The call.
@@ -146,6 +160,8 @@ pub enum FaultKind {
     GpuLost,
     /// [`Fault::NvmlError`].
     NvmlError,
+    /// [`Fault::NvmlTransient`].
+    NvmlTransient,
     /// [`Fault::NvmlHang`].
     NvmlHang,
     /// [`Fault::CountMismatch`].
@@ -159,7 +175,7 @@ pub enum FaultKind {
 impl FaultKind {
     /// Every kind that is not an XID, with the word the override file and
     /// the metrics use for it.
-    pub const NAMED: [(FaultKind, &'static str); 11] = [
+    pub const NAMED: [(FaultKind, &'static str); 12] = [
         (FaultKind::DbeVolatile, "dbe"),
         (FaultKind::RetirePending, "retire_pending"),
         (FaultKind::RemapPending, "remap_pending"),
@@ -167,6 +183,7 @@ impl FaultKind {
         (FaultKind::RecoveryAction, "recovery_action"),
         (FaultKind::GpuLost, "gpu_lost"),
         (FaultKind::NvmlError, "nvml_error"),
+        (FaultKind::NvmlTransient, "nvml_transient"),
         (FaultKind::NvmlHang, "nvml_hang"),
         (FaultKind::CountMismatch, "count_mismatch"),
         (FaultKind::NvlinkDown, "nvlink_down"),
@@ -199,6 +216,7 @@ impl Fault {
             Fault::RecoveryAction(_) => FaultKind::RecoveryAction,
             Fault::GpuLost => FaultKind::GpuLost,
             Fault::NvmlError { .. } => FaultKind::NvmlError,
+            Fault::NvmlTransient { .. } => FaultKind::NvmlTransient,
             Fault::NvmlHang { .. } => FaultKind::NvmlHang,
             Fault::CountMismatch { .. } => FaultKind::CountMismatch,
             Fault::NvlinkDown(_) => FaultKind::NvlinkDown,
@@ -225,6 +243,7 @@ impl Fault {
             Fault::RecoveryAction(k) => format!("recovery action {}", k.word()),
             Fault::GpuLost => "gpu lost".to_owned(),
             Fault::NvmlError { call, text } => format!("nvml {call}: {text}"),
+            Fault::NvmlTransient { call, text, runs, needed } => format!("nvml {call}: {text} ({runs} of {needed} checks)"),
             Fault::NvmlHang { call, ms } => format!("nvml hang {call} {ms}ms"),
             Fault::CountMismatch { nvml, dev_files, pci, configured } => {
                 let conf = configured.map_or_else(|| "?".to_owned(), |c| c.to_string());

@@ -11,12 +11,13 @@
 //! throttle = ignore
 //! guard_max_nodes = 10%            # or a count: 5; or off
 //! step_xids = on                   # our gpu/nvml records the job a fault hit
+//! transient_runs = 3               # checks an NVML timeout must last to drain
 //! ```
 //!
 //! A rule is `<key> = <action> [<remedy>] [recoverable|manual]`: the key is
 //! `xid N`, `xid N-M`, `unknown_xid` or a fault word (`dbe`,
 //! `retire_pending`, `remap_pending`, `remap_failure`, `recovery_action`,
-//! `gpu_lost`, `nvml_error`, `nvml_hang`, `count_mismatch`, `nvlink_down`,
+//! `gpu_lost`, `nvml_error`, `nvml_transient`, `nvml_hang`, `count_mismatch`, `nvlink_down`,
 //! `throttle`); the action `ignore`, `warn` or `drain`; the remedy
 //! `restart`, `reset`, `reboot` or `support`.  What is left out is kept
 //! from the catalog's rule.  `#` starts a comment.  An error names the
@@ -68,8 +69,11 @@ impl Guard {
     }
 }
 
+/// `transient_runs` when the file does not set it.
+pub const DEFAULT_TRANSIENT_RUNS: u32 = 3;
+
 /// The table and the guard, as the site set them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SiteConfig {
     /// The catalog with the site's rules over it.
     pub table: Table,
@@ -77,6 +81,16 @@ pub struct SiteConfig {
     pub guard: Guard,
     /// `step_xids = on`: our gpu/nvml watches each step's GPUs for XIDs.
     pub step_xids: bool,
+    /// `transient_runs = N`: checks in a row an NVML answer that may pass
+    /// (a timeout, a slow call) must last before it is a fault
+    /// ([`crate::fault::Fault::NvmlTransient`]); 1 makes it one at once.
+    pub transient_runs: u32,
+}
+
+impl Default for SiteConfig {
+    fn default() -> Self {
+        SiteConfig { table: Table::default(), guard: Guard::default(), step_xids: false, transient_runs: DEFAULT_TRANSIENT_RUNS }
+    }
 }
 
 /// Why an override file was refused.
@@ -122,7 +136,7 @@ fn hint(s: &Option<String>) -> String {
 
 const ACTIONS: [&str; 3] = ["ignore", "warn", "drain"];
 const FLAGS: [&str; 2] = ["recoverable", "manual"];
-const SETTINGS: [&str; 4] = ["xid", "unknown_xid", "guard_max_nodes", "step_xids"];
+const SETTINGS: [&str; 5] = ["xid", "unknown_xid", "guard_max_nodes", "step_xids", "transient_runs"];
 const SWITCH: [&str; 2] = ["on", "off"];
 
 /// A word and its byte offset in the line.
@@ -176,6 +190,7 @@ enum Key {
     UnknownXid,
     Guard,
     StepXids,
+    TransientRuns,
 }
 
 fn parse_key(cx: &LineCtx<'_>, toks: &[Tok<'_>], eq_at: usize) -> Result<Key, OverrideError> {
@@ -207,6 +222,7 @@ fn parse_key(cx: &LineCtx<'_>, toks: &[Tok<'_>], eq_at: usize) -> Result<Key, Ov
         "unknown_xid" => Key::UnknownXid,
         "guard_max_nodes" => Key::Guard,
         "step_xids" => Key::StepXids,
+        "transient_runs" => Key::TransientRuns,
         word => match FaultKind::from_word(word) {
             Some(kind) => Key::Kinds(vec![kind]),
             None => {
@@ -292,6 +308,16 @@ fn parse_guard(cx: &LineCtx<'_>, toks: &[Tok<'_>], end: usize) -> Result<Guard, 
     }
 }
 
+fn parse_runs(cx: &LineCtx<'_>, toks: &[Tok<'_>], end: usize) -> Result<u32, OverrideError> {
+    let [(at, value)] = toks else {
+        return Err(cx.err(toks.get(1).map_or(end, |t| t.0), "expected one value: a number of checks from 1 to 100", None));
+    };
+    match value.parse::<u32>() {
+        Ok(n @ 1..=100) => Ok(n),
+        _ => Err(cx.err(*at, format!("`{value}` is not a number of checks from 1 to 100"), None)),
+    }
+}
+
 fn parse_switch(cx: &LineCtx<'_>, toks: &[Tok<'_>], end: usize) -> Result<bool, OverrideError> {
     match toks {
         [(_, "on")] => Ok(true),
@@ -329,6 +355,7 @@ pub fn parse(file: &str, text: &str) -> Result<SiteConfig, OverrideError> {
         match key {
             Key::Guard => config.guard = parse_guard(&cx, &value, end)?,
             Key::StepXids => config.step_xids = parse_switch(&cx, &value, end)?,
+            Key::TransientRuns => config.transient_runs = parse_runs(&cx, &value, end)?,
             Key::UnknownXid => {
                 let base = config.table.unknown_xid_rule();
                 config.table.set_unknown_xid(parse_rule(&cx, &value, base, end)?);

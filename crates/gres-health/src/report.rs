@@ -70,7 +70,7 @@ fn detail_label(fault: &Fault) -> String {
         Fault::RecoveryAction(k) => k.word().to_owned(),
         Fault::Throttle(k) => k.word().to_owned(),
         Fault::NvlinkDown(link) => link.to_string(),
-        Fault::NvmlError { call, .. } | Fault::NvmlHang { call, .. } => call.clone(),
+        Fault::NvmlError { call, .. } | Fault::NvmlHang { call, .. } | Fault::NvmlTransient { call, .. } => call.clone(),
         Fault::DbeVolatile(n) | Fault::RetirePending(n) => n.to_string(),
         _ => String::new(),
     }

@@ -16,6 +16,12 @@
 //! short-lived process (`gres-rs health`) simply exits, which ends it.
 //! [`workers_running`] tells how many are still out.
 //!
+//! A run may also be given an end of its own ([`run_until`]): the caller
+//! stops waiting then, whatever call is in progress, and reports where the
+//! worker was ([`Bounded::out_of_time`]), keeping what it had read.  Many
+//! slow calls that each return in time must not keep a health check past
+//! the moment slurmd kills it.
+//!
 //! A worker may stop half-way ([`Tracker::pause`]: [`start`] then returns
 //! with a [`Paused`] handle) and go on when the caller resumes it, later,
 //! from another call of the process ([`Paused::resume`]): a step's watch
@@ -107,13 +113,20 @@ impl<R> Tracker<R> {
     /// allowed the deadline plus `extra`; `None`, without calling, once
     /// the caller stopped waiting.
     pub fn call<T>(&self, call: &'static str, gpu: Option<u32>, n: u32, extra: Duration, f: impl FnOnce() -> T) -> Option<T> {
+        self.call_within(call, gpu, n, self.deadline.saturating_add(extra), f)
+    }
+
+    /// [`Tracker::call`] with a deadline of its own instead of the run's
+    /// (`nvmlInit`, which loads the driver's state on a node without
+    /// persistence mode, may take seconds).
+    pub fn call_within<T>(&self, call: &'static str, gpu: Option<u32>, n: u32, allowed: Duration, f: impl FnOnce() -> T) -> Option<T> {
         {
             let mut p = self.shared.lock();
             if self.shared.abandoned.load(Ordering::SeqCst) {
                 return None;
             }
             let now = Instant::now();
-            p.current = Some(Current { call, gpu, started: now, allowed: self.deadline.saturating_add(extra) });
+            p.current = Some(Current { call, gpu, started: now, allowed });
             p.since = now;
             p.calls += n;
         }
@@ -168,6 +181,9 @@ pub struct Bounded<R> {
     /// The NVML calls it announced.
     pub calls: u32,
     pub hang: Option<NvmlHang>,
+    /// The run's own end came first ([`run_until`]): the call in progress
+    /// then (or `"(between calls)"`), which had not overrun its deadline.
+    pub out_of_time: Option<NvmlHang>,
 }
 
 /// Marks the run done and counts the worker out, however it ends (a panic
@@ -189,8 +205,18 @@ where
     R: Default + Send + 'static,
     W: FnOnce(&Tracker<R>) + Send + 'static,
 {
+    run_until(deadline, None, work)
+}
+
+/// [`run`], and the caller stops waiting at `until` too, whatever the
+/// worker does then ([`Bounded::out_of_time`]).
+pub fn run_until<R, W>(deadline: Duration, until: Option<Instant>, work: W) -> Result<Bounded<R>, String>
+where
+    R: Default + Send + 'static,
+    W: FnOnce(&Tracker<R>) + Send + 'static,
+{
     // A worker that pauses is abandoned when the handle drops here.
-    start(deadline, work).map(|(b, _)| b)
+    start_until(deadline, until, work).map(|(b, _)| b)
 }
 
 /// A worker that paused ([`Tracker::pause`]), waiting for the caller.
@@ -212,7 +238,7 @@ impl<R: Default> Paused<R> {
             p.since = Instant::now();
         }
         self.shared.changed.notify_all();
-        wait(&self.shared, self.deadline)
+        wait(&self.shared, self.deadline, None)
     }
 }
 
@@ -233,6 +259,14 @@ where
     R: Default + Send + 'static,
     W: FnOnce(&Tracker<R>) + Send + 'static,
 {
+    start_until(deadline, None, work)
+}
+
+fn start_until<R, W>(deadline: Duration, until: Option<Instant>, work: W) -> Result<(Bounded<R>, Option<Paused<R>>), String>
+where
+    R: Default + Send + 'static,
+    W: FnOnce(&Tracker<R>) + Send + 'static,
+{
     let shared = Arc::new(Shared {
         progress: Mutex::new(Progress { out: R::default(), calls: 0, current: None, since: Instant::now(), done: false, paused: false, resumed: false }),
         changed: Condvar::new(),
@@ -248,30 +282,37 @@ where
         RUNNING.fetch_sub(1, Ordering::SeqCst);
         return Err(format!("cannot start the NVML worker thread: {e}"));
     }
-    Ok(wait(&shared, deadline))
+    Ok(wait(&shared, deadline, until))
 }
 
-/// Wait for the worker to end or pause, or for a call to overrun.
-fn wait<R: Default>(shared: &Arc<Shared<R>>, deadline: Duration) -> (Bounded<R>, Option<Paused<R>>) {
+/// Wait for the worker to end or pause, for a call to overrun, or for
+/// `until`: a hang, or the call in progress at `until`.
+fn wait<R: Default>(shared: &Arc<Shared<R>>, deadline: Duration, until: Option<Instant>) -> (Bounded<R>, Option<Paused<R>>) {
     let mut p = shared.lock();
-    let hang = loop {
+    let (hang, out_of_time) = loop {
         if p.done || p.paused {
-            break None;
+            break (None, None);
         }
         let now = Instant::now();
         let (call, gpu, started, limit) = match &p.current {
             Some(c) => (c.call, c.gpu, c.started, c.started + c.allowed),
             None => ("(between calls)", None, p.since, p.since + deadline),
         };
+        let waited = || NvmlHang { call, gpu, waited_ms: u64::try_from(now.duration_since(started).as_millis()).unwrap_or(u64::MAX) };
         if now >= limit {
             shared.abandoned.store(true, Ordering::SeqCst);
-            break Some(NvmlHang { call, gpu, waited_ms: u64::try_from(now.duration_since(started).as_millis()).unwrap_or(u64::MAX) });
+            break (Some(waited()), None);
         }
-        p = shared.changed.wait_timeout(p, limit - now).unwrap_or_else(PoisonError::into_inner).0;
+        if until.is_some_and(|u| now >= u) {
+            shared.abandoned.store(true, Ordering::SeqCst);
+            break (None, Some(waited()));
+        }
+        let next = until.map_or(limit, |u| u.min(limit));
+        p = shared.changed.wait_timeout(p, next - now).unwrap_or_else(PoisonError::into_inner).0;
     };
     let out = std::mem::take(&mut p.out);
     let paused = (p.paused && !p.done && hang.is_none()).then(|| Paused { shared: Arc::clone(shared), deadline });
-    (Bounded { out, calls: p.calls, hang }, paused)
+    (Bounded { out, calls: p.calls, hang, out_of_time }, paused)
 }
 
 #[cfg(test)]
@@ -309,6 +350,35 @@ mod tests {
         assert_eq!((b.out, b.hang), (7, None));
         let b = run(Duration::from_secs(5), |_: &Tracker<u32>| panic!("worker panics"));
         assert!(b.unwrap().hang.is_none());
+    }
+
+    #[test]
+    fn a_run_stops_at_its_end_with_what_was_read() {
+        let start = Instant::now();
+        let until = start + Duration::from_millis(250);
+        let b = run_until(Duration::from_secs(5), Some(until), |t: &Tracker<Vec<u32>>| {
+            for i in 0..100 {
+                if t.call("nvmlSlowish", Some(i), 1, Duration::ZERO, || std::thread::sleep(Duration::from_millis(100))).is_none() {
+                    return;
+                }
+                t.update(|v| v.push(i));
+            }
+        })
+        .unwrap();
+        assert!(start.elapsed() < Duration::from_millis(1000), "{:?}", start.elapsed());
+        assert!(b.hang.is_none());
+        let stopped = b.out_of_time.expect("out of time");
+        assert_eq!(stopped.call, "nvmlSlowish");
+        assert!((1..=3).contains(&b.out.len()), "{:?}", b.out);
+        assert_eq!(stopped.gpu, Some(b.out.len() as u32), "the call in progress");
+        assert_eq!(b.calls as usize, b.out.len() + 1);
+        // A call's own deadline of its own.
+        let b = run(Duration::from_millis(20), |t: &Tracker<u32>| {
+            t.call_within("nvmlInit_v2", None, 0, Duration::from_millis(500), || std::thread::sleep(Duration::from_millis(100)));
+            t.update(|n| *n = 1);
+        })
+        .unwrap();
+        assert_eq!((b.out, b.hang, b.out_of_time), (1, None, None));
     }
 
     #[test]

@@ -8,18 +8,22 @@
 //!
 //! Every NVML call is bounded by a deadline ([`crate::bounded`]): a driver
 //! that hangs on a failing GPU gives a reading that names the call
-//! ([`NvmlHang`]) instead of a health check that never returns.  MIG
-//! devices are not read: the counts and states are their GPU's.
+//! ([`NvmlHang`]) instead of a health check that never returns.  `nvmlInit`
+//! and the device count have a longer deadline of their own (a node
+//! without persistence mode loads the driver's state then), and the whole
+//! reading may be given an end ([`Limits::until`]): what was read by then
+//! is kept, and where it stopped is said ([`HealthReading::out_of_time`]).
+//! MIG devices are not read: the counts and states are their GPU's.
 //!
 //! `NVML_ERROR_NOT_SUPPORTED` is [`Reading::NotSupported`] (a GPU without
 //! ECC, page retirement or row remapping is not unhealthy for it);
 //! `NVML_ERROR_GPU_IS_LOST` makes the GPU [`GpuHealth::lost`] and ends its
-//! reading; any other error is kept with the call's name and NVML's text
-//! ([`CallError`]).
+//! reading; any other error is kept with the call's name, NVML's text and
+//! what the answer means ([`CallError`], [`Answer`]).
 
 use crate::bounded::{self, Tracker};
 use crate::session::return_code;
-use crate::{Paths, Session};
+use crate::{DetectError, Paths, Session};
 use nvml_extra::RemappedRows;
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::bitmasks::event::EventTypes;
@@ -29,13 +33,69 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::{Device, EventSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 pub use crate::bounded::{workers_running, NvmlHang};
 
-/// NVML's field id `NVML_FI_DEV_GET_GPU_RECOVERY_ACTION` (230 in nvml.h;
-/// drivers from R550 answer it), read with `nvmlDeviceGetFieldValues`.
+/// NVML's field id `NVML_FI_DEV_GET_GPU_RECOVERY_ACTION` (230 in nvml.h),
+/// read with `nvmlDeviceGetFieldValues`.  NVML's change log lists it among
+/// the changes between v560 and v565 (drivers from R565; the CUDA 12.6
+/// header, R560, ends its field ids at 229).  A driver that does not know
+/// the field still answers the call with `NVML_SUCCESS` and puts its
+/// answer in the value's own `nvmlReturn`: `NOT_SUPPORTED` or
+/// `INVALID_ARGUMENT`, both read as "this driver cannot tell" ([`Answer`]).
 pub const FI_GPU_RECOVERY_ACTION: u32 = nvml_wrapper::sys_exports::field_id::NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
+
+/// What an NVML answer that is not a value says of the GPU: the one table
+/// ([`Answer::of_code`]) by which a health check turns errors into
+/// findings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// This driver or GPU cannot tell (the call or the field is unknown to
+    /// it, not allowed, no data): nothing is known of the GPU, it is not
+    /// checked for this.
+    CannotTell,
+    /// May pass (a timeout, a busy or not yet ready driver, a failing
+    /// init): a fault only when it lasts.
+    Transient,
+    /// The GPU is broken (lost, needs a reset, an internal error on a GPU
+    /// NVML had a handle for).
+    Fault,
+}
+
+impl Answer {
+    /// What NVML's `nvmlReturn_t` `code` means, for a call made after the
+    /// GPU's handle was read (`handle_read`) or before (nvmlInit, the
+    /// device count, the handle itself):
+    ///
+    /// | code | meaning |
+    /// |---|---|
+    /// | 3 NOT_SUPPORTED, 4 NO_PERMISSION, 13 FUNCTION_NOT_FOUND, 21 NO_DATA, 25 ARGUMENT_VERSION_MISMATCH, 26 DEPRECATED | cannot tell |
+    /// | 2 INVALID_ARGUMENT, with a handle (a field or lane the driver does not know) | cannot tell |
+    /// | 15 GPU_IS_LOST, 16 RESET_REQUIRED | fault |
+    /// | 999 UNKNOWN, 28 GPU_NOT_FOUND, with a handle | fault |
+    /// | any other (10 TIMEOUT, 9 DRIVER_NOT_LOADED, 18 LIB_RM_VERSION_MISMATCH, 19 IN_USE, ...) | transient |
+    pub fn of_code(code: u32, handle_read: bool) -> Answer {
+        match code {
+            3 | 4 | 13 | 21 | 25 | 26 => Answer::CannotTell,
+            2 if handle_read => Answer::CannotTell,
+            15 | 16 => Answer::Fault,
+            999 | 28 if handle_read => Answer::Fault,
+            _ => Answer::Transient,
+        }
+    }
+
+    /// [`Answer::of_code`] for an error of `nvml-wrapper`: a function the
+    /// library does not export (an older driver, or a newer one that
+    /// dropped a deprecated name) cannot tell; an error that is no NVML
+    /// code (text that is not UTF-8, ...) is transient.
+    pub fn of(e: &NvmlError, handle_read: bool) -> Answer {
+        match e {
+            NvmlError::FailedToLoadSymbol(_) => Answer::CannotTell,
+            e => return_code(e).map_or(Answer::Transient, |c| Answer::of_code(c, handle_read)),
+        }
+    }
+}
 
 /// One value read from NVML, or why there is none.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,7 +105,7 @@ pub enum Reading<T> {
     NotSupported,
     /// `NVML_ERROR_GPU_IS_LOST` (the GPU is [`GpuHealth::lost`]).
     Lost,
-    /// Any other error.
+    /// Any other error (what it means: [`CallError::answer`]).
     Failed(CallError),
     /// Not asked: the GPU was lost, or the reading stopped (a hang).
     #[default]
@@ -71,6 +131,8 @@ pub struct CallError {
     pub code: Option<u32>,
     /// NVML's text for it (`nvmlErrorString`).
     pub text: String,
+    /// What it says of the GPU.
+    pub answer: Answer,
 }
 
 impl std::fmt::Display for CallError {
@@ -164,7 +226,7 @@ pub struct GpuHealth {
     pub throttle: Reading<Throttle>,
     /// The driver's recovery action (`nvmlDeviceGpuRecoveryAction_t`: 0
     /// none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset);
-    /// NotSupported from a driver before R550.
+    /// NotSupported from a driver before R565 (see [`FI_GPU_RECOVERY_ACTION`]).
     pub recovery_action: Reading<u32>,
     pub nvlinks: Reading<NvLinks>,
 }
@@ -207,21 +269,46 @@ pub struct HealthReading {
     /// In NVML index order; on a hang, those read so far (the last one
     /// partly).
     pub gpus: Vec<GpuHealth>,
+    /// Why NVML was unusable: the failing `nvmlInit_v2` or
+    /// `nvmlDeviceGetCount_v2` (code `None`: the library or a function of
+    /// it could not be loaded).
+    pub init_error: Option<CallError>,
     /// The call that did not return within the deadline; the reading
     /// stopped there.
     pub hang: Option<NvmlHang>,
+    /// The reading's end ([`Limits::until`]) came first: the call in
+    /// progress then; the reading stopped there.
+    pub out_of_time: Option<NvmlHang>,
     /// NVML calls made (nvmlInit and the process's session excluded).
     pub nvml_calls: u32,
 }
 
-/// Read every GPU's health with NVML at `paths`, each NVML call allowed
-/// `deadline_per_call`.  Never panics; returns within about
-/// `deadline_per_call` of the slowest call (a call past it ends the
+/// How long a reading may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Each NVML call.
+    pub per_call: Duration,
+    /// `nvmlInit` and the device count, each.
+    pub init: Duration,
+    /// When the whole reading must end (`None`: no end but the calls').
+    pub until: Option<Instant>,
+}
+
+/// Read every GPU's health with NVML at `paths`, each NVML call (init
+/// included) allowed `deadline_per_call`.  Never panics; returns within
+/// about `deadline_per_call` of the slowest call (a call past it ends the
 /// reading, see [`crate::bounded`]).
 pub fn read_health(paths: &Paths, deadline_per_call: Duration) -> HealthReading {
+    read_health_within(paths, &Limits { per_call: deadline_per_call, init: deadline_per_call, until: None })
+}
+
+/// [`read_health`] within `limits`: returns by `limits.until` at the
+/// latest (and a little time to hand over), with what was read by then.
+pub fn read_health_within(paths: &Paths, limits: &Limits) -> HealthReading {
     let paths = paths.clone();
-    match bounded::run(deadline_per_call, move |t: &Tracker<HealthReading>| read_all(t, &paths)) {
-        Ok(b) => HealthReading { hang: b.hang, nvml_calls: b.calls, ..b.out },
+    let init = limits.init;
+    match bounded::run_until(limits.per_call, limits.until, move |t: &Tracker<HealthReading>| read_all(t, &paths, init)) {
+        Ok(b) => HealthReading { hang: b.hang, out_of_time: b.out_of_time, nvml_calls: b.calls, ..b.out },
         Err(e) => HealthReading { unusable: Some(e), ..Default::default() },
     }
 }
@@ -231,20 +318,38 @@ pub(crate) fn open<R>(t: &Tracker<R>, paths: &Paths) -> Option<Result<Arc<Sessio
     t.call("nvmlInit_v2", None, 0, Duration::ZERO, || crate::session(paths).map_err(|e| e.to_string()))
 }
 
-fn read_all(t: &Tracker<HealthReading>, paths: &Paths) {
-    let s = match open(t, paths) {
+fn read_all(t: &Tracker<HealthReading>, paths: &Paths, init: Duration) {
+    let s = match t.call_within("nvmlInit_v2", None, 0, init, || crate::session::session_with_code(paths)) {
         Some(Ok(s)) => s,
-        Some(Err(e)) => return t.update(|r| r.unusable = Some(e)),
+        Some(Err((e, code))) => {
+            let text = match &e {
+                DetectError::Init(text) => text.clone(),
+                other => other.to_string(),
+            };
+            // No code: no library, or a function of it missing.
+            let answer = code.map_or(Answer::CannotTell, |c| Answer::of_code(c, false));
+            let call = CallError { call: "nvmlInit_v2", code, text, answer };
+            return t.update(|r| {
+                r.unusable = Some(e.to_string());
+                r.init_error = Some(call);
+            });
+        }
         None => return,
     };
-    let count = match t.call("nvmlDeviceGetCount_v2", None, 1, Duration::ZERO, || s.nvml.device_count()) {
+    let count = match t.call_within("nvmlDeviceGetCount_v2", None, 1, init, || s.nvml.device_count()) {
         Some(Ok(n)) => n,
-        Some(Err(e)) => return t.update(|r| r.unusable = Some(format!("Failed to get device count: {}", s.text(&e)))),
+        Some(Err(e)) => {
+            let call = CallError { call: "nvmlDeviceGetCount_v2", code: return_code(&e), text: s.text(&e), answer: Answer::of(&e, false) };
+            return t.update(|r| {
+                r.unusable = Some(format!("Failed to get device count: {}", call.text));
+                r.init_error = Some(call);
+            });
+        }
         None => return,
     };
     t.update(|r| r.device_count = Some(count));
     for i in 0..count {
-        let mut g = GpuReader { t, s: &s, h: GpuHealth { index: i, ..Default::default() }, pos: i as usize };
+        let mut g = GpuReader { t, s: &s, h: GpuHealth { index: i, ..Default::default() }, pos: i as usize, handle_read: false };
         if g.read().is_none() {
             return;
         }
@@ -257,6 +362,8 @@ struct GpuReader<'a> {
     s: &'a Session,
     h: GpuHealth,
     pos: usize,
+    /// Its handle was had: the calls after it are about the GPU.
+    handle_read: bool,
 }
 
 impl GpuReader<'_> {
@@ -289,7 +396,7 @@ impl GpuReader<'_> {
                 self.h.lost = true;
                 Reading::Lost
             }
-            Err(e) => Reading::Failed(CallError { call, code: return_code(&e), text: self.s.text(&e) }),
+            Err(e) => Reading::Failed(CallError { call, code: return_code(&e), text: self.s.text(&e), answer: Answer::of(&e, self.handle_read) }),
         };
         Some(r)
     }
@@ -305,11 +412,13 @@ impl GpuReader<'_> {
                 return self.published();
             }
             Reading::NotSupported => {
-                self.h.handle_error = Some(CallError { call: "nvmlDeviceGetHandleByIndex_v2", code: Some(3), text: "Not Supported".into() });
+                let text = self.s.extra.error_string(3).unwrap_or_else(|| "Not Supported".into());
+                self.h.handle_error = Some(CallError { call: "nvmlDeviceGetHandleByIndex_v2", code: Some(3), text, answer: Answer::of_code(3, false) });
                 return self.published();
             }
             Reading::Lost | Reading::NotRead => return self.published(),
         };
+        self.handle_read = true;
         self.h.uuid = self.get("nvmlDeviceGetUUID", 1, || dev.uuid())?;
         self.publish();
         self.h.pci_bus_id = self.get("nvmlDeviceGetPciInfo_v3", 1, || dev.pci_info().map(|p| short_bus_id(&p)))?;
@@ -407,15 +516,22 @@ impl GpuReader<'_> {
 }
 
 /// The recovery action field, in one `nvmlDeviceGetFieldValues` call: the
-/// call's error, else the value's own (`NOT_SUPPORTED` from a driver that
-/// lacks the field), else the value as an unsigned integer.
+/// call's error, else the value's own (`NOT_SUPPORTED` or
+/// `INVALID_ARGUMENT` from a driver that lacks the field), else the value
+/// as an unsigned integer.  A value of a type nvml.h does not give the
+/// field (or none at all) is read as NOT_SUPPORTED: not one this build can
+/// read, so nothing is known.
 fn recovery_action(dev: &Device<'_>) -> Result<u32, NvmlError> {
-    let sample = dev.field_values_for(&[FieldId(FI_GPU_RECOVERY_ACTION)])?.into_iter().next().ok_or(NvmlError::Unknown)??;
+    let sample = match dev.field_values_for(&[FieldId(FI_GPU_RECOVERY_ACTION)])?.into_iter().next() {
+        Some(Ok(sample)) => sample,
+        // The value's type is not one nvml-wrapper knows.
+        Some(Err(_)) | None => return Err(NvmlError::NotSupported),
+    };
     match sample.value? {
         SampleValue::U32(v) => Ok(v),
-        SampleValue::U64(v) => u32::try_from(v).map_err(|_| NvmlError::Unknown),
-        SampleValue::I64(v) => u32::try_from(v).map_err(|_| NvmlError::Unknown),
-        SampleValue::F64(_) => Err(NvmlError::Unknown),
+        SampleValue::U64(v) => u32::try_from(v).map_err(|_| NvmlError::NotSupported),
+        SampleValue::I64(v) => u32::try_from(v).map_err(|_| NvmlError::NotSupported),
+        SampleValue::F64(_) => Err(NvmlError::NotSupported),
     }
 }
 
@@ -477,7 +593,7 @@ pub struct GpuIds {
 }
 
 pub(crate) fn error(s: &Session, call: &'static str, e: &NvmlError) -> CallError {
-    CallError { call, code: return_code(e), text: s.text(e) }
+    CallError { call, code: return_code(e), text: s.text(e), answer: Answer::of(e, call != "nvmlDeviceGetHandleByIndex_v2") }
 }
 
 /// An event set with the XID critical errors of `devs` registered.  A
@@ -506,5 +622,42 @@ pub(crate) fn register<'n>(
             }
         }
         return Some(Ok(set));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_answer_means_what_the_table_says() {
+        use Answer::*;
+        for (code, before, after) in [
+            (2, Transient, CannotTell),
+            (3, CannotTell, CannotTell),
+            (4, CannotTell, CannotTell),
+            (9, Transient, Transient),
+            (10, Transient, Transient),
+            (13, CannotTell, CannotTell),
+            (15, Fault, Fault),
+            (16, Fault, Fault),
+            (18, Transient, Transient),
+            (21, CannotTell, CannotTell),
+            (23, Transient, Transient),
+            (25, CannotTell, CannotTell),
+            (26, CannotTell, CannotTell),
+            (27, Transient, Transient),
+            (28, Transient, Fault),
+            (29, Transient, Transient),
+            (999, Transient, Fault),
+            (12345, Transient, Transient),
+        ] {
+            assert_eq!((Answer::of_code(code, false), Answer::of_code(code, true)), (before, after), "code {code}");
+        }
+        assert_eq!(Answer::of(&NvmlError::FailedToLoadSymbol("x".into()), true), CannotTell);
+        assert_eq!(Answer::of(&NvmlError::UnexpectedVariant(27), true), Transient);
+        assert_eq!(Answer::of(&NvmlError::Timeout, true), Transient);
+        assert_eq!(Answer::of(&NvmlError::Unknown, true), Fault);
+        assert_eq!(Answer::of(&NvmlError::IncorrectBits(nvml_wrapper::error::Bits::U32(1)), true), Transient);
     }
 }

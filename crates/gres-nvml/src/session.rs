@@ -51,6 +51,12 @@ static HOLDER: Mutex<Option<Arc<Session>>> = Mutex::new(None);
 /// [`release`]; a daemon asks for one library all its life).  Failures are
 /// not remembered: the next call tries again (the driver may have loaded).
 pub fn session(paths: &super::Paths) -> Result<Arc<Session>, DetectError> {
+    session_with_code(paths).map_err(|(e, _)| e)
+}
+
+/// [`session`], and with its error the `nvmlReturn_t` nvmlInit answered
+/// (`None`: the library or a symbol could not be loaded, or no code).
+pub(crate) fn session_with_code(paths: &super::Paths) -> Result<Arc<Session>, (DetectError, Option<u32>)> {
     // A poisoned lock only means a panic elsewhere while holding it; the
     // Option inside is always whole.
     let mut held = HOLDER.lock().unwrap_or_else(PoisonError::into_inner);
@@ -63,11 +69,14 @@ pub fn session(paths: &super::Paths) -> Result<Arc<Session>, DetectError> {
         None => {}
     }
     let path = paths.library.clone();
-    let extra = NvmlExtra::load(&path).map_err(|reason| DetectError::Library { path: path.to_string_lossy().into_owned(), reason })?;
+    let extra = NvmlExtra::load(&path).map_err(|reason| (DetectError::Library { path: path.to_string_lossy().into_owned(), reason }, None))?;
     let start = Instant::now();
     let result = Nvml::builder().lib_path(&path).init();
     tracing::trace!(target: gres_log::DEBUG3, "nvmlInit() took {} microseconds", start.elapsed().as_micros());
-    let nvml = result.map_err(|e| classify(e, &path, &extra))?;
+    let nvml = result.map_err(|e| {
+        let code = return_code(&e);
+        (classify(e, &path, &extra), code)
+    })?;
     tracing::trace!("Successfully initialized NVML");
     let s = Arc::new(Session { nvml, extra, lib_path: path });
     *held = Some(Arc::clone(&s));

@@ -493,6 +493,12 @@ pub struct HealthArgs {
     /// The longest one NVML call may take before it counts as hanging
     #[arg(long, value_name = "MS", default_value_t = 5000)]
     pub nvml_timeout: u64,
+    /// The longest nvmlInit may take (the first init on a node without persistence mode loads the driver's state)
+    #[arg(long, value_name = "MS", default_value_t = 20000)]
+    pub nvml_init_timeout: u64,
+    /// The whole check's time budget; slurmd kills a HealthCheckProgram after 60 s
+    #[arg(long, value_name = "SECS", default_value_t = 40, value_parser = clap::value_parser!(u64).range(5..=3600))]
+    pub budget: u64,
 }
 
 #[derive(Args, Debug)]

@@ -14,7 +14,7 @@ pub mod slurm_node;
 pub mod step_records;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
@@ -48,8 +48,15 @@ pub const DEFAULT_STATE_DIR: &str = "/var/lib/gres-rs";
 /// check at 60 s.
 const SLURM_COMMAND_LIMIT: Duration = Duration::from_secs(15);
 
+/// What the run keeps for Slurm's commands at the end of its budget
+/// (`--budget`): reading the node's state, draining, and the guard's
+/// second look.
+const SLURM_RESERVE: Duration = Duration::from_secs(15);
+
 /// What one run found and did.
 struct Run {
+    /// When the run began: its budget counts from here.
+    started: Instant,
     findings: Vec<Finding>,
     notes: Vec<String>,
     summary: Option<Summary>,
@@ -86,7 +93,7 @@ pub fn run(args: &HealthArgs) -> u8 {
         };
     }
     let boot_id = read_boot_id();
-    let mut run = Run { findings: Vec::new(), notes: Vec::new(), summary: None, acted: None, stats: RunStats::default() };
+    let mut run = Run { started: Instant::now(), findings: Vec::new(), notes: Vec::new(), summary: None, acted: None, stats: RunStats::default() };
 
     // 1. The kernel's log: XIDs since the last run.
     let mut next_cursor = match xid_findings(args, &state_dir, &boot_id, &mut run) {
@@ -103,7 +110,7 @@ pub fn run(args: &HealthArgs) -> u8 {
     // 2. NVML's readings, and what the machine shows outside NVML.
     let dev = inventory::device_minors(&args.dev_dir.clone().unwrap_or_else(|| PathBuf::from("/dev")));
     let pci = inventory::pci_gpus(&args.sys_dir.clone().unwrap_or_else(|| PathBuf::from("/sys")).join("bus/pci/devices"));
-    let nvml = if args.no_nvml { None } else { nvml_checks(args, &state_dir, !pci.is_empty() || !dev.is_empty(), &mut run) };
+    let nvml = if args.no_nvml { None } else { nvml_checks(args, &site, &state_dir, !pci.is_empty() || !dev.is_empty(), &mut run) };
     let nvml_count = nvml.map(|(n, _)| n);
     let node_name = args.node.clone().or_else(|| std::env::var("SLURMD_NODENAME").ok()).unwrap_or_else(crate::host::short_hostname);
     // What slurm.conf configures for the node: fewer GPUs found than that
@@ -165,6 +172,15 @@ pub fn run(args: &HealthArgs) -> u8 {
     output(args, &node_name, &run)
 }
 
+impl Run {
+    /// When NVML's reading must end: the budget less what Slurm's
+    /// commands need ([`SLURM_RESERVE`]), at least a third of the budget.
+    fn nvml_deadline(&self, args: &HealthArgs) -> Instant {
+        let budget = Duration::from_secs(args.budget);
+        self.started + budget.saturating_sub(SLURM_RESERVE).max(budget / 3)
+    }
+}
+
 fn site_config(args: &HealthArgs) -> Result<SiteConfig, String> {
     match &args.config {
         Some(path) => overrides::load(path).map_err(|e| e.to_string()),
@@ -182,23 +198,28 @@ fn configured_gpus(node: &str) -> Option<u32> {
     u32::try_from(gres_cnt(&gres, "gpu").0.count).ok()
 }
 
-/// NVML's readings as findings; the XIDs' GPUs named by NVML's index and
-/// UUID where their PCI bus id matches.  NVML's GPU count, when it could
-/// count.  Where NVML cannot be used on a machine without NVIDIA GPUs
-/// (`gpus_here` false) there is nothing to find.
-fn nvml_checks(args: &HealthArgs, state_dir: &Path, gpus_here: bool, run: &mut Run) -> Option<(u32, bool)> {
+/// NVML's readings as findings and notes; the XIDs' GPUs named by NVML's
+/// index and UUID where their PCI bus id matches.  NVML's GPU count, when
+/// it could count.  Where NVML cannot be used on a machine without NVIDIA
+/// GPUs (`gpus_here` false) there is nothing to find.  An NVML answer that
+/// may pass is a warning until `site.transient_runs` checks in a row saw
+/// it (counted in the state directory, not saved with `--dry-run`).  The
+/// reading ends by [`Run::nvml_deadline`], with what it read by then.
+fn nvml_checks(args: &HealthArgs, site: &SiteConfig, state_dir: &Path, gpus_here: bool, run: &mut Run) -> Option<(u32, bool)> {
+    use slurm_gpu_gres::nvml::health::{read_health_within, Limits, Reading};
     let mut paths = slurm_gpu_gres::nvml::Paths::default();
     if let Some(lib) = &args.nvml_lib {
         paths.library = lib.clone().into_os_string();
     }
-    let reading = slurm_gpu_gres::nvml::read_health(&paths, Duration::from_millis(args.nvml_timeout));
+    let limits = Limits {
+        per_call: Duration::from_millis(args.nvml_timeout),
+        init: Duration::from_millis(args.nvml_init_timeout),
+        until: Some(run.nvml_deadline(args)),
+    };
+    let reading = read_health_within(&paths, &limits);
     run.stats.nvml_calls = reading.nvml_calls;
-    if let Some(why) = &reading.unusable {
-        if gpus_here {
-            run.findings.push(Finding::new(Fault::NvmlError { call: "nvmlInit".into(), text: why.clone() }, GpuRef::default(), Source::Nvml));
-        } else {
-            run.notes.push(format!("NVML not used: {why} (no NVIDIA GPU here)"));
-        }
+    if let (Some(why), false) = (&reading.unusable, gpus_here) {
+        run.notes.push(format!("NVML not used: {why} (no NVIDIA GPU here)"));
         return None;
     }
     for f in run.findings.iter_mut().filter(|f| f.gpu.index.is_none()) {
@@ -207,13 +228,20 @@ fn nvml_checks(args: &HealthArgs, state_dir: &Path, gpus_here: bool, run: &mut R
         }
     }
     let mut links = nvml_findings::load_links(state_dir);
-    run.findings.extend(nvml_findings::findings(&reading, &mut links));
+    let read = nvml_findings::findings(&reading, &mut links);
+    let mut streaks = nvml_findings::Streaks::load(state_dir);
+    run.findings.extend(read.findings);
+    run.findings.extend(streaks.advance(&read.transients, site.transient_runs));
+    run.notes.extend(read.notes);
     if !args.dry_run {
         if let Err(e) = nvml_findings::save_links(state_dir, &links) {
             run.notes.push(format!("cannot save the NVLinks seen up in {}: {e}", state_dir.display()));
         }
+        if let Err(e) = streaks.save(state_dir) {
+            run.notes.push(format!("cannot save the NVML answers that may pass in {}: {e}", state_dir.display()));
+        }
     }
-    let mig = reading.gpus.iter().any(|g| matches!(g.mig_mode, slurm_gpu_gres::nvml::health::Reading::Value(true)));
+    let mig = reading.gpus.iter().any(|g| matches!(g.mig_mode, Reading::Value(true)));
     reading.device_count.map(|n| (n, mig))
 }
 
