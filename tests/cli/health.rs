@@ -66,7 +66,7 @@ fn each_xid_is_reported_once() {
     let log = d.0.join("dmesg.txt");
     fs::write(&log, DMESG).unwrap();
     assert_eq!(health(&d.0, &log, &[]).status.code(), Some(3));
-    assert!(fs::read_to_string(d.0.join("health.state")).unwrap().starts_with("gres-rs-health-state 1"));
+    assert!(fs::read_to_string(d.0.join("health.state")).unwrap().starts_with("gres-rs-health-state 2"));
     // The same log replayed: nothing new, nothing to drain for.
     let out = health(&d.0, &log, &["--format", "json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -300,19 +300,23 @@ fn fewer_gpus_than_slurm_conf_configures_drain() {
     assert!(doc["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().ends_with(", 4 configured")), "{doc:#}");
 }
 
-/// Records our gpu/nvml wrote in two steps (`step_xids = on`): XID 79 on
-/// GPU 3 during job 12 step 0, XID 13 on GPU 1 during job 14 step 2.
-const STEP_RECORDS: &str = "\
-step-xid 1 time=1733340000 job=12 step=0 pid=4567 gpu=3 uuid=GPU-5c1b2e3f pci=0000:41:00.0 xid=79
-step-xid 1 time=1733340100 job=14 step=2 pid=4600 gpu=1 uuid=GPU-0a1b2c3d pci=0000:42:00.0 xid=13
-";
+/// Records our gpu/nvml wrote in two steps (`step_xids = on`) in this
+/// boot: XID 79 on GPU 3 during job 12 step 0, XID 13 on GPU 1 during job
+/// 14 step 2 (each line 98 bytes whatever the time, until 2286).
+pub(crate) fn step_records() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    format!(
+        "step-xid 1 time={now} job=12 step=0 pid=4567 gpu=3 uuid=GPU-5c1b2e3f pci=0000:41:00.0 xid=79\n\
+         step-xid 1 time={now} job=14 step=2 pid=4600 gpu=1 uuid=GPU-0a1b2c3d pci=0000:42:00.0 xid=13\n"
+    )
+}
 
 #[test]
 fn the_xids_that_hit_a_step_are_findings_once() {
     let d = temp_dir("health-steps");
     let log = d.0.join("dmesg.txt");
     fs::write(&log, "").unwrap();
-    fs::write(d.0.join("step-xids"), STEP_RECORDS).unwrap();
+    fs::write(d.0.join("step-xids"), step_records()).unwrap();
     let out = health(&d.0, &log, &["--format", "json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(3), "{doc}");
@@ -341,7 +345,7 @@ fn a_kernel_xid_a_step_recorded_is_one_finding() {
          [ 101.000000] NVRM: Xid (PCI:0000:43:00): 31, pid=4712, name=python, Ch 00000010, intr 10000000. MMU Fault\n",
     )
     .unwrap();
-    fs::write(d.0.join("step-xids"), STEP_RECORDS).unwrap();
+    fs::write(d.0.join("step-xids"), step_records()).unwrap();
     let out = health(&d.0, &log, &["--format", "json"]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(3), "{doc}");
@@ -360,7 +364,7 @@ fn jobs_lists_the_steps_a_fault_hit() {
     let out = gres_rs(&["health", "--jobs", "--state-dir", dir]);
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).contains("no step had a GPU fault recorded"), "{}", text(&out.stdout));
-    fs::write(d.0.join("step-xids"), format!("{STEP_RECORDS}step-xid 1 time=1 job=1 st")).unwrap();
+    fs::write(d.0.join("step-xids"), format!("{}step-xid 1 time=1 job=1 st", step_records())).unwrap();
     let out = gres_rs(&["health", "--jobs", "--state-dir", dir]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));

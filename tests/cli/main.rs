@@ -12,6 +12,7 @@ mod check;
 mod detect;
 mod health;
 mod health_nvml;
+mod health_state;
 mod help;
 mod install;
 mod nvml;

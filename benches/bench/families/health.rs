@@ -1,6 +1,8 @@
 //! The `health` rows: one `gres-rs health` of the 8-GPU NVML stand-in
 //! node (`health_h100x8.conf`), as slurmd's HealthCheckProgram runs it
-//! every interval: its wall time and its NVML calls.  Slurm has no health
+//! every interval: its wall time and its NVML calls; and one run over a
+//! replayed kernel log of 100,000 XID lines, read whole (the first run)
+//! and again once nothing was added (the next).  Slurm has no health
 //! check of its own to compare with: the goals are absolute (under 1 s;
 //! the calls bounded by 1 count and 30 a GPU).
 
@@ -77,4 +79,64 @@ pub fn rows_health(opts: &Opts, v: &str, rows: &mut Vec<Row>) {
     nvml.ours = calls;
     nvml.n = 1;
     rows.push(nvml);
+    rows_log(&gres_rs, &dir, opts, v, rows);
+}
+
+/// Lines of the replayed log.
+const LOG_LINES: usize = 100_000;
+
+/// A run over a replayed log of [`LOG_LINES`] XID lines (one XID 48 and
+/// application XIDs), no NVML: read whole with no state, then again with
+/// the state the first run saved (nothing new: the mark's two windows).
+fn rows_log(gres_rs: &Path, dir: &Path, opts: &Opts, v: &str, rows: &mut Vec<Row>) {
+    let log = dir.join("kern-100k.log");
+    let mut log_text = String::from("[   10.000000] NVRM: Xid (PCI:0000:41:00): 48, pid=1, name=x, An uncorrectable double bit error\n");
+    for i in 0..LOG_LINES - 1 {
+        log_text.push_str(&format!(
+            "[{:>5}.{:06}] NVRM: Xid (PCI:0000:41:00): 13, pid={i}, name=python3, Graphics SM Warp Exception\n",
+            20 + i / 1000,
+            i % 1000
+        ));
+    }
+    std::fs::write(&log, &log_text).expect("log");
+    let state = dir.join("state-100k");
+    let check = || {
+        let mut cmd = Command::new(gres_rs);
+        cmd.args(["health", "--no-slurm", "--no-nvml", "--node", "n1", "--format", "json", "--kmsg"]).arg(&log);
+        for (opt, sub) in [("--state-dir", "state-100k"), ("--dev-dir", "dev"), ("--sys-dir", "sys")] {
+            cmd.arg(opt).arg(dir.join(sub));
+        }
+        cmd
+    };
+    let n = opts.n(11, 3);
+    let (mut whole, mut again) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let _ = std::fs::remove_dir_all(&state);
+        let (t, out) = timed(check());
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("gres-rs health: {e}:\n{}", text(&out)));
+        assert_eq!((doc["verdict"].as_str(), doc["new_xids"].as_u64()), (Some("drain"), Some(LOG_LINES as u64)), "{}", text(&out));
+        whole.push(t * 1000.0);
+        let (t, out) = timed(check());
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("gres-rs health: {e}:\n{}", text(&out)));
+        assert_eq!(doc["new_xids"], 0, "{}", text(&out));
+        again.push(t * 1000.0);
+    }
+    let what = format!("replayed kernel log of {} XID lines ({} MiB), no NVML", LOG_LINES, log_text.len() >> 20);
+    for (metric, samples, note) in [
+        ("`gres-rs health --kmsg` wall time, first run (read whole), median", whole, "parse, classify, the reported set, the state saved"),
+        ("`gres-rs health --kmsg` wall time, next run (nothing new), median", again, "the mark's two 4 KiB windows read, nothing parsed"),
+    ] {
+        rows.push(Row {
+            group: "health",
+            release: v.into(),
+            what: what.clone(),
+            metric: metric.into(),
+            unit: "ms".into(),
+            goal: "< 1000 ms".into(),
+            note: note.into(),
+            ours: Some(median(&samples)),
+            n,
+            ..Default::default()
+        });
+    }
 }

@@ -1,40 +1,64 @@
-//! The state file that makes each XID reported once, across runs and
-//! reboots: the boot it was written in, the last `/dev/kmsg` sequence number
-//! consumed, and the hashes of the log-file lines already reported.
+//! The state file that makes each XID reported once, across runs, reboots,
+//! outages and concurrent runs: the boot it was written in, the last
+//! `/dev/kmsg` sequence number consumed, how far the step XID records and
+//! each replayed log were read, the hashes of the replayed XID lines
+//! reported, and the events a run could not act on yet.
 //!
-//! The file is plain text, one key per line, versioned by its first line:
+//! The file is plain text, one key per line, versioned by its first line
+//! and closed by `end` (a file cut short is no state):
 //!
 //! ```text
-//! gres-rs-health-state 1
+//! gres-rs-health-state 2
 //! boot_id=0f5c1b2e-7f4e-4b3a-9d2c-5e8f1a2b3c4d
 //! kmsg_seq=1031
 //! step_records=512
+//! replay=9a3f0c1d2e4b5a69 len=20480 lines=180 head=... tail=...
 //! line=9a3f0c1d2e4b5a69
+//! pending=xid=48 boot=... time=... gpu=3 uuid=... pci=0000:41:00.0 src=kmsg:1022
+//! end
 //! ```
 //!
 //! `step_records` is how many bytes of the step XID records
-//! ([`crate::steps`]) were reported.
+//! ([`crate::steps`]) were reported; `replay` lines are
+//! [`crate::replay::ReplayMark`]s; `pending` lines are
+//! [`crate::pending::PendingEvent`]s.
 //!
-//! A file that is not this (corrupt, foreign, a newer version) is "no
-//! cursor" plus a warning, never an error: the worst it costs is reporting
-//! this boot's XIDs again.  Saving is atomic: a temporary file in the same
-//! directory, fsync, rename(2), fsync of the directory.
+//! A key this version does not know (a later version's) is skipped.  A
+//! file that is not a state file (foreign, corrupt, cut short, a value
+//! that does not read) is kept aside under another name
+//! (`health.state.bad-<seconds>`), said, and the run acts on nothing older
+//! than the boot ([`Loaded::damaged`]); it never fails the check.  Saving
+//! is atomic: a temporary file in the same directory, fsync, rename(2),
+//! fsync of the directory.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::atomic_file::write_atomically;
-use crate::kmsg::{Origin, XidEvent};
+use crate::kmsg::{fnv1a, Origin, XidEvent};
+use crate::pending::PendingEvent;
+use crate::replay::{self, ReplayMark};
 use gres_core::bounded_read::read_bounded;
 
 /// The file's name in the state directory.
 pub const STATE_FILE: &str = "health.state";
 
-/// The first line of every state file this version writes.
-pub const HEADER: &str = "gres-rs-health-state 1";
+/// The first word of every state file's first line; the version follows.
+pub const MAGIC: &str = "gres-rs-health-state";
 
-/// At most this many line hashes are kept (the oldest go first).
+/// The version this build writes.
+pub const VERSION: u32 = 2;
+
+/// The first line of every state file this version writes.
+pub const HEADER: &str = "gres-rs-health-state 2";
+
+/// The last line of every state file from version 2 on.
+pub const END: &str = "end";
+
+/// At most this many line hashes are kept (the oldest go first).  Only
+/// replayed files that were rotated or replaced consult them: a file that
+/// grew is read past its mark ([`crate::replay`]).
 pub const MAX_REPORTED: usize = 4096;
 
 /// A state file bigger than this is not ours.
@@ -47,10 +71,14 @@ pub struct Cursor {
     pub boot_id: String,
     /// The last `/dev/kmsg` sequence number consumed in that boot.
     pub kmsg_seq: Option<u64>,
-    /// Hashes of the log-file lines already reported, oldest first.
+    /// Hashes of the replayed XID lines already reported, oldest first.
     pub reported: VecDeque<u64>,
     /// The bytes of the step XID records' file already reported.
     pub step_records: Option<u64>,
+    /// How far each replayed file was read.
+    pub replays: Vec<ReplayMark>,
+    /// Events a run could not act on yet.
+    pub pending: Vec<PendingEvent>,
 }
 
 /// What loading found.
@@ -58,14 +86,18 @@ pub struct Cursor {
 pub struct Loaded {
     /// The cursor, if there was a valid one.
     pub cursor: Option<Cursor>,
-    /// Why a file that was there was not used.
+    /// Why a file that was there was not used, and where it was put.
     pub warning: Option<String>,
+    /// A file was there and was not a state file: the run must act on
+    /// nothing older than this boot (its XIDs since the boot are new, step
+    /// records of earlier boots are not).
+    pub damaged: bool,
 }
 
 impl Cursor {
     /// A cursor for a boot with nothing consumed.
     pub fn new(boot_id: &str) -> Self {
-        Cursor { boot_id: boot_id.trim().to_owned(), kmsg_seq: None, reported: VecDeque::new(), step_records: None }
+        Cursor { boot_id: boot_id.trim().to_owned(), kmsg_seq: None, reported: VecDeque::new(), step_records: None, replays: Vec::new(), pending: Vec::new() }
     }
 
     /// The file's text.
@@ -77,53 +109,76 @@ impl Cursor {
         if let Some(n) = self.step_records {
             out.push_str(&format!("step_records={n}\n"));
         }
+        for m in &self.replays {
+            out.push_str(&format!("replay={}\n", m.render()));
+        }
         for h in &self.reported {
             out.push_str(&format!("line={h:016x}\n"));
         }
+        for p in &self.pending {
+            out.push_str(&format!("pending={}\n", p.render()));
+        }
+        out.push_str(END);
+        out.push('\n');
         out
     }
 
-    /// Parse a state file's text; the error says why it is not one.
+    /// Parse a state file's text; the error says why it is not one.  Any
+    /// version is read: keys this version does not know are skipped, and
+    /// from version 2 on the file must end with [`END`].
     pub fn parse(text: &str) -> Result<Cursor, String> {
         let mut lines = text.lines().enumerate();
-        match lines.next() {
-            Some((_, HEADER)) => {}
-            Some((_, first)) if first.starts_with("gres-rs-health-state ") => {
-                return Err(format!("unsupported version `{first}`"));
-            }
+        let version = match lines.next().map(|(_, l)| l.split_once(' ')) {
+            Some(Some((MAGIC, v))) => v.trim().parse::<u32>().ok().filter(|v| *v >= 1).ok_or_else(|| format!("unreadable version `{v}`"))?,
             _ => return Err("not a gres-rs health state file".to_owned()),
-        }
+        };
+        let mut c = Cursor::new("");
         let mut boot_id = None;
-        let mut kmsg_seq = None;
-        let mut step_records = None;
-        let mut reported = VecDeque::new();
+        let mut ended = false;
         for (i, line) in lines {
             let n = i + 1;
+            if ended && !line.trim().is_empty() {
+                return Err(format!("line {n}: text after `{END}`"));
+            }
+            if line == END {
+                ended = true;
+                continue;
+            }
             if line.is_empty() {
                 continue;
             }
             let Some((key, value)) = line.split_once('=') else {
                 return Err(format!("line {n}: no `=`"));
             };
+            let bad = |what: &str| format!("line {n}: bad {what}");
             match key {
                 "boot_id" if valid_boot_id(value) => boot_id = Some(value.to_owned()),
-                "kmsg_seq" => {
-                    let seq = value.parse().map_err(|_| format!("line {n}: bad kmsg_seq"))?;
-                    kmsg_seq = Some(seq);
-                }
-                "step_records" => step_records = Some(value.parse().map_err(|_| format!("line {n}: bad step_records"))?),
+                "boot_id" => return Err(bad("boot_id")),
+                "kmsg_seq" => c.kmsg_seq = Some(value.parse().map_err(|_| bad("kmsg_seq"))?),
+                "step_records" => c.step_records = Some(value.parse().map_err(|_| bad("step_records"))?),
                 "line" => {
-                    let h = u64::from_str_radix(value, 16).map_err(|_| format!("line {n}: bad line hash"))?;
-                    reported.push_back(h);
+                    let h = u64::from_str_radix(value, 16).map_err(|_| bad("line hash"))?;
+                    c.reported.push_back(h);
                 }
-                _ => return Err(format!("line {n}: unexpected `{key}`")),
+                "replay" => replay::remember(&mut c.replays, ReplayMark::parse(value).map_err(|e| format!("line {n}: {e}"))?),
+                "pending" => {
+                    let e = PendingEvent::parse(value).map_err(|e| format!("line {n}: {e}"))?;
+                    if c.pending.len() < crate::pending::MAX_PENDING {
+                        c.pending.push(e);
+                    }
+                }
+                // A later version's key.
+                _ => {}
             }
         }
-        while reported.len() > MAX_REPORTED {
-            reported.pop_front();
+        if version >= 2 && !ended {
+            return Err(format!("no `{END}` line: the file was cut short"));
         }
-        let boot_id = boot_id.ok_or("no valid boot_id")?;
-        Ok(Cursor { boot_id, kmsg_seq, reported, step_records })
+        while c.reported.len() > MAX_REPORTED {
+            c.reported.pop_front();
+        }
+        c.boot_id = boot_id.ok_or("no valid boot_id")?;
+        Ok(c)
     }
 
     /// The state file's path in `dir`.
@@ -132,17 +187,24 @@ impl Cursor {
     }
 
     /// Load the state file from `dir`.  No file: no cursor, no warning.
-    pub fn load(dir: &Path) -> Loaded {
+    /// A file that is not a state file is renamed `health.state.bad-<now>`
+    /// (kept for a person to read, out of the next run's way).
+    pub fn load(dir: &Path, now: u64) -> Loaded {
         let path = Cursor::path(dir);
         let problem = match read_bounded(&path, MAX_FILE) {
-            Err(e) if e.is_not_found() => return Loaded { cursor: None, warning: None },
+            Err(e) if e.is_not_found() => return Loaded { cursor: None, warning: None, damaged: false },
             Err(e) => e.to_string(),
             Ok(bytes) => match std::str::from_utf8(&bytes).map_err(|_| "not UTF-8 text".to_string()).and_then(Cursor::parse) {
-                Ok(c) => return Loaded { cursor: Some(c), warning: None },
+                Ok(c) => return Loaded { cursor: Some(c), warning: None, damaged: false },
                 Err(why) => why,
             },
         };
-        Loaded { cursor: None, warning: Some(format!("{}: {problem}; starting without a cursor (this boot's XIDs may be reported again)", path.display())) }
+        let aside = dir.join(format!("{STATE_FILE}.bad-{now}"));
+        let kept = match std::fs::rename(&path, &aside) {
+            Ok(()) => format!("kept as {}", aside.display()),
+            Err(e) => format!("could not be moved aside: {e}"),
+        };
+        Loaded { cursor: None, warning: Some(format!("{}: {problem}; {kept}; this run acts on nothing older than this boot", path.display())), damaged: true }
     }
 
     /// Write the state file into `dir` atomically ([`write_atomically`]).
@@ -162,23 +224,56 @@ impl Cursor {
     pub fn consumed(&mut self, seq: u64) {
         self.kmsg_seq = Some(self.kmsg_seq.map_or(seq, |s| s.max(seq)));
     }
+
+    /// The events of a replayed file's part read now that are new: all of
+    /// them when the part continues what was read before, else (a file
+    /// rotated, replaced, or read for the first time) those whose line
+    /// was never reported.  Every event returned is remembered.  Linear in
+    /// the number of events.
+    pub fn fresh_replayed(&mut self, events: &[XidEvent], continues: bool) -> Vec<XidEvent> {
+        let known: HashSet<u64> = if continues { HashSet::new() } else { self.reported.iter().copied().collect() };
+        let mut seen = HashSet::new();
+        let mut new = Vec::new();
+        for e in events {
+            let h = event_hash(e);
+            if known.contains(&h) || !seen.insert(h) {
+                continue;
+            }
+            new.push(e.clone());
+        }
+        for e in &new {
+            self.remember(event_hash(e));
+        }
+        new
+    }
+}
+
+/// What identifies a replayed XID line among others: its text's hash (a
+/// text line), or its record's sequence number, XID and GPU (a
+/// `/dev/kmsg` record; the driver's words only, nothing a user wrote).
+pub fn event_hash(e: &XidEvent) -> u64 {
+    match e.origin {
+        Origin::Line { hash, .. } => hash,
+        Origin::Seq(seq) => fnv1a(format!("{seq} {} {:?}", e.xid.code, e.xid.pci).as_bytes()),
+    }
 }
 
 fn valid_boot_id(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
 }
 
-/// Which of `events` are new since `prev`, and the cursor to save after
-/// reporting them.  kmsg events of the same boot are new past the last
-/// sequence number; on a new boot (or with no cursor) all of this boot's
-/// are (`/dev/kmsg` holds only the current boot).  A log-file line is new
-/// if its hash was never reported, whatever the boot: a replayed file may
-/// mix boots.
+/// Which of the live `/dev/kmsg` `events` are new since `prev`, and the
+/// cursor to save after reporting them.  Events of the same boot are new
+/// past the last sequence number; on a new boot (or with no cursor) all
+/// are (`/dev/kmsg` holds only the current boot).  What else the cursor
+/// holds (replay marks, step records, pending events) is carried over.
 pub fn select_new(prev: Option<&Cursor>, boot_id: &str, events: &[XidEvent]) -> (Vec<XidEvent>, Cursor) {
     let mut next = Cursor::new(boot_id);
     if let Some(p) = prev {
         next.reported = p.reported.clone();
         next.step_records = p.step_records;
+        next.replays = p.replays.clone();
+        next.pending = p.pending.clone();
         if p.boot_id == next.boot_id {
             next.kmsg_seq = p.kmsg_seq;
         }
@@ -186,28 +281,14 @@ pub fn select_new(prev: Option<&Cursor>, boot_id: &str, events: &[XidEvent]) -> 
     let last = next.kmsg_seq;
     let mut new = Vec::new();
     for e in events {
-        let fresh = match e.origin {
-            Origin::Seq(seq) => {
-                next.consumed(seq);
-                last.is_none_or(|l| seq > l)
+        if let Origin::Seq(seq) = e.origin {
+            next.consumed(seq);
+            if last.is_none_or(|l| seq > l) {
+                new.push(e.clone());
             }
-            Origin::Line { hash, .. } => {
-                let fresh = !next.reported.contains(&hash) && !new_has(&new, hash);
-                if fresh {
-                    next.remember(hash);
-                }
-                fresh
-            }
-        };
-        if fresh {
-            new.push(e.clone());
         }
     }
     (new, next)
-}
-
-fn new_has(new: &[XidEvent], hash: u64) -> bool {
-    new.iter().any(|e| matches!(e.origin, Origin::Line { hash: h, .. } if h == hash))
 }
 
 #[cfg(test)]
@@ -251,27 +332,56 @@ mod tests {
     }
 
     #[test]
-    fn a_replayed_file_reports_each_line_once_whatever_the_boot() {
+    fn a_replaced_file_reports_each_line_once_whatever_the_boot() {
         let text = "\
 [ 1.0] NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=a, GPU has fallen off the bus.
 [ 1.0] NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=a, GPU has fallen off the bus.
 [ 2.0] NVRM: Xid (PCI:0000:42:00): 95, pid=2, name=b, Uncontained
 ";
         let events = XidReader::new(Input::new(text), Format::Text).read_all().unwrap();
-        let (new, c) = select_new(None, BOOT_A, &events);
-        assert_eq!(codes(&new), [79, 95]);
-        let (new, _) = select_new(Some(&c), BOOT_B, &events);
-        assert!(new.is_empty());
+        let mut c = Cursor::new(BOOT_A);
+        assert_eq!(codes(&c.fresh_replayed(&events, false)), [79, 95]);
+        let mut c = Cursor::parse(&c.render()).unwrap();
+        c.boot_id = BOOT_B.into();
+        assert!(c.fresh_replayed(&events, false).is_empty());
+        // A part that continues what was read is new whole.
+        assert_eq!(codes(&c.fresh_replayed(&events[2..], true)), [95]);
+    }
+
+    #[test]
+    fn a_hundred_thousand_replayed_lines_take_linear_time() {
+        let mut text = String::from("[ 1.0] NVRM: Xid (PCI:0000:41:00): 48, pid=1, name=a, DBE\n");
+        for i in 0..100_000 {
+            text.push_str(&format!("[ {i}.5] NVRM: Xid (PCI:0000:41:00): 13, pid={i}, name=a, Graphics Exception\n"));
+        }
+        let events = XidReader::new(Input::new(text), Format::Text).read_all().unwrap();
+        let t = std::time::Instant::now();
+        let mut c = Cursor::new(BOOT_A);
+        assert_eq!(c.fresh_replayed(&events, false).len(), 100_001);
+        assert!(c.fresh_replayed(&events, false).len() <= 100_001 - MAX_REPORTED);
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "{:?}", t.elapsed());
     }
 
     #[test]
     fn a_corrupt_or_foreign_file_is_no_cursor() {
         assert!(Cursor::parse("").is_err());
         assert!(Cursor::parse("{\"json\": true}").is_err());
-        assert!(Cursor::parse("gres-rs-health-state 9\nboot_id=ab\n").unwrap_err().contains("version"));
-        assert!(Cursor::parse(&format!("{HEADER}\nboot_id={BOOT_A}\nkmsg_seq=x\n")).is_err());
-        assert!(Cursor::parse(&format!("{HEADER}\nkmsg_seq=3\n")).is_err());
-        assert!(Cursor::parse(&format!("{HEADER}\nboot_id=../etc\n")).is_err());
+        assert!(Cursor::parse(&format!("{HEADER}\nboot_id={BOOT_A}\nkmsg_seq=x\n{END}\n")).is_err());
+        assert!(Cursor::parse(&format!("{HEADER}\nkmsg_seq=3\n{END}\n")).is_err());
+        assert!(Cursor::parse(&format!("{HEADER}\nboot_id=../etc\n{END}\n")).is_err());
+        // Cut short: no end line.
+        assert!(Cursor::parse(&format!("{HEADER}\nboot_id={BOOT_A}\nkmsg_seq=1")).unwrap_err().contains("cut short"));
+    }
+
+    #[test]
+    fn a_later_version_and_unknown_keys_are_read_as_far_as_known() {
+        let later = format!("gres-rs-health-state 9\nboot_id={BOOT_A}\nkmsg_seq=77\nshiny_new_key=1\n{END}\n");
+        let c = Cursor::parse(&later).unwrap();
+        assert_eq!((c.boot_id.as_str(), c.kmsg_seq), (BOOT_A, Some(77)));
+        // Version 1 files (no end line) still read.
+        let v1 = format!("gres-rs-health-state 1\nboot_id={BOOT_A}\nkmsg_seq=5\nstep_records=9\n");
+        let c = Cursor::parse(&v1).unwrap();
+        assert_eq!((c.kmsg_seq, c.step_records), (Some(5), Some(9)));
     }
 
     fn temp_dir(tag: &str) -> PathBuf {
@@ -284,15 +394,16 @@ mod tests {
     #[test]
     fn save_then_load_round_trips_and_leaves_no_temp_file() {
         let dir = temp_dir("save");
-        assert_eq!(Cursor::load(&dir), Loaded { cursor: None, warning: None });
+        assert_eq!(Cursor::load(&dir, 1), Loaded { cursor: None, warning: None, damaged: false });
         let mut c = Cursor::new(BOOT_A);
         c.consumed(42);
         c.remember(0xdead_beef);
         c.step_records = Some(512);
+        c.replays.push(ReplayMark { source: 1, len: 2, lines: 3, head: 4, tail: 5 });
         c.save(&dir).unwrap();
         c.consumed(43);
         c.save(&dir).unwrap();
-        let loaded = Cursor::load(&dir);
+        let loaded = Cursor::load(&dir, 1);
         assert_eq!(loaded.cursor, Some(c));
         assert_eq!(loaded.warning, None);
         let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
@@ -301,13 +412,15 @@ mod tests {
     }
 
     #[test]
-    fn a_corrupt_file_on_disk_warns_and_starts_over() {
+    fn a_corrupt_file_on_disk_is_kept_aside_and_said() {
         let dir = temp_dir("corrupt");
         fs::write(Cursor::path(&dir), "gres-rs-health-state 1\nboot_id=\u{0}\u{1}garbage").unwrap();
-        let loaded = Cursor::load(&dir);
-        assert_eq!(loaded.cursor, None);
+        let loaded = Cursor::load(&dir, 1234);
+        assert_eq!((loaded.cursor.is_none(), loaded.damaged), (true, true));
         let w = loaded.warning.unwrap();
-        assert!(w.contains("health.state") && w.contains("without a cursor"), "{w}");
+        assert!(w.contains("health.state") && w.contains("health.state.bad-1234") && w.contains("nothing older than this boot"), "{w}");
+        assert!(!Cursor::path(&dir).exists());
+        assert!(dir.join("health.state.bad-1234").exists());
         fs::remove_dir_all(&dir).unwrap();
     }
 

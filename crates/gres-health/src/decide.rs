@@ -73,9 +73,6 @@ pub struct Inputs<'a> {
     pub cluster: Cluster<'a>,
     /// This boot's id.
     pub boot_id: &'a str,
-    /// Whether the tool saw the GPUs reset since it drained (see
-    /// [`Resume::AfterReset`]).
-    pub reset_seen: bool,
     /// The user the tool's drains show as (`root`, or the SlurmUser): a
     /// `gres-rs:` reason set by another user is not ours.  `None`: do not
     /// check.
@@ -229,9 +226,11 @@ fn ours_verdict(inp: &Inputs<'_>, current: &str, old: Resume, drain: Option<Drai
     let resume = Verdict::Resume { previous: current.to_owned() };
     match old {
         Resume::Clear => resume,
-        Resume::AfterReset(b) if b != now || inp.reset_seen => resume,
-        Resume::AfterReset(_) => hold("a GPU reset or a reboot"),
-        Resume::AfterReboot(b) if b != now => resume,
+        // A GPU reset leaves nothing the tool can rely on (NVML and the
+        // driver report none), so a reset-class drain waits for a reboot
+        // like a reboot-class one; after `nvidia-smi -r`, a person resumes.
+        Resume::AfterReset(b) | Resume::AfterReboot(b) if b != now => resume,
+        Resume::AfterReset(_) => hold("a reboot, or a person after a GPU reset: scontrol update nodename=<node> state=resume"),
         Resume::AfterReboot(_) => hold("a reboot"),
         Resume::Manual => hold("a person: scontrol update nodename=<node> state=resume"),
     }
@@ -281,7 +280,6 @@ mod tests {
                 guard: self.guard,
                 cluster: Cluster { total_nodes: 40, reasons: &self.reasons },
                 boot_id: self.boot,
-                reset_seen: false,
                 our_user: None,
             })
         }
@@ -323,7 +321,6 @@ mod tests {
             guard: Guard::Off,
             cluster: Cluster::default(),
             boot_id: BOOT_A,
-            reset_seen: false,
             our_user: Some("root"),
         });
         assert!(matches!(d.verdict, Verdict::Foreign { .. }), "{d:?}");
@@ -349,6 +346,18 @@ mod tests {
         let same_boot = Case::new("drained", Some(&ours), vec![]).run();
         let Verdict::Hold { waiting, .. } = &same_boot.verdict else { panic!("{same_boot:?}") };
         assert_eq!(waiting, "a reboot");
+        let mut rebooted = Case::new("drained", Some(&ours), vec![]);
+        rebooted.boot = BOOT_B;
+        assert!(matches!(rebooted.run().verdict, Verdict::Resume { .. }));
+    }
+
+    #[test]
+    fn a_reset_class_drain_waits_for_a_reboot_or_a_person() {
+        let ours = drained_reason(vec![xid(95)], BOOT_A);
+        assert!(ours.contains("[resume:reset@"), "{ours}");
+        let same_boot = Case::new("drained", Some(&ours), vec![]).run();
+        let Verdict::Hold { waiting, .. } = &same_boot.verdict else { panic!("{same_boot:?}") };
+        assert!(waiting.starts_with("a reboot, or a person after a GPU reset"), "{waiting}");
         let mut rebooted = Case::new("drained", Some(&ours), vec![]);
         rebooted.boot = BOOT_B;
         assert!(matches!(rebooted.run().verdict, Verdict::Resume { .. }));

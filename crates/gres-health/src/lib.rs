@@ -6,7 +6,9 @@
 //! reports each XID once ([`cursor`]), the drain reason ([`reason`]), the
 //! verdict ([`decide`]), what a run reports besides Slurm ([`report`]), and
 //! the records of the XIDs that hit a job step ([`steps`], with the
-//! step's ids: [`step_id`]); files replaced whole: [`atomic_file`].
+//! step's ids: [`step_id`]); how far a replayed log was read
+//! ([`replay`]); the events kept for a run that can act ([`pending`]);
+//! files replaced whole: [`atomic_file`].
 //! No NVML, no Slurm, no process, no unsafe: the tool gathers the facts and
 //! runs `scontrol`, our gpu/nvml writes the step records; everything here is
 //! unit-tested.
@@ -18,7 +20,9 @@ pub mod decide;
 pub mod fault;
 pub mod kmsg;
 pub mod overrides;
+pub mod pending;
 pub mod reason;
+pub mod replay;
 pub mod report;
 pub mod step_id;
 pub mod steps;

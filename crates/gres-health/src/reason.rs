@@ -9,9 +9,10 @@
 //! watch saw it (`job 12.0`); `+N more` counts the other drain-class
 //! findings.  The last word says when the tool may resume the node by
 //! itself: `[resume:clear]` (the next clean check), `[resume:reset@B]` (an
-//! XID: after a GPU reset or a reboot, `B` being the first 8 characters of
-//! the boot id when it drained), `[resume:reboot@B]` (an XID: after a
-//! reboot), `[manual]` (never: a person resumes).  A reason is at most
+//! XID a GPU reset clears: after a reboot, `B` being the first 8
+//! characters of the boot id when it drained; the tool cannot see a GPU
+//! reset, so after one a person resumes), `[resume:reboot@B]` (an XID:
+//! after a reboot), `[manual]` (never: a person resumes).  A reason is at most
 //! [`MAX_REASON`] bytes of printable ASCII.
 
 use crate::catalog::{xid_name, Action, Remedy, Rule, Table};
@@ -28,8 +29,10 @@ pub const MAX_REASON: usize = 200;
 pub enum Resume {
     /// When a check finds no drain-class fault.
     Clear,
-    /// After a GPU reset or a reboot since the drain (the boot id's first 8
-    /// characters then), and a clean check.
+    /// The remedy is a GPU reset: after a reboot since the drain (the boot
+    /// id's first 8 characters then) and a clean check; after a GPU reset
+    /// without a reboot a person resumes (NVML and the driver report no
+    /// reset the tool could rely on).
     AfterReset(String),
     /// After a reboot since the drain, and a clean check.
     AfterReboot(String),

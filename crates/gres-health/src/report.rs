@@ -191,7 +191,6 @@ mod tests {
             guard: Guard::default(),
             cluster: Cluster { total_nodes: 10, reasons: &[] },
             boot_id: "0f5c1b2e-7f4e-4b3a-9d2c-5e8f1a2b3c4d",
-            reset_seen: false,
             our_user: None,
         });
         (summarize(&table, findings, &d), d)

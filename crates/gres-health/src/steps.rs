@@ -209,6 +209,18 @@ pub fn select_new_records(text: &str, reported: Option<u64>) -> (Vec<StepXid>, u
     (records, (from + whole) as u64)
 }
 
+/// The records of this boot (`boot_time`, seconds since the epoch: from
+/// that second on), and how many were older: a record written before the
+/// node rebooted is of a fault the reboot cleared, and a drain for it
+/// would wait for a second reboot.  Without a boot time, all.
+pub fn since_boot(records: Vec<StepXid>, boot_time: Option<u64>) -> (Vec<StepXid>, usize) {
+    let Some(boot) = boot_time else { return (records, 0) };
+    let before = records.len();
+    let kept: Vec<StepXid> = records.into_iter().filter(|r| r.time >= boot).collect();
+    let older = before - kept.len();
+    (kept, older)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,6 +295,15 @@ mod tests {
         let (good, bad) = parse_records(&text);
         assert_eq!(good.len(), 2);
         assert_eq!(bad.iter().map(|b| b.line).collect::<Vec<_>>(), vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn records_of_an_earlier_boot_are_not_this_boots() {
+        let old = StepXid { time: 1_000, ..record() };
+        let new = StepXid { time: 2_000, ..record() };
+        let (kept, older) = since_boot(vec![old.clone(), new.clone()], Some(2_000));
+        assert_eq!((kept, older), (vec![new.clone()], 1));
+        assert_eq!(since_boot(vec![old, new], None).0.len(), 2);
     }
 
     #[test]

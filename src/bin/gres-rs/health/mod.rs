@@ -11,7 +11,9 @@ pub mod inventory;
 pub mod kmsg_source;
 pub mod nvml_findings;
 pub mod slurm_node;
+pub mod state_lock;
 pub mod step_records;
+pub mod xid_log;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -20,10 +22,9 @@ use serde::Serialize;
 
 use gres_health::atomic_file::write_atomically;
 use gres_health::catalog::{Action, Rule, XIDS};
-use gres_health::cursor::{select_new, Cursor};
+use gres_health::cursor::Cursor;
 use gres_health::decide::{decide, Cluster, Inputs, NodeState as HealthNode, Verdict};
 use gres_health::fault::{Fault, FaultKind, Finding, GpuRef, Source};
-use gres_health::kmsg::{Format, XidEvent, XidReader};
 use gres_health::overrides::{self, SiteConfig};
 use gres_health::report::{render_metrics, summarize, RunStats, Summary};
 
@@ -44,9 +45,22 @@ pub const DEFAULT_CONFIG: &str = "/etc/slurm/gres-rs-health.conf";
 /// Where the XID cursor lives by default.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/gres-rs";
 
-/// The longest `sinfo` or `scontrol` may take: slurmd kills the whole
-/// check at 60 s.
+/// The longest `sinfo` or `scontrol` may take (less when the run's budget
+/// has less left): slurmd kills the whole check at 60 s.
 const SLURM_COMMAND_LIMIT: Duration = Duration::from_secs(15);
+
+/// The least a Slurm command is given, however late the run is: a check
+/// that read the GPUs tells Slurm what it found.
+const SLURM_COMMAND_FLOOR: Duration = Duration::from_secs(2);
+
+/// What a Slurm command may take when the run must end by `end`.
+fn slurm_limit(end: Instant) -> Duration {
+    end.saturating_duration_since(Instant::now()).clamp(SLURM_COMMAND_FLOOR, SLURM_COMMAND_LIMIT)
+}
+
+/// The longest a run waits for another run's lock on the state directory
+/// (a quarter of the budget at most).
+const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// What the run keeps for Slurm's commands at the end of its budget
 /// (`--budget`): reading the node's state, draining, and the guard's
@@ -93,20 +107,47 @@ pub fn run(args: &HealthArgs) -> u8 {
         };
     }
     let boot_id = read_boot_id();
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut run = Run { started: Instant::now(), findings: Vec::new(), notes: Vec::new(), summary: None, acted: None, stats: RunStats::default() };
+    let budget = Duration::from_secs(args.budget);
 
-    // 1. The kernel's log: XIDs since the last run.
-    let mut next_cursor = match xid_findings(args, &state_dir, &boot_id, &mut run) {
-        Ok(c) => c,
-        Err(e) => {
-            tool_error(e);
-            return EXIT_CANNOT_CHECK;
+    // One run at a time on a state directory (a dry run changes nothing
+    // and takes no lock).
+    let _lock = if args.dry_run {
+        None
+    } else {
+        match state_lock::acquire(&state_dir, (budget / 4).min(LOCK_WAIT)) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tool_error(e);
+                return EXIT_CANNOT_CHECK;
+            }
         }
     };
-    // The XIDs our gpu/nvml saw hit a job step (`step_xids = on`).
-    let steps = step_records::new_records(&state_dir, &mut next_cursor, &mut run.notes);
+    let loaded = Cursor::load(&state_dir, now);
+    if let Some(w) = &loaded.warning {
+        run.notes.push(w.clone());
+    }
+    let damaged = loaded.damaged;
+
+    // 1. The kernel's log: XIDs since the last run.  Whatever the log
+    // does (unreadable, huge, garbage), the rest is still checked.
+    let mut next_cursor = xid_log::findings(args, loaded.cursor.as_ref(), damaged, &boot_id, &mut run.findings, &mut run.notes, &mut run.stats);
+    // The XIDs our gpu/nvml saw hit a job step (`step_xids = on`), this
+    // boot's only: a reboot cleared what they hit.
+    let boot_time = kmsg_source::boot_time();
+    let steps = step_records::new_records(&state_dir, &mut next_cursor, boot_time, &mut run.notes);
     run.stats.new_xids += steps.len() as u64;
     run.findings.extend(steps.iter().map(|r| r.finding()));
+    // Events an earlier run saw and could not act on.
+    let (kept, cleared) = gres_health::pending::after_boot(std::mem::take(&mut next_cursor.pending), &site.table, &boot_id);
+    if cleared > 0 {
+        run.notes.push(format!("{cleared} fault(s) kept from before the reboot dropped: the reboot cleared them"));
+    }
+    if !kept.is_empty() {
+        run.notes.push(format!("{} fault(s) kept from an earlier run that could not act on them", kept.len()));
+    }
+    run.findings.extend(kept.iter().map(|e| e.finding()));
     // 2. NVML's readings, and what the machine shows outside NVML.
     let dev = inventory::device_minors(&args.dev_dir.clone().unwrap_or_else(|| PathBuf::from("/dev")));
     let pci = inventory::pci_gpus(&args.sys_dir.clone().unwrap_or_else(|| PathBuf::from("/sys")).join("bus/pci/devices"));
@@ -115,9 +156,14 @@ pub fn run(args: &HealthArgs) -> u8 {
     let node_name = args.node.clone().or_else(|| std::env::var("SLURMD_NODENAME").ok()).unwrap_or_else(crate::host::short_hostname);
     // What slurm.conf configures for the node: fewer GPUs found than that
     // is what slurmctld drains a registering node for; more is the
-    // admin's choice.  MIG devices count as GPUs there, not here: with MIG
-    // on, the configured count is not compared.
-    let configured = if nvml.is_some_and(|(_, mig)| mig) { None } else { configured_gpus(&node_name) };
+    // admin's choice.  MIG devices count as GPUs there, not here: the
+    // configured count is compared only when NVML counted the GPUs and
+    // said MIG is off on every one (a count that could not be taken is
+    // no mismatch).
+    let configured = match nvml {
+        Some((_, Some(false))) => configured_gpus(&node_name),
+        _ => None,
+    };
     run.notes.push(format!(
         "{} GPUs in NVML, {} GPU device files, {} NVIDIA GPUs on the PCI bus, {} configured",
         nvml_count.map_or("-".to_string(), |n| n.to_string()),
@@ -136,7 +182,7 @@ pub fn run(args: &HealthArgs) -> u8 {
     // 3. The node as Slurm sees it, the verdict, and the action.
     // Without the node's state the check cannot know whose drain is on it:
     // it decides, says so, and changes nothing.
-    let view = if args.no_slurm { Err("--no-slurm: Slurm not asked".to_string()) } else { slurm_view(&node_name) };
+    let view = if args.no_slurm { Err("--no-slurm: Slurm not asked".to_string()) } else { slurm_view(&node_name, run.end(args)) };
     let (node, cluster, can_act) = match view {
         Ok((node, cluster)) => (node, cluster, true),
         Err(e) => {
@@ -149,30 +195,74 @@ pub fn run(args: &HealthArgs) -> u8 {
     let reasons: Vec<&str> = cluster.iter().filter(|(_, s)| s.state.contains("drain")).map(|(_, s)| s.reason.as_str()).filter(|r| !r.is_empty()).collect();
     // An XID both in the kernel's log and in a step's record is one fault.
     gres_health::steps::fold_kernel_duplicates(&mut run.findings);
-    let inputs = Inputs {
-        node: HealthNode { state: &node.state, reason: Some(node.reason.as_str()).filter(|r| !r.is_empty()), reason_user: None },
-        findings: &run.findings,
-        table: &site.table,
-        guard: site.guard,
-        cluster: Cluster { total_nodes: cluster.len().max(1), reasons: &reasons },
-        boot_id: &boot_id,
-        reset_seen: false,
-        our_user: None,
+    let decide_on = |findings: &[Finding]| {
+        decide(&Inputs {
+            node: HealthNode { state: &node.state, reason: Some(node.reason.as_str()).filter(|r| !r.is_empty()), reason_user: None },
+            findings,
+            table: &site.table,
+            guard: site.guard,
+            cluster: Cluster { total_nodes: cluster.len().max(1), reasons: &reasons },
+            boot_id: &boot_id,
+            our_user: None,
+        })
     };
-    let decision = decide(&inputs);
-    run.acted = if can_act { act(args, &node_name, &decision.verdict) } else { None };
-    run.summary = Some(summarize(&site.table, &run.findings, &decision));
+    let mut decision = decide_on(&run.findings);
 
+    // 4. Save first, act after: the events this run must act on are kept
+    // in the state (pending) before anything is done about them, so that
+    // an outage or a failing scontrol loses none; and when the state
+    // cannot be saved, no event is acted on (it would be acted on again
+    // at every run: an admin's resume would be undone each time).
+    let mut must_act: Vec<gres_health::pending::PendingEvent> = Vec::new();
+    gres_health::pending::keep(&mut must_act, &site.table, &run.findings, &boot_id, now);
+    let changes_node = matches!(decision.verdict, Verdict::Drain(_) | Verdict::Resume { .. });
+    // Settled now: Slurm was asked and nothing needs doing, or it was
+    // not to be asked (--no-slurm).
+    let settled = (can_act && !changes_node) || args.no_slurm;
+    next_cursor.pending = if settled { Vec::new() } else { must_act.clone() };
+    let mut saved = args.dry_run;
     if !args.dry_run {
-        if let Err(e) = next_cursor.save(&state_dir) {
-            run.notes.push(format!("cannot save the XID cursor in {}: {e} (this boot's XIDs will be reported again)", state_dir.display()));
+        match next_cursor.save(&state_dir) {
+            Ok(()) => saved = true,
+            Err(e) => {
+                let events = run.findings.iter().filter(|f| f.fault.is_event()).count();
+                run.notes.push(format!(
+                    "cannot save the state in {}: {e}; the {events} XID(s) of this run are not acted on until it can be saved (they stay in the log)",
+                    state_dir.display()
+                ));
+                if events > 0 {
+                    decision = decide_on(&run.findings.iter().filter(|f| !f.fault.is_event()).cloned().collect::<Vec<_>>());
+                }
+                let warning = format!("the state directory {} cannot be written: XIDs are not acted on", state_dir.display());
+                decision.warnings.push(warning);
+                if decision.verdict == Verdict::Nothing {
+                    decision.verdict = Verdict::Warn(decision.warnings.clone());
+                }
+            }
         }
     }
-    run.stats.timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    run.acted = if can_act && saved { act(args, &node_name, &decision.verdict, run.end(args)) } else { None };
+    run.summary = Some(summarize(&site.table, &run.findings, &decision));
+    // Acted: nothing is pending any more.
+    let acted_ok = run.acted.as_deref().is_some_and(|a| a.starts_with("ran:"));
+    if !args.dry_run && saved && !next_cursor.pending.is_empty() && acted_ok {
+        next_cursor.pending.clear();
+        if let Err(e) = next_cursor.save(&state_dir) {
+            run.notes.push(format!("cannot save the state in {} after acting: {e}; the next run may act on this run's XIDs again", state_dir.display()));
+        }
+    } else if !next_cursor.pending.is_empty() && !args.dry_run {
+        run.notes.push(format!("{} fault(s) kept for the next run that can act on them", next_cursor.pending.len()));
+    }
+    run.stats.timestamp = now;
     output(args, &node_name, &run)
 }
 
 impl Run {
+    /// When the whole run must end (`--budget`).
+    fn end(&self, args: &HealthArgs) -> Instant {
+        self.started + Duration::from_secs(args.budget)
+    }
+
     /// When NVML's reading must end: the budget less what Slurm's
     /// commands need ([`SLURM_RESERVE`]), at least a third of the budget.
     fn nvml_deadline(&self, args: &HealthArgs) -> Instant {
@@ -205,7 +295,8 @@ fn configured_gpus(node: &str) -> Option<u32> {
 /// may pass is a warning until `site.transient_runs` checks in a row saw
 /// it (counted in the state directory, not saved with `--dry-run`).  The
 /// reading ends by [`Run::nvml_deadline`], with what it read by then.
-fn nvml_checks(args: &HealthArgs, site: &SiteConfig, state_dir: &Path, gpus_here: bool, run: &mut Run) -> Option<(u32, bool)> {
+/// With the count, whether MIG is on (`None`: not known for every GPU).
+fn nvml_checks(args: &HealthArgs, site: &SiteConfig, state_dir: &Path, gpus_here: bool, run: &mut Run) -> Option<(u32, Option<bool>)> {
     use slurm_gpu_gres::nvml::health::{read_health_within, Limits, Reading};
     let mut paths = slurm_gpu_gres::nvml::Paths::default();
     if let Some(lib) = &args.nvml_lib {
@@ -241,7 +332,14 @@ fn nvml_checks(args: &HealthArgs, site: &SiteConfig, state_dir: &Path, gpus_here
             run.notes.push(format!("cannot save the NVML answers that may pass in {}: {e}", state_dir.display()));
         }
     }
-    let mig = reading.gpus.iter().any(|g| matches!(g.mig_mode, Reading::Value(true)));
+    // MIG on (any GPU), off (every GPU said so), or not known (a GPU not
+    // read, a call that failed).
+    let mig = if reading.gpus.iter().any(|g| matches!(g.mig_mode, Reading::Value(true))) {
+        Some(true)
+    } else {
+        let all_read = reading.device_count.is_some_and(|n| reading.gpus.len() == n as usize);
+        (all_read && reading.gpus.iter().all(|g| matches!(g.mig_mode, Reading::Value(false) | Reading::NotSupported))).then_some(false)
+    };
     reading.device_count.map(|n| (n, mig))
 }
 
@@ -278,62 +376,10 @@ fn read_boot_id() -> String {
         .unwrap_or_default()
 }
 
-/// A recorded log is `/dev/kmsg` records when its first line is one
-/// (`<prio>,<seq>,<usec>,<flags>;text`), else `dmesg` text.
-fn format_of(text: &str) -> Format {
-    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    let head = first.split(';').next().unwrap_or("");
-    let fields: Vec<&str> = head.split(',').collect();
-    if first.contains(';') && fields.len() >= 4 && fields[..3].iter().all(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit())) {
-        Format::Kmsg
-    } else {
-        Format::Text
-    }
-}
-
-/// The XIDs of the kernel's log not reported before, as findings; the
-/// cursor to save after the run.  On the first run (no state yet) the
-/// XIDs already in this boot's log are noted and not acted on: they
-/// happened before the check was installed, and a GPU they broke is seen
-/// broken by NVML.
-fn xid_findings(args: &HealthArgs, state_dir: &Path, boot_id: &str, run: &mut Run) -> Result<Cursor, String> {
-    let (text, what) = match &args.kmsg {
-        Some(file) => (kmsg_source::read_log_file(file)?, file.display().to_string()),
-        // Not root (an admin's dry run, a container without it): the rest
-        // is still checked, and it says so.
-        None => match kmsg_source::read_kmsg_device(Path::new("/dev/kmsg")) {
-            Ok(text) => (text, "/dev/kmsg".to_string()),
-            Err(e) => {
-                run.notes.push(format!("{e}: XIDs not checked"));
-                return Ok(Cursor::load(state_dir).cursor.unwrap_or_else(|| Cursor::new(boot_id)));
-            }
-        },
-    };
-    let mut reader = XidReader::new(std::io::Cursor::new(text.as_bytes()), format_of(&text));
-    let events: Vec<XidEvent> = reader.read_all().map_err(|e| format!("{what}: {e}"))?;
-    run.stats.long_lines = reader.long_lines();
-    let loaded = Cursor::load(state_dir);
-    if let Some(w) = loaded.warning {
-        run.notes.push(w);
-    }
-    let first_run = loaded.cursor.is_none() && args.kmsg.is_none();
-    let (new, next) = select_new(loaded.cursor.as_ref(), boot_id, &events);
-    if first_run && !new.is_empty() {
-        run.notes.push(format!(
-            "first run: {} XID(s) already in this boot's kernel log before the check was set up, not acted on (replay them with --kmsg FILE)",
-            new.len()
-        ));
-        return Ok(next);
-    }
-    run.stats.new_xids = new.len() as u64;
-    run.findings.extend(new.iter().map(XidEvent::finding));
-    Ok(next)
-}
-
 /// This node's state and reason, and every node's (for the guard).
-fn slurm_view(node: &str) -> Result<(slurm_node::NodeState, Vec<(String, slurm_node::NodeState)>), String> {
+fn slurm_view(node: &str, end: Instant) -> Result<(slurm_node::NodeState, Vec<(String, slurm_node::NodeState)>), String> {
     let sinfo = program("sinfo").ok_or("no sinfo found")?;
-    let text = slurm_node::run_limited(&sinfo, &["-h", "-N", "-o", "%N|%T|%E"], SLURM_COMMAND_LIMIT)?;
+    let text = slurm_node::run_limited(&sinfo, &["-h", "-N", "-o", "%N|%T|%E"], slurm_limit(end))?;
     let mut all: Vec<(String, slurm_node::NodeState)> = text.lines().filter_map(slurm_node::parse_sinfo_line).collect();
     // A node in several partitions is listed once a partition.
     all.sort_by(|a, b| a.0.cmp(&b.0));
@@ -344,7 +390,7 @@ fn slurm_view(node: &str) -> Result<(slurm_node::NodeState, Vec<(String, slurm_n
 
 /// Drain or resume through `scontrol` (not with `--dry-run`); what was
 /// done, in words.
-fn act(args: &HealthArgs, node: &str, verdict: &Verdict) -> Option<String> {
+fn act(args: &HealthArgs, node: &str, verdict: &Verdict, end: Instant) -> Option<String> {
     let (state, reason) = match verdict {
         Verdict::Drain(r) => ("DRAIN", Some(r.text.clone())),
         Verdict::Resume { .. } => ("RESUME", None),
@@ -361,7 +407,7 @@ fn act(args: &HealthArgs, node: &str, verdict: &Verdict) -> Option<String> {
         return Some(format!("would run: scontrol {}", argv.join(" ")));
     }
     let Some(scontrol) = program("scontrol") else { return Some("no scontrol found: the node was not changed".into()) };
-    Some(match slurm_node::run_limited(&scontrol, &argv, SLURM_COMMAND_LIMIT) {
+    Some(match slurm_node::run_limited(&scontrol, &argv, slurm_limit(end)) {
         Ok(_) => format!("ran: scontrol {}", argv.join(" ")),
         Err(e) => format!("the node was not changed: {e}"),
     })
@@ -471,17 +517,4 @@ fn json(node: &str, run: &Run, s: &Summary) -> String {
         nvml_calls: run.stats.nvml_calls,
     };
     serde_json::to_string_pretty(&doc).unwrap_or_default()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_recorded_log_says_its_format() {
-        assert!(matches!(format_of("6,3545,51282211373,-;vn2: left allmulticast mode\n"), Format::Kmsg));
-        assert!(matches!(format_of("\n[ 1.0] NVRM: Xid (PCI:0000:41:00): 79, pid=1\n"), Format::Text));
-        assert!(matches!(format_of("Dec  4 20:00:00 node kernel: NVRM: Xid (PCI:0000:41:00): 79;x\n"), Format::Text));
-        assert!(matches!(format_of(""), Format::Text));
-    }
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use gres_core::bounded_read::read_bounded;
 use gres_health::catalog::xid_name;
 use gres_health::cursor::Cursor;
-use gres_health::steps::{parse_records, select_new_records, BadRecord, StepXid, MAX_FILE, MAX_LINE, RECORDS_FILE};
+use gres_health::steps::{parse_records, select_new_records, since_boot, BadRecord, StepXid, MAX_FILE, MAX_LINE, RECORDS_FILE};
 
 use crate::render::JsonHeader;
 use crate::HealthFormat;
@@ -27,14 +27,19 @@ fn read(state_dir: &Path) -> Result<Option<String>, String> {
     }
 }
 
-/// The records not reported before, as findings; the cursor moved past
-/// them.  A file that cannot be read is a note, not a failure.
-pub fn new_records(state_dir: &Path, cursor: &mut Cursor, notes: &mut Vec<String>) -> Vec<StepXid> {
+/// The records not reported before and written since `boot_time` (this
+/// boot's), as findings; the cursor moved past them.  A file that cannot
+/// be read is a note, not a failure.
+pub fn new_records(state_dir: &Path, cursor: &mut Cursor, boot_time: Option<u64>, notes: &mut Vec<String>) -> Vec<StepXid> {
     match read(state_dir) {
         Ok(None) => Vec::new(),
         Ok(Some(text)) => {
             let (records, at) = select_new_records(&text, cursor.step_records);
             cursor.step_records = Some(at);
+            let (records, older) = since_boot(records, boot_time);
+            if older > 0 {
+                notes.push(format!("{older} step XID record(s) written before this boot not acted on: the reboot cleared what they hit"));
+            }
             records
         }
         Err(e) => {
