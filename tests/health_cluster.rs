@@ -17,6 +17,8 @@ use gres_test_harness::standin;
 use harness::*;
 use std::fs;
 use std::path::PathBuf;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
 
 /// The node's files as the check sees them: a copy of `gres-rs` and the
 /// wrapper slurmd would run, 8 GPU device files and 8 NVIDIA GPUs on a
@@ -25,10 +27,28 @@ use std::path::PathBuf;
 /// daemons see at the same path.
 struct Node {
     dir: PathBuf,
+    /// The copy of `gres-rs` the wrapper runs (one node's, or shared).
+    bin: PathBuf,
+    /// More arguments for `gres-rs health` (e.g. `--config FILE`).
+    args: String,
 }
 
 impl Node {
     fn new(tag: &str) -> Node {
+        let dir = standin::scratch_dir().join(format!("health-{tag}"));
+        let bin = dir.join("gres-rs");
+        let node = Node::files(tag, bin.clone());
+        fs::copy(env!("CARGO_BIN_EXE_gres-rs"), &bin).unwrap();
+        node
+    }
+
+    /// A node that runs `other`'s copy of `gres-rs` (a cluster of many
+    /// nodes need not copy it for each), with `args` added.
+    fn beside(tag: &str, other: &Node, args: &str) -> Node {
+        Node { args: args.to_string(), ..Node::files(tag, other.bin.clone()) }
+    }
+
+    fn files(tag: &str, bin: PathBuf) -> Node {
         let dir = standin::scratch_dir().join(format!("health-{tag}"));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("dev")).unwrap();
@@ -39,8 +59,7 @@ impl Node {
             fs::write(p.join("vendor"), "0x10de\n").unwrap();
             fs::write(p.join("class"), "0x030200\n").unwrap();
         }
-        fs::copy(env!("CARGO_BIN_EXE_gres-rs"), dir.join("gres-rs")).unwrap();
-        Node { dir }
+        Node { dir, bin, args: String::new() }
     }
 
     /// The program slurmd would run: `gres-rs health` on this node's files,
@@ -49,9 +68,11 @@ impl Node {
         let d = self.dir.display();
         fs::write(self.dir.join("kmsg.log"), kmsg).unwrap();
         let script = format!(
-            "#!/bin/sh\nexec env SLURM_CONF={conf} GRES_RS_NVML_FIXTURE={fixture} {d}/gres-rs health --format json --nvml-timeout 1000 \
-             --nvml-lib {lib} --kmsg {d}/kmsg.log --state-dir {d}/state --dev-dir {d}/dev --sys-dir {d}/sys\n",
+            "#!/bin/sh\nexec env SLURM_CONF={conf} GRES_RS_NVML_FIXTURE={fixture} {bin} health --format json --nvml-timeout 1000 \
+             --nvml-lib {lib} --kmsg {d}/kmsg.log --state-dir {d}/state --dev-dir {d}/dev --sys-dir {d}/sys {args}\n",
             conf = c.layout.slurm_conf().display(),
+            bin = self.bin.display(),
+            args = self.args,
             fixture = standin::fixture(fixture).display(),
             lib = standin::library().display(),
         );
@@ -74,14 +95,21 @@ impl Node {
         self.run(c.command("/usr/bin/env"), c, node, fixture, kmsg)
     }
 
-    fn run(&self, mut cmd: std::process::Command, c: &Cluster, node: &str, fixture: &str, kmsg: &str) -> (Option<i32>, serde_json::Value) {
+    fn run(&self, cmd: std::process::Command, c: &Cluster, node: &str, fixture: &str, kmsg: &str) -> (Option<i32>, serde_json::Value) {
         let wrapper = self.wrapper(c, fixture, kmsg);
-        cmd.args(["-i", &format!("SLURMD_NODENAME={node}")]).arg(&wrapper);
-        let out = cmd.output().expect("run the health check");
-        let doc = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
-        (out.status.code(), doc)
+        run_wrapper(cmd, &wrapper, node)
     }
+}
+
+/// Runs a written wrapper as slurmd does for `node` (written beforehand:
+/// a script being written while another thread starts a program may be
+/// "busy" for exec).
+fn run_wrapper(mut cmd: std::process::Command, wrapper: &std::path::Path, node: &str) -> (Option<i32>, serde_json::Value) {
+    cmd.args(["-i", &format!("SLURMD_NODENAME={node}")]).arg(wrapper);
+    let out = cmd.output().expect("run the health check");
+    let doc = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), doc)
 }
 
 /// The node's state (lower case) and reason, as sinfo says.
@@ -255,5 +283,122 @@ per_release! {
             assert!(!state_of(&c, n).0.contains("drain"), "{n}: {:?}", state_of(&c, n));
         }
         resume_node(&c, "n1");
+    }
+
+    /// Ten nodes find the same fault at the same moment (slurmctld runs
+    /// the check on every node at once; a driver bug): with
+    /// `guard_max_nodes = 2`, exactly two stay drained and the others exit
+    /// 4, undrained, round after round.
+    fn simultaneous_checks_drain_only_as_many_nodes_as_the_guard_allows(bed) {
+        const NODES: usize = 10;
+        let test = "simultaneous_checks_drain_only_as_many_nodes_as_the_guard_allows";
+        let names: Vec<String> = (1..=NODES).map(|i| format!("g{i:02}")).collect();
+        let nodes = names.iter().map(|n| NodeConfig::new(n, 2, "gpu:2")).collect();
+        let mut cfg = ClusterConfig::multi(PluginSet::Ours, nodes).with_binds(standin::chroot_binds());
+        cfg.gres_conf = names.iter().map(|n| format!("NodeName={n} Name=gpu File={{DEV}}/{n}/nvidia[0-1]\n")).collect();
+        cfg.gres_types = "gpu".into();
+        let Some(cfg) = bed.ours_config(bed.on(cfg), test) else { return };
+        let t = Instant::now();
+        let c = Cluster::start(cfg);
+        eprintln!("{test}: {NODES} nodes up in {:.1?}", t.elapsed());
+        let site = standin::scratch_dir().join(format!("health-guard-{}.conf", bed.series));
+        fs::write(&site, "guard_max_nodes = 2\n").unwrap();
+        let bin = Node::new(&format!("many-{}", bed.series));
+        let args = format!("--config {}", site.display());
+        let checks: Vec<Node> = names.iter().map(|n| Node::beside(&format!("many-{}-{n}", bed.series), &bin, &args)).collect();
+        let fell = xid(79, "GPU has fallen off the bus.");
+        for round in 1..=3 {
+            // Fresh state: the XID is new to every node.  The wrappers are
+            // written before any check starts.
+            let wrappers: Vec<PathBuf> = checks
+                .iter()
+                .map(|n| {
+                    let _ = fs::remove_dir_all(n.dir.join("state"));
+                    n.wrapper(&c, "health_h100x8.conf", &fell)
+                })
+                .collect();
+            let barrier = Barrier::new(NODES);
+            let t = Instant::now();
+            let results: Vec<(Option<i32>, serde_json::Value)> = std::thread::scope(|s| {
+                let threads: Vec<_> = names
+                    .iter()
+                    .zip(&wrappers)
+                    .map(|(n, w)| {
+                        let (cmd, barrier) = (c.command("/usr/bin/env"), &barrier);
+                        s.spawn(move || {
+                            barrier.wait();
+                            run_wrapper(cmd, w, n)
+                        })
+                    })
+                    .collect();
+                threads.into_iter().map(|t| t.join().expect("a check's thread")).collect()
+            });
+            let took = t.elapsed();
+            let (mut kept, mut undone, mut refused) = (Vec::new(), 0, 0);
+            for (n, (code, doc)) in names.iter().zip(&results) {
+                match (code, doc["verdict"].as_str()) {
+                    (Some(3), Some("drain")) => kept.push(n.as_str()),
+                    (Some(4), Some("guard_refused")) => {
+                        assert_eq!(doc["guard"]["limit"], 2, "{n}: {doc:#}");
+                        assert!(doc["guard"]["drained_by_gres_rs"].as_u64().is_some_and(|d| d >= 2), "{n}: {doc:#}");
+                        if doc["action"].as_str().is_some_and(|a| a.contains("drained and undone")) {
+                            undone += 1;
+                        } else {
+                            assert!(doc["action"].is_null(), "{n}: {doc:#}");
+                            refused += 1;
+                        }
+                    }
+                    other => panic!("round {round}, {n}: {other:?}: {doc:#}"),
+                }
+            }
+            eprintln!("{test}: round {round} in {took:.1?}: {kept:?} drained, {undone} drained and undone, {refused} refused before draining");
+            let drained: Vec<&str> = names.iter().map(String::as_str).filter(|n| state_of(&c, n).0.contains("drain")).collect();
+            assert_eq!(drained, kept, "round {round}: drained in Slurm, and the checks that say they drained");
+            assert_eq!(kept.len(), 2, "round {round}: {results:#?}");
+            for n in kept {
+                let (_, reason) = state_of(&c, n);
+                assert!(reason.starts_with("gres-rs: ") && reason.contains("xid 79"), "{n}: {reason:?}");
+                resume_node(&c, n);
+            }
+        }
+    }
+
+    /// A fault found while slurmctld is away cannot be acted on (the
+    /// node's state cannot be read: nothing to drain with); the next check,
+    /// with slurmctld back and the same kernel log, drains for it, and
+    /// after the admin's resume it is not reported again.  (A failing
+    /// `scontrol` with a working `sinfo` is not arranged: the tool runs
+    /// Slurm's commands from the system's directories only.)
+    fn a_fault_found_while_slurmctld_is_away_drains_at_the_next_check(bed) {
+        let test = "a_fault_found_while_slurmctld_is_away_drains_at_the_next_check";
+        let Some(mut c) = cluster(bed, test) else { return };
+        let node = Node::new(&format!("away-{}", bed.series));
+        assert_eq!(node.check(&c, "health_h100x8.conf", "").0, Some(0));
+        let dbe = xid(48, "An uncorrectable double bit error");
+        assert!(c.stop_slurmctld().is_some(), "slurmctld was not running");
+        let t = Instant::now();
+        let (_, doc) = node.check(&c, "health_h100x8.conf", &dbe);
+        eprintln!("{test}: the check without slurmctld took {:.1?}", t.elapsed());
+        assert!(doc["action"].is_null(), "no scontrol without the node's state: {doc:#}");
+        assert!(doc["findings"].as_array().is_some_and(|f| f.iter().any(|f| f["text"].as_str().is_some_and(|t| t.contains("xid 48")))), "{doc:#}");
+        c.start_slurmctld().unwrap_or_else(|e| panic!("{e}\n{}", c.log_tails(30)));
+        // The node answers again (slurmctld asks it to register).
+        let t = Instant::now();
+        while node_state(&c).0.ends_with('*') || node_state(&c).0.starts_with("unk") {
+            assert!(t.elapsed() < Duration::from_secs(60), "node {:?} after slurmctld's restart", node_state(&c));
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let (state, reason) = node_state(&c);
+        assert!(!state.contains("drain"), "drained while slurmctld was away: {state} ({reason})");
+        // The next check acts on what the last one could not.
+        let (code, doc) = node.check(&c, "health_h100x8.conf", &dbe);
+        assert_eq!((code, doc["verdict"].as_str()), (Some(3), Some("drain")), "{doc:#}");
+        let (state, reason) = node_state(&c);
+        assert!(state.contains("drain") && reason.starts_with("gres-rs: ") && reason.contains("xid 48"), "{state}: {reason:?}");
+        // The admin resumes: reported once, it drains no more.
+        resume(&c);
+        let (code, doc) = node.check(&c, "health_h100x8.conf", &dbe);
+        assert_eq!((code, doc["verdict"].as_str()), (Some(0), Some("nothing")), "{doc:#}");
+        assert!(!node_state(&c).0.contains("drain"), "{:?}", node_state(&c));
     }
 }

@@ -10,7 +10,10 @@
 //! - a healthy node is drained for a drain-class finding unless the
 //!   cluster guard refuses: as many nodes as the site allows are already
 //!   drained by gres-rs ([`Verdict::GuardRefused`]; a driver bug that
-//!   makes every node look bad must not drain the cluster).
+//!   makes every node look bad must not drain the cluster).  Checks that
+//!   run at once all pass that count; each looks again after its drain
+//!   and undoes it when over the limit ([`after_drain`]), so that exactly
+//!   the limit stays drained.
 
 use crate::catalog::{Action, Table};
 use crate::fault::Finding;
@@ -215,6 +218,86 @@ fn verdict(inp: &Inputs<'_>, drain: Option<DrainReason>, warnings: &[String]) ->
     }
 }
 
+/// The limit the guard's second look ([`after_drain`]) holds a drain to:
+/// `Some` when `verdict` takes `node` (as read before acting) out of
+/// service and `guard` leaves fewer than all `total_nodes` to drain.  Our
+/// own drain replaced by a stricter reason takes no node out; with the
+/// guard off, or a limit of the whole cluster, no drain can pass it.
+pub fn second_look_limit(guard: Guard, total_nodes: usize, node: NodeState<'_>, verdict: &Verdict) -> Option<usize> {
+    let new = matches!(verdict, Verdict::Drain(_)) && !node.is_out();
+    guard.limit(total_nodes).filter(|limit| new && *limit < total_nodes)
+}
+
+/// A node gres-rs holds drained, as the guard's second look reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OurDrain<'a> {
+    /// The node's name.
+    pub node: &'a str,
+    /// When slurmctld set the node's reason, in seconds (`sinfo %H`);
+    /// `None` where it does not say.
+    pub since: Option<u64>,
+}
+
+/// What the guard's second look decides for a node that has just drained
+/// itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterDrain {
+    /// Within the limit: the drain stays.
+    Keep {
+        /// gres-rs's drains that come before this one.
+        before: usize,
+    },
+    /// Over the limit: the node undoes its own drain.
+    Undo {
+        /// gres-rs's drains that come before this one.
+        before: usize,
+    },
+}
+
+/// Whether `other` comes before `me` in the guard's order: by the time
+/// slurmctld set the reason, then by node name.  A drain whose time is not
+/// known comes before every other (an old one); where this node's own
+/// time is not known, every other drain comes before it (it counts itself
+/// last, the safe side).
+pub fn drained_before(other: &OurDrain<'_>, me: &OurDrain<'_>) -> bool {
+    match (other.since, me.since) {
+        (_, None) | (None, Some(_)) => true,
+        (Some(a), Some(b)) => (a, other.node) < (b, me.node),
+    }
+}
+
+/// The guard's second look (`gres-rs health`, after `scontrol` drained
+/// `me`): `drains` is every node gres-rs holds drained as `sinfo` shows
+/// them (`me` among them or not; pre-existing drains too).  The drain
+/// stays when fewer than `limit` drains come before it
+/// ([`drained_before`]), else it is undone.
+///
+/// Why exactly `limit` drains stay when N nodes check at once, `already`
+/// of them drained before (`already < limit`, or the pre-check in
+/// [`decide`] refuses without draining): order every drain gres-rs sets
+/// or holds by (time slurmctld set the reason, node name).  The caller
+/// looks only once slurmctld's clock is past the second of its own
+/// reason (`t_me`), so every drain that comes before it, stamped at or
+/// before `t_me`, was applied before the look (slurmctld stamps and
+/// applies a drain under its node write lock; `sinfo` reads under the read
+/// lock) and shows in it, unless it was undone.  A drain among the first
+/// `limit` is never undone: by induction along the order, the drains
+/// before the k-th (k < limit) are the k kept before it, and drains that
+/// come after it are not counted, so it sees k < limit.  The k-th drain
+/// with k >= limit sees at least the first `limit`, all kept, and undoes
+/// itself.  So the first `limit` stay, `limit - already` of them new
+/// (all N when N is fewer), and the rest undo.  A drain resumed meanwhile
+/// (an admin, a clean check) only lowers what later drains count: never
+/// more than `limit` stay.
+pub fn after_drain(limit: usize, me: &OurDrain<'_>, drains: &[OurDrain<'_>]) -> AfterDrain {
+    let before = drains.iter().filter(|d| d.node != me.node && drained_before(d, me)).count();
+    if before >= limit {
+        AfterDrain::Undo { before }
+    } else {
+        AfterDrain::Keep { before }
+    }
+}
+
 /// The node is out of service for a reason of ours.
 fn ours_verdict(inp: &Inputs<'_>, current: &str, old: Resume, drain: Option<DrainReason>) -> Verdict {
     let hold = |waiting: &str| Verdict::Hold { reason: current.to_owned(), waiting: waiting.to_owned() };
@@ -399,6 +482,98 @@ mod tests {
         assert!(matches!(c.run().verdict, Verdict::Drain(_)));
         c.guard = Guard::Off;
         assert!(matches!(c.run().verdict, Verdict::Drain(_)));
+    }
+
+    #[test]
+    fn the_guard_looks_again_only_at_a_new_drain() {
+        let d = Case::new("idle", None, vec![xid(79)]).run();
+        let node = |state| NodeState { state, reason: None, reason_user: None };
+        assert_eq!(second_look_limit(Guard::Nodes(2), 10, node("idle"), &d.verdict), Some(2));
+        assert_eq!(second_look_limit(Guard::Nodes(2), 10, node("mixed"), &d.verdict), Some(2));
+        assert_eq!(second_look_limit(Guard::Percent(10), 40, node("idle"), &d.verdict), Some(4));
+        assert_eq!(second_look_limit(Guard::Off, 10, node("idle"), &d.verdict), None);
+        // The limit is the whole cluster (one node: at least one): no look.
+        assert_eq!(second_look_limit(Guard::Percent(10), 1, node("idle"), &d.verdict), None);
+        assert_eq!(second_look_limit(Guard::Nodes(3), 3, node("idle"), &d.verdict), None);
+        // Our drain replaced by a stricter one takes no node out.
+        let loose = drained_reason(vec![nvml(Fault::NvlinkDown(2))], BOOT_A);
+        let again = Case::new("drained", Some(&loose), vec![nvml(Fault::DbeVolatile(4))]).run();
+        assert!(matches!(again.verdict, Verdict::Drain(_)), "{again:?}");
+        assert_eq!(second_look_limit(Guard::Nodes(2), 10, node("drained"), &again.verdict), None);
+        assert_eq!(second_look_limit(Guard::Nodes(2), 10, node("idle"), &Verdict::Nothing), None);
+    }
+
+    fn drain(node: &str, since: Option<u64>) -> OurDrain<'_> {
+        OurDrain { node, since }
+    }
+
+    #[test]
+    fn the_second_look_orders_by_time_then_name() {
+        // Ten nodes drained in the same second, limit 2: n01 and n02 stay.
+        let names: Vec<String> = (1..=10).map(|i| format!("n{i:02}")).collect();
+        let all: Vec<OurDrain<'_>> = names.iter().map(|n| drain(n, Some(100))).collect();
+        let kept: Vec<&str> = all.iter().filter(|me| matches!(after_drain(2, me, &all), AfterDrain::Keep { .. })).map(|d| d.node).collect();
+        assert_eq!(kept, ["n01", "n02"]);
+        assert_eq!(after_drain(2, &all[9], &all), AfterDrain::Undo { before: 9 });
+        assert_eq!(after_drain(2, &all[1], &all), AfterDrain::Keep { before: 1 });
+        // An earlier second wins over a smaller name.
+        let mixed = [drain("n09", Some(99)), drain("n01", Some(100)), drain("n02", Some(100))];
+        assert_eq!(after_drain(2, &mixed[0], &mixed), AfterDrain::Keep { before: 0 });
+        assert_eq!(after_drain(2, &mixed[1], &mixed), AfterDrain::Keep { before: 1 });
+        assert_eq!(after_drain(2, &mixed[2], &mixed), AfterDrain::Undo { before: 2 });
+        // The node itself need not be in the list; the same one counts once.
+        assert_eq!(after_drain(1, &drain("n05", Some(100)), &[drain("n05", Some(100))]), AfterDrain::Keep { before: 0 });
+    }
+
+    #[test]
+    fn the_second_look_counts_earlier_drains() {
+        // One drain from last week (its time unknown or old) and limit 2:
+        // one new drain stays, whatever the names.
+        for old in [drain("z99", None), drain("z99", Some(5))] {
+            let now = [old, drain("n01", Some(100)), drain("n02", Some(100)), drain("n03", Some(101))];
+            let kept: Vec<&str> = now[1..].iter().filter(|me| matches!(after_drain(2, me, &now), AfterDrain::Keep { .. })).map(|d| d.node).collect();
+            assert_eq!(kept, ["n01"], "{old:?}");
+        }
+        // The limit already reached: every new drain is undone.
+        let full = [drain("a", Some(1)), drain("b", Some(2)), drain("n01", Some(100))];
+        assert_eq!(after_drain(2, &full[2], &full), AfterDrain::Undo { before: 2 });
+        // A node that cannot read its own time counts itself last.
+        let blind = [drain("a", Some(100)), drain("b", Some(200))];
+        assert_eq!(after_drain(2, &drain("0", None), &blind), AfterDrain::Undo { before: 2 });
+        assert_eq!(after_drain(3, &drain("0", None), &blind), AfterDrain::Keep { before: 2 });
+        assert!(drained_before(&drain("x", None), &drain("a", Some(1))));
+        assert!(!drained_before(&drain("b", Some(1)), &drain("a", Some(1))));
+    }
+
+    /// Every order in which N simultaneous checks can make their second
+    /// look leaves exactly min(limit - already, N) new drains, as long as
+    /// each looks after every drain stamped before its own second: the
+    /// proof's claim, replayed on the ways a look can see the drains.
+    #[test]
+    fn simultaneous_checks_keep_exactly_the_limit() {
+        for (n, limit, already) in [(10, 2, 0), (10, 2, 1), (3, 5, 0), (6, 3, 2), (1, 1, 0)] {
+            let names: Vec<String> = (0..n).map(|i| format!("n{:02}", (i * 7) % n)).collect();
+            let olds: Vec<String> = (0..already).map(|i| format!("old{i}")).collect();
+            // Each node's second: some share one, later ones draw later.
+            let since = |i: usize| Some(100 + (i as u64) / 3);
+            let mut drains: Vec<OurDrain<'_>> = olds.iter().map(|o| drain(o, Some(10))).collect();
+            drains.extend(names.iter().enumerate().map(|(i, name)| drain(name, since(i))));
+            // The looks in the drains' order and in the reverse one (a
+            // look may come before an earlier node's undo): each sees
+            // every drain not undone yet, later ones included.
+            let forward: Vec<usize> = (already..drains.len()).collect();
+            for looks in [forward.clone(), forward.into_iter().rev().collect()] {
+                let mut undone = vec![false; drains.len()];
+                for &i in &looks {
+                    let seen: Vec<OurDrain<'_>> = drains.iter().zip(&undone).filter(|(_, u)| !**u).map(|(d, _)| *d).collect();
+                    if let AfterDrain::Undo { .. } = after_drain(limit, &drains[i], &seen) {
+                        undone[i] = true;
+                    }
+                }
+                let kept = undone[already..].iter().filter(|u| !**u).count();
+                assert_eq!(kept, (limit - already).min(n), "n {n}, limit {limit}, already {already}");
+            }
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! `gres-health`'s: the fault table, the XID cursor, the drain reason, the
 //! verdict.  This module runs the sequence and writes what it did.
 
+pub mod guard;
 pub mod inventory;
 pub mod kmsg_source;
 pub mod nvml_findings;
@@ -241,7 +242,7 @@ pub fn run(args: &HealthArgs) -> u8 {
             }
         }
     }
-    run.acted = if can_act && saved { act(args, &node_name, &decision.verdict, run.end(args)) } else { None };
+    run.acted = if can_act && saved { act(args, &node_name, &mut decision, &node, site.guard, cluster.len().max(1), run.end(args)) } else { None };
     run.summary = Some(summarize(&site.table, &run.findings, &decision));
     // Acted: nothing is pending any more.
     let acted_ok = run.acted.as_deref().is_some_and(|a| a.starts_with("ran:"));
@@ -379,26 +380,35 @@ fn read_boot_id() -> String {
 /// This node's state and reason, and every node's (for the guard).
 fn slurm_view(node: &str, end: Instant) -> Result<(slurm_node::NodeState, Vec<(String, slurm_node::NodeState)>), String> {
     let sinfo = program("sinfo").ok_or("no sinfo found")?;
-    let text = slurm_node::run_limited(&sinfo, &["-h", "-N", "-o", "%N|%T|%E"], slurm_limit(end))?;
-    let mut all: Vec<(String, slurm_node::NodeState)> = text.lines().filter_map(slurm_node::parse_sinfo_line).collect();
-    // A node in several partitions is listed once a partition.
-    all.sort_by(|a, b| a.0.cmp(&b.0));
-    all.dedup_by(|a, b| a.0 == b.0);
+    let text = slurm_node::run_limited(&sinfo, &["-h", "-N", "-o", slurm_node::SINFO_FORMAT], slurm_limit(end))?;
+    let all = guard::nodes(&text);
     let this = all.iter().find(|(n, _)| n == node).map(|(_, s)| s.clone()).ok_or_else(|| format!("sinfo does not list node {node}"))?;
     Ok((this, all))
 }
 
 /// Drain or resume through `scontrol` (not with `--dry-run`); what was
-/// done, in words.
-fn act(args: &HealthArgs, node: &str, verdict: &Verdict, end: Instant) -> Option<String> {
-    let (state, reason) = match verdict {
-        Verdict::Drain(r) => ("DRAIN", Some(r.text.clone())),
+/// done, in words.  A drain that takes `state` (the node as it was read)
+/// out of service is checked by the cluster guard's second look
+/// ([`guard::second_look`]) under `guard`'s limit for `total_nodes`: over
+/// the limit the drain is undone and `decision` becomes the guard's
+/// refusal.
+fn act(
+    args: &HealthArgs,
+    node: &str,
+    decision: &mut gres_health::decide::Decision,
+    state: &slurm_node::NodeState,
+    guard: gres_health::overrides::Guard,
+    total_nodes: usize,
+    end: Instant,
+) -> Option<String> {
+    let (verb, reason) = match &decision.verdict {
+        Verdict::Drain(r) => ("DRAIN", Some(r.clone())),
         Verdict::Resume { .. } => ("RESUME", None),
         _ => return None,
     };
     let node_arg = format!("NodeName={node}");
-    let state_arg = format!("State={state}");
-    let reason_arg = reason.as_ref().map(|r| format!("Reason={r}"));
+    let state_arg = format!("State={verb}");
+    let reason_arg = reason.as_ref().map(|r| format!("Reason={}", r.text));
     let mut argv: Vec<&str> = vec!["update", &node_arg, &state_arg];
     if let Some(r) = &reason_arg {
         argv.push(r);
@@ -407,9 +417,20 @@ fn act(args: &HealthArgs, node: &str, verdict: &Verdict, end: Instant) -> Option
         return Some(format!("would run: scontrol {}", argv.join(" ")));
     }
     let Some(scontrol) = program("scontrol") else { return Some("no scontrol found: the node was not changed".into()) };
-    Some(match slurm_node::run_limited(&scontrol, &argv, slurm_limit(end)) {
+    let ran = match slurm_node::run_limited(&scontrol, &argv, slurm_limit(end)) {
         Ok(_) => format!("ran: scontrol {}", argv.join(" ")),
-        Err(e) => format!("the node was not changed: {e}"),
+        Err(e) => return Some(format!("the node was not changed: {e}")),
+    };
+    let before = HealthNode { state: &state.state, reason: None, reason_user: None };
+    let limit = gres_health::decide::second_look_limit(guard, total_nodes, before, &decision.verdict);
+    let (Some(reason), Some(limit)) = (reason, limit) else { return Some(ran) };
+    Some(match guard::second_look(node, &reason.text, limit, end.max(Instant::now() + SLURM_COMMAND_FLOOR)) {
+        guard::Look::Kept { .. } => ran,
+        guard::Look::Undone { before, command } => {
+            decision.verdict = Verdict::GuardRefused { reason, drained: before, limit };
+            format!("{ran}; then the guard found {before} nodes drained by gres-rs before this one (limit {limit}): drained and undone: ran: {command}")
+        }
+        guard::Look::Unsettled(why) => format!("{ran}; the guard's second look: {why}"),
     })
 }
 
