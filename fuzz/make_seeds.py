@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
 """Writes the seed corpus fuzz/corpus/<target>/ from the repository's tests
 and examples (string literals that look like the target's input) plus a few
-hand-made inputs.  Run from anywhere: python3 fuzz/make_seeds.py.
+hand-made inputs.  Run from anywhere: python3 fuzz/make_seeds.py [target...]
+(no target: all of them).
 Seeds are small (< 4 KiB each) and named by content hash, so re-running only
 adds files."""
 import hashlib
 import os
 import re
 import struct
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(ROOT, "fuzz", "corpus")
 SLURM_TEST = "/work/slurm-src/slurm-wlm-22.05.8/testsuite/expect/test39.18"
+ONLY = set(sys.argv[1:])
 
 
 def put(target, data):
+    if ONLY and target not in ONLY:
+        return
     if isinstance(data, str):
         data = data.encode()
     if not data or len(data) > 4096:
@@ -104,6 +109,26 @@ def main():
     # hostlists
     for h in ["tux[0-7,10]", "/dev/nvidia[0-3]", "/dev/nvidia0,/dev/nvidia2", "gpu[00-02]", "r[1-2]n[0-1]", "a[0-3", "a[3-1]", "n[001-100],m"]:
         put("hostlist", h)
+    # kernel log lines and state files (gres-rs health)
+    for f in rust_files("crates/gres-health/src", "tests/cli"):
+        for s in rust_strings(f):
+            if "NVRM" in s or "gres-rs-health-state" in s:
+                put("health_log", s)
+    # <selector><comm, NUL><rest>: the fuzz target puts comm and rest where a user controls a kernel message
+    put("health_log", b"\x00NVRM: Xid (0:0)\x00NVRM: Xid (PCI:0000:18:00): 48, pid=1, name=x, DBE")
+    put("health_log", b"\x0cjob\x00/tmp/NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, GPU has fallen off the bus.")
+    put("health_log", b"\x04a, pid=2, name\x00=y, Graphics Exception\nMay 18 19:02:39 node17 kernel: NVRM: Xid (PCI:0000:41:00): 13")
+    put("health_log", "6,5,100,-;job[30268]: segfault at 0 ip 00007f0000001000 sp 00007ffd00000000 error 6 in "
+        "NVRM: Xid (PCI:0000:18:00): 48, pid=1, name=x, DBE[400000+1000]\n"
+        "12,6,101,-;NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+        "4,7,102,-,caller=T12;NVRM: Xid (PCI:0000:41:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+        " SUBSYSTEM=pci\n")
+    put("health_log", "[Mon May 18 19:02:39 2024] NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, y\n"
+        "<4>[  12.345678] NVRM: Xid (0000:03:00): 3, C 00000005\n"
+        "2024-05-18T19:02:39.123456+02:00 node17 kernel: [   12.345678] NVRM: Xid (PCI:10000:01:00.1): 31, y\n"
+        "May 18 19:02:39 node17 kernel: audit: NVRM: Xid (PCI:0000:41:00): 79, y\n")
+    put("health_log", "gres-rs-health-state 2\nboot_id=0f5c1b2e-7f4e-4b3a-9d2c-5e8f1a2b3c4d\nkmsg_seq=100\n"
+        "step_records=512\nline=00000000deadbeef\nend\n")
 
 
 if __name__ == "__main__":

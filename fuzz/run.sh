@@ -9,7 +9,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 secs="${1:-600}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(gres_conf fake_gpus stepd_wire gpu_freq hostlist)
+[ ${#targets[@]} -eq 0 ] && targets=(gres_conf fake_gpus stepd_wire gpu_freq hostlist health_log)
 export RUSTC_BOOTSTRAP=1
 mkdir -p logs
 nice -n 19 cargo fuzz build -O >/dev/null 2>&1 || { echo "cargo fuzz build failed" >&2; exit 1; }
