@@ -334,12 +334,33 @@ pub struct Finding {
     pub gpu: GpuRef,
     /// Where the tool saw it.
     pub source: Source,
+    /// When the kernel logged it, in microseconds since the boot (kernel
+    /// XIDs whose record or line says).
+    pub uptime_usec: Option<u64>,
+    /// The job steps that held the GPU then
+    /// ([`crate::step_windows`]), first the one the driver's `pid=` ran
+    /// in where known.
+    pub jobs: Vec<crate::step_id::StepId>,
 }
 
 impl Finding {
     /// A finding.
     pub fn new(fault: Fault, gpu: GpuRef, source: Source) -> Self {
-        Finding { fault, gpu, source }
+        Finding { fault, gpu, source, uptime_usec: None, jobs: Vec::new() }
+    }
+
+    /// The jobs it hit as the drain reason and the log say them: `job
+    /// 12.0`, with several the first and `+N`; a step's record names its
+    /// own step; `None` when no job is known.
+    pub fn job_words(&self) -> Option<String> {
+        if let Source::Step { step: Some(step), .. } = &self.source {
+            return Some(format!("job {step}"));
+        }
+        let first = self.jobs.first()?;
+        Some(match self.jobs.len() {
+            1 => format!("job {first}"),
+            n => format!("job {first} +{}", n - 1),
+        })
     }
 }
 

@@ -329,6 +329,9 @@ pub struct XidEvent {
     pub origin: Origin,
     /// What the line said.
     pub xid: XidLine,
+    /// Microseconds since the boot, where the record (`/dev/kmsg`) or
+    /// the line (dmesg's `[ sec.usec]`) says.
+    pub usec: Option<u64>,
 }
 
 impl XidEvent {
@@ -340,8 +343,26 @@ impl XidEvent {
             Origin::Seq(seq) => Source::Kmsg { seq },
             Origin::Line { number, .. } => Source::LogFile { line: number },
         };
-        Finding::new(self.xid.fault(), gpu, source)
+        let mut f = Finding::new(self.xid.fault(), gpu, source);
+        f.uptime_usec = self.usec;
+        f
     }
+}
+
+/// The microseconds since boot of a dmesg line's `[ sec.usec]` stamp.
+pub fn dmesg_usec(line: &str) -> Option<u64> {
+    let line = match line.strip_prefix('<') {
+        Some(r) => r.split_once('>')?.1,
+        None => line,
+    };
+    let (stamp, _) = line.strip_prefix('[')?.split_once(']')?;
+    let (secs, frac) = stamp.trim_start_matches(' ').split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.len() <= 12 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(secs) || !digits(frac) {
+        return None;
+    }
+    let frac6: String = frac.chars().chain(std::iter::repeat('0')).take(6).collect();
+    secs.parse::<u64>().ok()?.checked_mul(1_000_000)?.checked_add(frac6.parse().ok()?)
 }
 
 /// FNV-1a, 64 bits: stable across runs and builds (std's hasher is not).
@@ -436,10 +457,12 @@ impl<R: BufRead> XidReader<R> {
             let event = match self.format {
                 Format::Kmsg => parse_kmsg_record(text)
                     .filter(KmsgRecord::is_kernel)
-                    .and_then(|r| parse_xid_text(r.text).map(|xid| XidEvent { origin: Origin::Seq(r.seq), xid })),
-                Format::Text => kernel_text(text)
-                    .and_then(parse_xid_text)
-                    .map(|xid| XidEvent { origin: Origin::Line { number: self.line_no, hash: fnv1a(text.as_bytes()) }, xid }),
+                    .and_then(|r| parse_xid_text(r.text).map(|xid| XidEvent { origin: Origin::Seq(r.seq), xid, usec: Some(r.usec) })),
+                Format::Text => kernel_text(text).and_then(parse_xid_text).map(|xid| XidEvent {
+                    origin: Origin::Line { number: self.line_no, hash: fnv1a(text.as_bytes()) },
+                    xid,
+                    usec: dmesg_usec(text),
+                }),
             };
             if event.is_some() {
                 return Ok(event);

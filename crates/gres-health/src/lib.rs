@@ -6,7 +6,8 @@
 //! reports each XID once ([`cursor`]), the drain reason ([`reason`]), the
 //! verdict ([`decide`]), what a run reports besides Slurm ([`report`]), and
 //! the records of the XIDs that hit a job step ([`steps`], with the
-//! step's ids: [`step_id`]); how far a replayed log was read
+//! step's ids: [`step_id`]), the windows in which steps held GPUs and
+//! the jobs a kernel XID hit ([`step_windows`]); how far a replayed log was read
 //! ([`replay`]); the events kept for a run that can act ([`pending`]);
 //! files replaced whole: [`atomic_file`].
 //! No NVML, no Slurm, no process, no unsafe: the tool gathers the facts and
@@ -25,4 +26,5 @@ pub mod reason;
 pub mod replay;
 pub mod report;
 pub mod step_id;
+pub mod step_windows;
 pub mod steps;

@@ -16,7 +16,7 @@
 //! [`MAX_REASON`] bytes of printable ASCII.
 
 use crate::catalog::{xid_name, Action, Remedy, Rule, Table};
-use crate::fault::{Fault, Finding, GpuRef, Source};
+use crate::fault::{Fault, Finding, GpuRef};
 
 /// Every reason the tool writes starts with this.
 pub const PREFIX: &str = "gres-rs:";
@@ -172,8 +172,9 @@ pub fn drain_reason(table: &Table, findings: &[Finding], boot_id: &str) -> Optio
     let head = format!("{PREFIX} {} ", gpu_words(&worst.gpu));
     let mut tail = String::new();
     // The job the fault hit, where a step's watch saw it.
-    if let Source::Step { step: Some(step), .. } = &worst.source {
-        tail.push_str(&format!(" job {step}"));
+    if let Some(jobs) = worst.job_words() {
+        tail.push(' ');
+        tail.push_str(&jobs);
     }
     if let Some(r) = rule.remedy {
         tail.push_str(&format!(" -> {}", r.text()));
@@ -198,6 +199,7 @@ pub fn drain_reason(table: &Table, findings: &[Finding], boot_id: &str) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fault::Source;
 
     const BOOT: &str = "0f5c1b2e-7f4e-4b3a-9d2c-5e8f1a2b3c4d";
 

@@ -42,6 +42,8 @@ pub struct FindingSummary {
     pub recoverable: bool,
     /// Where it was seen.
     pub source: String,
+    /// The job steps it hit (`12.0`), where known.
+    pub jobs: Vec<String>,
 }
 
 /// A run, ready to serialize.
@@ -93,6 +95,10 @@ pub fn summarize(table: &Table, findings: &[Finding], decision: &Decision) -> Su
                 remedy: rule.remedy.map(|r| r.text()),
                 recoverable: rule.recoverable,
                 source: f.source.to_string(),
+                jobs: match &f.source {
+                    crate::fault::Source::Step { step: Some(s), .. } => vec![s.to_string()],
+                    _ => f.jobs.iter().map(|s| s.to_string()).collect(),
+                },
             }
         })
         .collect();
