@@ -77,6 +77,7 @@ const STD_IMPORTS: &[&str] = &[
     "readlink",
     "realloc",
     "realpath",
+    "rename",
     "sigaltstack",
     "stat64",
     "statx",

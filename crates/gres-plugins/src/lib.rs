@@ -20,6 +20,7 @@ pub mod gres_mps;
 pub mod gres_shard;
 pub mod sharing;
 pub mod state;
+pub mod step_windows;
 pub mod step_xids;
 
 /// Send a core log line to the log at its level.

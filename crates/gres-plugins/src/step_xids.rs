@@ -44,12 +44,12 @@ const DEADLINE: Duration = Duration::from_secs(2);
 
 /// What `step_xids = on` needs; `None` when off.
 #[derive(Debug)]
-struct Settings {
-    state_dir: PathBuf,
+pub(crate) struct Settings {
+    pub(crate) state_dir: PathBuf,
 }
 
 /// The setting, read once a process.
-fn settings() -> Option<&'static Settings> {
+pub(crate) fn settings() -> Option<&'static Settings> {
     static SETTINGS: OnceLock<Option<Settings>> = OnceLock::new();
     SETTINGS.get_or_init(|| load(&config_path(), state_dir())).as_ref()
 }
@@ -164,21 +164,21 @@ pub fn step_end() {
 }
 
 /// Read at most 4 KiB of a /proc file of this process.
-fn read_proc(path: &str) -> Option<Vec<u8>> {
+pub(crate) fn read_proc(path: &str) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     fs::File::open(path).ok()?.take(4096).read_to_end(&mut out).ok()?;
     Some(out)
 }
 
 /// The step this slurmstepd runs: its process title, else its cgroup.
-fn this_step() -> Option<StepId> {
+pub(crate) fn this_step() -> Option<StepId> {
     read_proc("/proc/self/cmdline")
         .and_then(|c| steps::from_proc_title(&c))
         .or_else(|| read_proc("/proc/self/cgroup").and_then(|c| steps::from_cgroup(&String::from_utf8_lossy(&c))))
 }
 
 /// Make sure `dir` is a root-owned directory no one else may write.
-fn check_dir(dir: &Path) -> Result<(), String> {
+pub(crate) fn check_dir(dir: &Path) -> Result<(), String> {
     let meta = match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == ErrorKind::NotFound => {
             DirBuilder::new().mode(0o700).create(dir).map_err(|e| format!("cannot make it: {e}"))?;
@@ -200,24 +200,46 @@ fn check_dir(dir: &Path) -> Result<(), String> {
 
 /// Append `records` to the records' file in `dir`, one write each.
 fn append(dir: &Path, records: &[StepXid]) -> Result<(), String> {
-    check_dir(dir)?;
-    let path = dir.join(RECORDS_FILE);
-    let mut file = OpenOptions::new()
+    let lines: Vec<String> = records.iter().map(StepXid::render).collect();
+    append_lines(dir, RECORDS_FILE, &lines, None)
+}
+
+/// Open `dir`/`name` to append: `O_NOFOLLOW`, made 0600, refused unless a
+/// root-owned regular file with one link and no group or other
+/// permission; with its size.
+fn open_safe(path: &Path) -> Result<(fs::File, u64), String> {
+    let file = OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(&path)
+        .open(path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let meta = file.metadata().map_err(|e| e.to_string())?;
     if !meta.file_type().is_file() || meta.uid() != 0 || meta.nlink() != 1 || meta.mode() & 0o077 != 0 {
         return Err(format!("{}: not a root-owned 0600 regular file with one link; left alone", path.display()));
     }
-    let mut size = meta.len();
-    for r in records {
-        let line = r.render();
+    Ok((file, meta.len()))
+}
+
+/// Append `lines` (each at most 512 bytes, `\n` included) to `dir`/`name`
+/// in the state directory, one `write(2)` each.  At [`MAX_FILE`] bytes the
+/// file is renamed to `rotate_to` (replacing it) and begun again; without
+/// `rotate_to`, nothing more is appended (an error).
+pub(crate) fn append_lines(dir: &Path, name: &str, lines: &[String], rotate_to: Option<&str>) -> Result<(), String> {
+    check_dir(dir)?;
+    let path = dir.join(name);
+    let (mut file, mut size) = open_safe(&path)?;
+    for line in lines {
         if size + line.len() as u64 > MAX_FILE {
-            return Err(format!("{} holds {size} bytes, the most it may ({MAX_FILE}); `gres-rs health --jobs` lists it, remove it once read", path.display()));
+            let Some(old) = rotate_to else {
+                return Err(format!(
+                    "{} holds {size} bytes, the most it may ({MAX_FILE}); `gres-rs health --jobs` lists it, remove it once read",
+                    path.display()
+                ));
+            };
+            fs::rename(&path, dir.join(old)).map_err(|e| format!("{}: cannot rotate: {e}", path.display()))?;
+            (file, size) = open_safe(&path)?;
         }
         match file.write(line.as_bytes()) {
             Ok(n) if n == line.len() => size += n as u64,

@@ -98,6 +98,12 @@ pub unsafe fn set_env<P: GresPlugin>(
             }
         };
         let snapshot = |name: &str| env.get(name);
+        // The job a fault hit (`step_xids = on`): slurmstepd gives the
+        // step's environment once a step, batch and interactive steps
+        // through job_set_env, the others through step_set_env.
+        if matches!(call, SetEnvCall::Job | SetEnvCall::Step) && crate::plugins::step_windows::step_began(alloc.as_ref(), &snapshot) {
+            register_step_end();
+        }
         let req = SetEnv { alloc: alloc.as_ref(), gres_cnt, flags: InternalFlags(flags), current: &snapshot };
         let change = P::set_env(&SlurmHost::plain(), target, &req);
         // The environment first: nothing that happens to the verbose line
@@ -107,6 +113,28 @@ pub unsafe fn set_env<P: GresPlugin>(
             write_stderr_line(&line);
         }
     })
+}
+
+/// The end of the step's window when its slurmstepd exits: slurmstepd
+/// calls no plugin function at the end of every step (no `gres_fini`
+/// outside `MEMORY_LEAK_DEBUG`, `step_hardware_fini` only with a
+/// `tres_freq`), and exits once the step ended.
+fn register_step_end() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: `step_end_at_exit` is a plain `extern "C" fn()` of this
+        // library that never unwinds (its body runs under the guard); it
+        // is run at exit, or when the library is unloaded (glibc runs a
+        // library's handlers at its `dlclose`), so never after the
+        // library is gone.
+        if unsafe { libc::atexit(step_end_at_exit) } != 0 {
+            tracing::error!("gres-rs: the step's end will not be recorded (atexit failed)");
+        }
+    });
+}
+
+extern "C" fn step_end_at_exit() {
+    guard("gres", "step_end", (), crate::plugins::step_windows::step_ended)
 }
 
 /// `--gpu-bind=verbose`'s line on the task's stderr, as the stock plugin's
