@@ -196,6 +196,8 @@ pub fn run(args: &HealthArgs) -> u8 {
     let reasons: Vec<&str> = cluster.iter().filter(|(_, s)| s.state.contains("drain")).map(|(_, s)| s.reason.as_str()).filter(|r| !r.is_empty()).collect();
     // An XID both in the kernel's log and in a step's record is one fault.
     gres_health::steps::fold_kernel_duplicates(&mut run.findings);
+    // The jobs each kernel XID hit: the steps that held its GPU then.
+    let attributed = step_records::attribute(&state_dir, &boot_id, boot_time, now, &mut run.findings, &mut run.notes);
     let decide_on = |findings: &[Finding]| {
         decide(&Inputs {
             node: HealthNode { state: &node.state, reason: Some(node.reason.as_str()).filter(|r| !r.is_empty()), reason_user: None },
@@ -240,6 +242,12 @@ pub fn run(args: &HealthArgs) -> u8 {
                     decision.verdict = Verdict::Warn(decision.warnings.clone());
                 }
             }
+        }
+    }
+    // Kept for `--jobs` once this run's XIDs are this run's (saved).
+    if saved && !args.dry_run && !attributed.is_empty() {
+        if let Err(e) = step_records::keep_attributed(&state_dir, &attributed) {
+            run.notes.push(format!("the jobs of this run's XIDs were not kept in {} for --jobs: {e}", state_dir.display()));
         }
     }
     run.acted = if can_act && saved { act(args, &node_name, &mut decision, &node, site.guard, cluster.len().max(1), run.end(args)) } else { None };
@@ -451,7 +459,8 @@ fn output(args: &HealthArgs, node: &str, run: &Run) -> u8 {
             for f in &summary.findings {
                 let gpu = f.gpu.map_or_else(|| "node".to_string(), |g| format!("gpu {g}"));
                 let remedy = f.remedy.map(|r| format!(" -> {r}")).unwrap_or_default();
-                println!("{}: {gpu}: {} [{}]{remedy} ({})", f.action, f.text, f.kind, f.source);
+                let jobs = if f.jobs.is_empty() { String::new() } else { format!(" job {}", f.jobs.join(" ")) };
+                println!("{}: {gpu}: {} [{}]{remedy} ({}){jobs}", f.action, f.text, f.kind, f.source);
             }
             let reason = summary.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
             println!("verdict: {}{reason}", summary.verdict);
@@ -503,6 +512,9 @@ struct JsonFinding<'a> {
     remedy: Option<&'a str>,
     recoverable: bool,
     source: &'a str,
+    /// The job steps it hit (`12.0`): a step's record, or the steps whose
+    /// GPUs it was on when the kernel logged it.
+    jobs: &'a [String],
 }
 
 fn json(node: &str, run: &Run, s: &Summary) -> String {
@@ -520,6 +532,7 @@ fn json(node: &str, run: &Run, s: &Summary) -> String {
             remedy: f.remedy,
             recoverable: f.recoverable,
             source: &f.source,
+            jobs: &f.jobs,
         })
         .collect();
     let doc = JsonHealth {
