@@ -47,10 +47,10 @@ fn boot_id() -> String {
 }
 
 /// A step began with `alloc` (the GRES bitmap slurmstepd gave the set_env
-/// call); `env` reads the step's environment.  Returns whether a start
+/// call).  Returns whether a start
 /// record was written for the first time in this process (the caller then
 /// arranges for [`step_ended`] at exit).
-pub fn step_began(alloc: Option<&Bitmap>, env: &dyn Fn(&str) -> Option<String>) -> bool {
+pub fn step_began(alloc: Option<&Bitmap>) -> bool {
     let Some(settings) = step_xids::settings() else { return false };
     let Some(alloc) = alloc else { return false };
     let gpus: Vec<u32> = alloc.ones().map(|i| i as u32).collect();
@@ -62,8 +62,10 @@ pub fn step_began(alloc: Option<&Bitmap>, env: &dyn Fn(&str) -> Option<String>) 
     let Some(step) = step_xids::this_step() else { return false };
     let boot = boot_id();
     let pid = std::process::id();
-    let uid = env("SLURM_JOB_UID").and_then(|v| v.trim().parse().ok());
-    let record = StepStart { boot: boot.clone(), start: now(), step: Some(step), uid, pid, gpus };
+    // No user here: the step's environment is the user's (srun's,
+    // sbatch's), SLURM_JOB_UID included, and is not trusted; `gres-rs
+    // health` asks slurmctld for the job's user.
+    let record = StepStart { boot: boot.clone(), start: now(), step: Some(step), uid: None, pid, gpus };
     if let Err(e) = step_xids::append_lines(&settings.state_dir, WINDOWS_FILE, &[record.render()], Some(OLD_FILE)) {
         tracing::error!("gres-rs: step {step}: its GPUs were not recorded in {}: {e}", settings.state_dir.display());
         return false;

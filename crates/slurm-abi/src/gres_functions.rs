@@ -101,7 +101,7 @@ pub unsafe fn set_env<P: GresPlugin>(
         // The job a fault hit (`step_xids = on`): slurmstepd gives the
         // step's environment once a step, batch and interactive steps
         // through job_set_env, the others through step_set_env.
-        if matches!(call, SetEnvCall::Job | SetEnvCall::Step) && crate::plugins::step_windows::step_began(alloc.as_ref(), &snapshot) {
+        if matches!(call, SetEnvCall::Job | SetEnvCall::Step) && crate::plugins::step_windows::step_began(alloc.as_ref()) {
             register_step_end();
         }
         let req = SetEnv { alloc: alloc.as_ref(), gres_cnt, flags: InternalFlags(flags), current: &snapshot };

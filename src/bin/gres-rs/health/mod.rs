@@ -197,7 +197,12 @@ pub fn run(args: &HealthArgs) -> u8 {
     // An XID both in the kernel's log and in a step's record is one fault.
     gres_health::steps::fold_kernel_duplicates(&mut run.findings);
     // The jobs each kernel XID hit: the steps that held its GPU then.
-    let attributed = step_records::attribute(&state_dir, &boot_id, boot_time, now, &mut run.findings, &mut run.notes);
+    let mut attributed = step_records::attribute(&state_dir, &boot_id, boot_time, now, &mut run.findings, &mut run.notes);
+    if can_act && !attributed.is_empty() {
+        if let Err(e) = job_users(&mut attributed, run.end(args)) {
+            run.notes.push(format!("the users of the jobs an XID hit are not known: {e}"));
+        }
+    }
     let decide_on = |findings: &[Finding]| {
         decide(&Inputs {
             node: HealthNode { state: &node.state, reason: Some(node.reason.as_str()).filter(|r| !r.is_empty()), reason_user: None },
@@ -383,6 +388,25 @@ fn read_boot_id() -> String {
     gres_core::bounded_read::read_bounded(Path::new("/proc/sys/kernel/random/boot_id"), 64)
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
         .unwrap_or_default()
+}
+
+/// The user of each job in `rows`, from slurmctld (`squeue -t all`: the
+/// jobs it still knows, running or ended within its `MinJobAge`); the
+/// step's own environment is the user's and is not trusted for it.
+fn job_users(rows: &mut [gres_health::step_windows::Attributed], end: Instant) -> Result<(), String> {
+    let mut ids: Vec<String> = rows.iter().map(|r| r.step.job.to_string()).collect();
+    ids.sort();
+    ids.dedup();
+    let squeue = program("squeue").ok_or("no squeue found")?;
+    let text = slurm_node::run_limited(&squeue, &["-h", "-t", "all", "-j", &ids.join(","), "-o", "%i|%U"], slurm_limit(end))?;
+    for line in text.lines() {
+        let Some((job, uid)) = line.trim().split_once('|') else { continue };
+        let (Ok(job), Ok(uid)) = (job.trim().parse::<u32>(), uid.trim().parse::<u32>()) else { continue };
+        for r in rows.iter_mut().filter(|r| r.step.job == job) {
+            r.uid = Some(uid);
+        }
+    }
+    Ok(())
 }
 
 /// This node's state and reason, and every node's (for the guard).
