@@ -9,7 +9,9 @@
 //! wall time: stock against ours as shipped (health off), and off against
 //! on (the step attribution's own cost, both the same build); and the same
 //! two as the instructions the step's slurmstepd executes (callgrind, as
-//! the `steps` rows count them), where wall time is noise at 1%.
+//! the `steps` rows count them), where wall time is noise at 1%; and the
+//! instructions of an ordinary step (no `--gpu-freq`), whose slurmstepd
+//! writes the step's GPU window with the switch on.
 
 use super::stepd::{by_layout_k, stepd_instructions, StepdCluster, STEP_ENV_PADS};
 use super::steps::time_per_step;
@@ -118,17 +120,35 @@ pub fn rows_steps_health(opts: &Opts, v: &str, rows: &mut Vec<Row>) {
     rows_instructions(opts, &bed, configs, rows);
 }
 
+/// An ordinary step: no `--gpu-freq`, so no gpu plugin step hook; with
+/// `step_xids = on` its slurmstepd writes the step's GPU window (gres/gpu's
+/// `step_set_env`) and its end at exit.
+const PLAIN_REQUEST: [&str; 1] = ["--gres=gpu:1"];
+
+/// The goals of the ordinary step's rows: ours as shipped is stock, the
+/// window is at most 0.2% of the step.
+const PLAIN_GOALS: [&str; 2] = ["<= 1.00", "<= 1.002"];
+
 /// The same sides' step instructions (callgrind, the `steps` rows' way),
-/// `configs` in the order of [`SIDES`].
+/// `configs` in the order of [`SIDES`]: the `--gpu-freq` step, then an
+/// ordinary one.
 fn rows_instructions(opts: &Opts, bed: &TestBed, configs: Vec<ClusterConfig>, rows: &mut Vec<Row>) {
+    rows_instructions_for(opts, bed, configs.clone(), &REQUEST, None, rows);
+    rows_instructions_for(opts, bed, configs, &PLAIN_REQUEST, Some(PLAIN_GOALS), rows);
+}
+
+fn rows_instructions_for(opts: &Opts, bed: &TestBed, configs: Vec<ClusterConfig>, request: &[&str], goals: Option<[&str; 2]>, rows: &mut Vec<Row>) {
     let v = bed.version.as_str();
     let metric = "instructions the step's slurmstepd executes (valgrind callgrind), mean over step environment sizes";
-    let what = |pair: &str| format!("one `srun {} true` step's slurmstepd, {pair}", REQUEST.join(" "));
+    let what = |pair: &str| format!("one `srun {} true` step's slurmstepd, {pair}", request.join(" "));
     let sides = SIDES.iter().zip(configs).map(|(&side, cfg)| StepdCluster { label: side.label(), cfg, ours: side != Side::Stock }).collect();
-    let Some((counts, files)) = stepd_instructions(opts, bed, sides, &REQUEST, &["gpu_nvml"]) else {
+    // The ordinary step loads no gpu plugin: gres/gpu is ours.
+    let plugins: &[&str] = if goals.is_some() { &["gres_gpu"] } else { &["gpu_nvml"] };
+    let Some((counts, files)) = stepd_instructions(opts, bed, sides, request, plugins) else {
         return not_measured(rows, v, &what, metric, "no valgrind for this release");
     };
-    for (left, right, pair, goal, note) in PAIRS {
+    for (i, (left, right, pair, goal, note)) in PAIRS.into_iter().enumerate() {
+        let goal = goals.map_or(goal, |g| g[i]);
         let (l, r) = (&counts[left as usize], &counts[right as usize]);
         rows.push(Row {
             group: "steps-health",

@@ -118,3 +118,33 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// What a step's window costs in instructions: run by hand under callgrind
+/// as a process titled like a slurmstepd (`exec -a 'slurmstepd: [1.0]'`),
+/// with `GRES_RS_HEALTH_CONF` and `GRES_RS_STATE_DIR` (test build):
+/// `--toggle-collect` on [`step_began`] and [`step_ended`] counts them.
+#[cfg(all(test, feature = "test-hooks"))]
+mod cost {
+    use gres_health::steps::StepId;
+
+    #[test]
+    #[ignore = "a measurement, run under callgrind by hand"]
+    fn one_step_window() {
+        // The health file is read once a process, switch on or off: not
+        // the window's cost.
+        assert!(crate::step_xids::settings().is_some(), "step_xids is not on");
+        let alloc = gres_core::model::Bitmap::from_indices(2, &[0]);
+        if super::step_began(Some(&alloc)) {
+            super::step_ended();
+            return;
+        }
+        // Under valgrind /proc/self/cmdline is valgrind's, not the title:
+        // step_began stopped after reading it; the two records' writes
+        // (each with its render) are then counted on their own.
+        let dir = &crate::step_xids::settings().expect("on").state_dir;
+        for _ in 0..2 {
+            let line = super::StepStart { boot: super::boot_id(), start: super::now(), step: StepId::parse("7.0"), uid: None, pid: 1, gpus: vec![0] }.render();
+            crate::step_xids::append_lines(dir, super::WINDOWS_FILE, &[line], Some(super::OLD_FILE)).expect("written");
+        }
+    }
+}
