@@ -244,9 +244,11 @@ reboots: the cursor in --state-dir), and counts the GPUs' device files and
 NVIDIA GPUs on the PCI bus.  Each finding is classified by one table
 (after NVIDIA's XID catalog: application faults such as XID 13, 31, 43 and
 45 never drain), which /etc/slurm/gres-rs-health.conf may override.
-With `step_xids = on` in that file, our gpu/nvml records the XIDs that hit
-a job step (job, step, GPU, XID) in --state-dir: they are findings too,
-and --jobs lists them.
+With `step_xids = on` in that file, our GRES plugins record in --state-dir
+when each job step held which GPUs, and each kernel XID names every step
+that held its GPU at the time (the drain reason, JSON `jobs`); our
+gpu/nvml also records the XIDs NVML told a `--gpu-freq` step of.  --jobs
+lists both (job, step, user, GPU, XID).
 
 When a finding calls for it, the node is drained with one reason that
 names the GPU, the fault and the remedy, e.g.
@@ -457,7 +459,7 @@ pub struct HealthArgs {
     /// Print the fault table (every XID and fault kind, with the site's rules applied) and exit
     #[arg(long)]
     pub list_faults: bool,
-    /// List the jobs and steps that had a GPU when it faulted (our gpu/nvml's records, step_xids = on) and exit
+    /// List the jobs and steps that had a GPU when it faulted (kernel XIDs matched to step windows, and our gpu/nvml's records; step_xids = on) and exit
     #[arg(long, conflicts_with = "list_faults")]
     pub jobs: bool,
     /// Output format
