@@ -353,14 +353,26 @@ impl Finding {
     /// 12.0`, with several the first and `+N`; a step's record names its
     /// own step; `None` when no job is known.
     pub fn job_words(&self) -> Option<String> {
-        if let Source::Step { step: Some(step), .. } = &self.source {
-            return Some(format!("job {step}"));
-        }
-        let first = self.jobs.first()?;
-        Some(match self.jobs.len() {
+        let all = self.all_jobs();
+        let first = all.first()?;
+        Some(match all.len() {
             1 => format!("job {first}"),
             n => format!("job {first} +{}", n - 1),
         })
+    }
+
+    /// Every step it names: a step record's own, then [`Finding::jobs`].
+    pub fn all_jobs(&self) -> Vec<crate::step_id::StepId> {
+        let mut all = Vec::new();
+        if let Source::Step { step: Some(step), .. } = &self.source {
+            all.push(*step);
+        }
+        for j in &self.jobs {
+            if !all.contains(j) {
+                all.push(*j);
+            }
+        }
+        all
     }
 }
 

@@ -95,10 +95,7 @@ pub fn summarize(table: &Table, findings: &[Finding], decision: &Decision) -> Su
                 remedy: rule.remedy.map(|r| r.text()),
                 recoverable: rule.recoverable,
                 source: f.source.to_string(),
-                jobs: match &f.source {
-                    crate::fault::Source::Step { step: Some(s), .. } => vec![s.to_string()],
-                    _ => f.jobs.iter().map(|s| s.to_string()).collect(),
-                },
+                jobs: f.all_jobs().iter().map(|s| s.to_string()).collect(),
             }
         })
         .collect();

@@ -166,10 +166,33 @@ pub fn fold_kernel_duplicates(findings: &mut Vec<Finding>) {
     if seen_by_steps.is_empty() {
         return;
     }
+    // The steps a dropped kernel finding named (its windows: other steps
+    // on the GPU, `--overlap`, shards) go to the step's finding.
+    let mut moved: Vec<(u32, GpuRef, Vec<crate::step_id::StepId>)> = Vec::new();
     findings.retain(|f| match (&f.fault, &f.source) {
-        (Fault::Xid { code, .. }, Source::Kmsg { .. } | Source::LogFile { .. }) => !seen_by_steps.iter().any(|(c, gpu)| c == code && same_gpu(gpu, &f.gpu)),
+        (Fault::Xid { code, .. }, Source::Kmsg { .. } | Source::LogFile { .. }) => {
+            let dup = seen_by_steps.iter().any(|(c, gpu)| c == code && same_gpu(gpu, &f.gpu));
+            if dup && !f.jobs.is_empty() {
+                moved.push((*code, f.gpu.clone(), f.jobs.clone()));
+            }
+            !dup
+        }
         _ => true,
     });
+    for (code, gpu, jobs) in moved {
+        for f in findings.iter_mut() {
+            let Source::Step { step, .. } = &f.source else { continue };
+            if !matches!(&f.fault, Fault::Xid { code: c, .. } if *c == code) || !same_gpu(&gpu, &f.gpu) {
+                continue;
+            }
+            let own = *step;
+            for j in &jobs {
+                if Some(*j) != own && !f.jobs.contains(j) {
+                    f.jobs.push(*j);
+                }
+            }
+        }
+    }
 }
 
 fn same_gpu(a: &GpuRef, b: &GpuRef) -> bool {
@@ -244,6 +267,21 @@ mod tests {
         fold_kernel_duplicates(&mut by_index);
         assert_eq!(by_index.len(), 1);
         assert!(matches!(by_index[0].source, Source::Step { .. }));
+    }
+
+    #[test]
+    fn the_steps_a_folded_kernel_xid_named_stay_named() {
+        // Steps 12.0 (with --gpu-freq, NVML's record) and 12.1 (--overlap)
+        // held the GPU: the kernel's line, matched to both windows, folds
+        // into the record, which then names both.
+        let mut kernel =
+            Finding::new(Fault::Xid { code: 79, pid: None, process: None, message: String::new() }, GpuRef::pci("0000:41:00"), Source::Kmsg { seq: 7 });
+        kernel.jobs = vec![StepId { job: 12, step: 0, het_comp: None }, StepId { job: 12, step: 1, het_comp: None }];
+        let mut found = vec![kernel, record().finding()];
+        fold_kernel_duplicates(&mut found);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].job_words().as_deref(), Some("job 12.0 +1"));
+        assert_eq!(found[0].jobs, [StepId { job: 12, step: 1, het_comp: None }]);
     }
 
     fn record() -> StepXid {

@@ -194,8 +194,6 @@ pub fn run(args: &HealthArgs) -> u8 {
     // The guard counts the nodes held out now: a resumed node's reason may
     // linger in sinfo for a while.
     let reasons: Vec<&str> = cluster.iter().filter(|(_, s)| s.state.contains("drain")).map(|(_, s)| s.reason.as_str()).filter(|r| !r.is_empty()).collect();
-    // An XID both in the kernel's log and in a step's record is one fault.
-    gres_health::steps::fold_kernel_duplicates(&mut run.findings);
     // The jobs each kernel XID hit: the steps that held its GPU then.
     let mut attributed = step_records::attribute(&state_dir, &boot_id, boot_time, now, &mut run.findings, &mut run.notes);
     if can_act && !attributed.is_empty() {
@@ -203,6 +201,9 @@ pub fn run(args: &HealthArgs) -> u8 {
             run.notes.push(format!("the users of the jobs an XID hit are not known: {e}"));
         }
     }
+    // An XID both in the kernel's log and in a step's record is one fault
+    // (the record's, naming also the steps the kernel's line was matched to).
+    gres_health::steps::fold_kernel_duplicates(&mut run.findings);
     let decide_on = |findings: &[Finding]| {
         decide(&Inputs {
             node: HealthNode { state: &node.state, reason: Some(node.reason.as_str()).filter(|r| !r.is_empty()), reason_user: None },
