@@ -188,8 +188,9 @@ impl Cursor {
 
     /// Load the state file from `dir`.  No file: no cursor, no warning.
     /// A file that is not a state file is renamed `health.state.bad-<now>`
-    /// (kept for a person to read, out of the next run's way).
-    pub fn load(dir: &Path, now: u64) -> Loaded {
+    /// (kept for a person to read, out of the next run's way), unless
+    /// `keep_in_place` (a dry run, which changes nothing).
+    pub fn load(dir: &Path, now: u64, keep_in_place: bool) -> Loaded {
         let path = Cursor::path(dir);
         let problem = match read_bounded(&path, MAX_FILE) {
             Err(e) if e.is_not_found() => return Loaded { cursor: None, warning: None, damaged: false },
@@ -200,9 +201,13 @@ impl Cursor {
             },
         };
         let aside = dir.join(format!("{STATE_FILE}.bad-{now}"));
-        let kept = match std::fs::rename(&path, &aside) {
-            Ok(()) => format!("kept as {}", aside.display()),
-            Err(e) => format!("could not be moved aside: {e}"),
+        let kept = if keep_in_place {
+            "left in place (a dry run changes nothing)".to_string()
+        } else {
+            match std::fs::rename(&path, &aside) {
+                Ok(()) => format!("kept as {}", aside.display()),
+                Err(e) => format!("could not be moved aside: {e}"),
+            }
         };
         Loaded { cursor: None, warning: Some(format!("{}: {problem}; {kept}; this run acts on nothing older than this boot", path.display())), damaged: true }
     }
@@ -394,7 +399,7 @@ mod tests {
     #[test]
     fn save_then_load_round_trips_and_leaves_no_temp_file() {
         let dir = temp_dir("save");
-        assert_eq!(Cursor::load(&dir, 1), Loaded { cursor: None, warning: None, damaged: false });
+        assert_eq!(Cursor::load(&dir, 1, false), Loaded { cursor: None, warning: None, damaged: false });
         let mut c = Cursor::new(BOOT_A);
         c.consumed(42);
         c.remember(0xdead_beef);
@@ -403,7 +408,7 @@ mod tests {
         c.save(&dir).unwrap();
         c.consumed(43);
         c.save(&dir).unwrap();
-        let loaded = Cursor::load(&dir, 1);
+        let loaded = Cursor::load(&dir, 1, false);
         assert_eq!(loaded.cursor, Some(c));
         assert_eq!(loaded.warning, None);
         let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
@@ -415,7 +420,11 @@ mod tests {
     fn a_corrupt_file_on_disk_is_kept_aside_and_said() {
         let dir = temp_dir("corrupt");
         fs::write(Cursor::path(&dir), "gres-rs-health-state 1\nboot_id=\u{0}\u{1}garbage").unwrap();
-        let loaded = Cursor::load(&dir, 1234);
+        // A dry run says so and leaves it.
+        let dry = Cursor::load(&dir, 1234, true);
+        assert!(dry.damaged && dry.warning.unwrap().contains("left in place"));
+        assert!(Cursor::path(&dir).exists());
+        let loaded = Cursor::load(&dir, 1234, false);
         assert_eq!((loaded.cursor.is_none(), loaded.damaged), (true, true));
         let w = loaded.warning.unwrap();
         assert!(w.contains("health.state") && w.contains("health.state.bad-1234") && w.contains("nothing older than this boot"), "{w}");

@@ -125,7 +125,7 @@ pub fn run(args: &HealthArgs) -> u8 {
             }
         }
     };
-    let loaded = Cursor::load(&state_dir, now);
+    let loaded = Cursor::load(&state_dir, now, args.dry_run);
     if let Some(w) = &loaded.warning {
         run.notes.push(w.clone());
     }
