@@ -155,6 +155,12 @@ pub(crate) fn on_standin(dir: &Path, fixture: &str, extra: &[&str]) -> (Option<i
 }
 
 pub(crate) fn on_standin_with(dir: &Path, fixture: &str, extra: &[&str], env: &[(&str, &Path)]) -> (Option<i32>, serde_json::Value) {
+    on_library_with(dir, &gres_test_harness::standin::library(), fixture, extra, env)
+}
+
+/// [`on_standin_with`] with the NVML library `lib` (a build of the
+/// stand-in that lacks functions, say).
+pub(crate) fn on_library_with(dir: &Path, lib: &Path, fixture: &str, extra: &[&str], env: &[(&str, &Path)]) -> (Option<i32>, serde_json::Value) {
     let dev = dir.join("dev");
     let pci = dir.join("sys/bus/pci/devices");
     for i in 0..8 {
@@ -167,7 +173,6 @@ pub(crate) fn on_standin_with(dir: &Path, fixture: &str, extra: &[&str], env: &[
     }
     let log = dir.join("empty.log");
     fs::write(&log, "").unwrap();
-    let lib = gres_test_harness::standin::library();
     let mut args = vec!["health", "--no-slurm", "--node", "n1", "--format", "json", "--nvml-timeout", "1000"];
     let (d, s, l, k, st) = (dev.to_str().unwrap(), dir.join("sys"), lib.to_str().unwrap(), log.to_str().unwrap(), dir.join("state"));
     let (s, st) = (s.to_str().unwrap().to_string(), st.to_str().unwrap().to_string());

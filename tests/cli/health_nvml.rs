@@ -6,7 +6,7 @@
 //! GPU still drains at once.
 
 use crate::health::{kinds, on_standin};
-use crate::run::{temp_dir, text};
+use crate::run::temp_dir;
 use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -61,39 +61,9 @@ fn what_the_driver_cannot_tell_is_a_note_not_a_drain() {
     }
 }
 
-/// `gres-rs health` as `on_standin` runs it (the same 8 device files and
-/// PCI GPUs, see tests/cli/health.rs), with the NVML library `lib`.
+/// `gres-rs health` as `on_standin` runs it, with the NVML library `lib`.
 fn on_library(dir: &Path, lib: &Path, fixture: &str) -> (Option<i32>, serde_json::Value) {
-    let (dev, pci) = (dir.join("dev"), dir.join("sys/bus/pci/devices"));
-    fs::create_dir_all(&dev).unwrap();
-    for i in 0..8 {
-        fs::write(dev.join(format!("nvidia{i}")), "").unwrap();
-        let p = pci.join(format!("0000:{:02x}:00.0", 0x10 + i));
-        fs::create_dir_all(&p).unwrap();
-        fs::write(p.join("vendor"), "0x10de\n").unwrap();
-        fs::write(p.join("class"), "0x030200\n").unwrap();
-    }
-    let log = dir.join("empty.log");
-    fs::write(&log, "").unwrap();
-    let (sys, state) = (dir.join("sys"), dir.join("state"));
-    let out = std::process::Command::new(crate::run::GRES_RS)
-        .args(["health", "--no-slurm", "--node", "n1", "--format", "json", "--nvml-timeout", "1000"])
-        .arg("--dev-dir")
-        .arg(&dev)
-        .arg("--sys-dir")
-        .arg(&sys)
-        .arg("--nvml-lib")
-        .arg(lib)
-        .arg("--kmsg")
-        .arg(&log)
-        .arg("--state-dir")
-        .arg(&state)
-        .env("GRES_RS_NVML_FIXTURE", gres_test_harness::standin::fixture(fixture))
-        .env_remove("SLURM_CONF")
-        .output()
-        .unwrap();
-    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
-    (out.status.code(), doc)
+    crate::health::on_library_with(dir, lib, fixture, &[], &[])
 }
 
 /// A driver whose library lacks functions (an older one, or a newer one
